@@ -1,0 +1,5 @@
+import sys
+
+from sampler.cli import main
+
+sys.exit(main())

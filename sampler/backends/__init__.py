@@ -1,0 +1,1 @@
+"""Debuggers that sampler can drive; the session reaches them only through base."""

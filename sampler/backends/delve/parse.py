@@ -1,0 +1,130 @@
+"""Everything sampler knows about the text Delve's terminal prints.
+
+Every regular expression over Delve's output lives here, tested against recorded
+transcripts (tests/unit/transcripts). Delve's errors become typed errors here and
+nowhere else.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sampler.errors import (
+    AlreadyTraced,
+    DebuggerError,
+    ExpressionError,
+    LocationNotFound,
+    PermissionDenied,
+    ProcessNotFound,
+    SamplerError,
+    TargetExited,
+    UnsupportedTarget,
+)
+from sampler.sample import Value
+
+PROMPT = r"\(dlv\) "
+KILL_QUESTION = r"Would you like to kill the process\? \[Y/n\]"
+BREAKPOINT = "sampler"
+"""The name sampler gives its breakpoint, so it never touches the user's own."""
+
+_STOP = re.compile(r"^> (?:\[(?P<bp>[^\]]+)\] )?(?P<func>\S+) (?P<file>\S+?):(?P<line>\d+)"
+                   r"(?: \(hits goroutine\((?P<goroutine>\d+)\):\d+ total:\d+\))?", re.M)
+_EXITED = re.compile(r"Process (?P<pid>\d+) has exited with status (?P<status>-?\d+)")
+_FAILED = re.compile(r"^Command failed: (?P<message>.*)$", re.M)
+_BP_SET = re.compile(r"^Breakpoint \S+ set at (?P<addr>0x[0-9a-f]+)", re.M)
+_INT = re.compile(r"^-?\d+$")
+_FLOAT = re.compile(r"^-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?$|^[-+]?(?:Inf|NaN)$")
+_NOISE = re.compile(r"^(?:Warning: debugging optimized function|received SIGINT, stopping process.*"
+                    r"|=> +\d+:.*|Type 'help' for list of commands\.)$")
+# Failures that say the expression is wrong for this program, not this moment.
+_STATIC = re.compile(r"could not find symbol value for|has no member|^\d+:\d+: |invalid operation|"
+                     r"not defined on|mismatched types|cannot (?:convert|use)|undefined|"
+                     r"no (?:field|method)|can not|unsupported", re.I)
+
+
+def clean(text: str) -> str:
+    """Delve's output with pty line ends made plain and surrounding blank space removed."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").strip()
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Where the target stopped after a continue or a halt."""
+
+    breakpoint: str = ""
+    """Name of the breakpoint that was hit ('' when halted, not at a breakpoint)."""
+    goroutine: str = ""
+    function: str = ""
+    file_line: str = ""
+
+
+def check_exited(text: str) -> None:
+    """Raise TargetExited when the output says the target process is gone."""
+    match = _EXITED.search(text)
+    if match:
+        raise TargetExited(f"target process {match.group('pid')} exited with status "
+                           f"{match.group('status')}")
+
+
+def failure(text: str) -> str | None:
+    """Delve's 'Command failed' message, or None when the command succeeded."""
+    match = _FAILED.search(text)
+    return match.group("message").strip() if match else None
+
+
+def parse_stop(text: str) -> Stop:
+    """Read the stop location printed after ``continue`` or after a halt."""
+    check_exited(text)
+    match = _STOP.search(text)
+    if not match:
+        message = failure(text)
+        raise DebuggerError(f"dlv did not say where the target stopped: {message or text!r}")
+    return Stop(breakpoint=match.group("bp") or "", goroutine=match.group("goroutine") or "",
+                function=match.group("func"), file_line=f"{match.group('file')}:{match.group('line')}")
+
+
+def parse_breakpoint_set(text: str, location: str) -> int:
+    """The address of a breakpoint just set; LocationNotFound when Delve refused it."""
+    check_exited(text)
+    match = _BP_SET.search(text)
+    if match:
+        return int(match.group("addr"), 16)
+    message = failure(text) or text
+    raise LocationNotFound(f"dlv cannot break at {location!r}: {message}")
+
+
+def parse_value(text: str, expression: str) -> tuple[Value, str]:
+    """(value, '') for a printed value, or (None, error) for a failure of this sample.
+
+    Raises ExpressionError when the failure says the expression itself is wrong
+    (unknown name, no such field, syntax), since no later sample can do better.
+    """
+    check_exited(text)
+    message = failure(text)
+    if message is not None:
+        if _STATIC.search(message):
+            raise ExpressionError(f"{expression!r}: {message}")
+        return None, message
+    lines = [line.strip() for line in text.splitlines() if not _NOISE.match(line.strip())]
+    value = " ".join(line for line in lines if line)
+    if _INT.match(value):
+        return int(value), ""
+    if _FLOAT.match(value):
+        return float(value), ""
+    return value, ""
+
+
+def attach_error(text: str, pid: int) -> SamplerError:
+    """The typed error for dlv's output when ``dlv attach`` ended without a prompt."""
+    message = clean(text).splitlines()[-1] if clean(text) else "dlv exited without a word"
+    lowered = message.lower()
+    if "no such process" in lowered:
+        return ProcessNotFound(f"no process with PID {pid}")
+    if "operation not permitted" in lowered:
+        return AlreadyTraced(f"dlv may not trace process {pid} ({message}); is another debugger "
+                             "attached?", PermissionDenied.hint + ", and that no debugger is attached")
+    if "could not open debug info" in lowered or "dwarf" in lowered or "not an executable" in lowered:
+        return UnsupportedTarget(f"dlv cannot debug process {pid}: {message}",
+                                 "the delve backend needs a Go program with debug info")
+    return DebuggerError(f"dlv attach {pid} failed: {message}")

@@ -1,0 +1,109 @@
+"""The wire to Delve's terminal client: a pty, a prompt, SIGINT. No parsing of meaning here."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pexpect
+
+from sampler.backends.delve import parse
+from sampler.errors import DebuggerError
+
+ATTACH_TIMEOUT_S = 60.0
+COMMAND_TIMEOUT_S = 10.0
+
+
+class DelveTerminal:
+    """One ``dlv attach PID`` session on a pty."""
+
+    def __init__(self, dlv: str, pid: int) -> None:
+        self.dlv = dlv
+        self.pid = pid
+        self._child: pexpect.spawn | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self._child is not None and self._child.isalive()
+
+    def start(self) -> None:
+        """Run ``dlv attach``; return at its first prompt (target halted), or raise."""
+        env = dict(os.environ, TERM="dumb")  # plain line input: no line editor, no escapes
+        try:
+            child = pexpect.spawn(self.dlv, ["attach", str(self.pid)], env=env, echo=False,
+                                  encoding="utf-8", codec_errors="replace", timeout=ATTACH_TIMEOUT_S,
+                                  dimensions=(50, 1000))
+        except pexpect.ExceptionPexpect as e:
+            raise DebuggerError(f"cannot start {self.dlv}: {e}") from None
+        # pexpect sleeps 50 ms before every send by default: that would keep the
+        # target stopped 250 ms per sample instead of about 10 ms.
+        child.delaybeforesend = None
+        self._child = child
+        index = child.expect([parse.PROMPT, pexpect.EOF, pexpect.TIMEOUT])
+        if index != 0:
+            text = child.before or ""
+            self.close()
+            if index == 2:
+                raise DebuggerError(f"dlv attach {self.pid} gave no prompt within {ATTACH_TIMEOUT_S:.0f}s")
+            raise parse.attach_error(text, self.pid)
+
+    def send(self, command: str) -> None:
+        """Write a command line without waiting for its answer."""
+        try:
+            self._require().sendline(command)
+        except OSError as e:
+            raise DebuggerError(f"lost dlv while sending {command!r}: {e}") from None
+
+    def wait(self, timeout: float) -> str | None:
+        """Output up to the next prompt, or None if no prompt came within ``timeout``."""
+        child = self._require()
+        index = child.expect([parse.PROMPT, pexpect.EOF, pexpect.TIMEOUT], timeout=timeout)
+        if index == 2:
+            return None
+        text = parse.clean(child.before or "")
+        if index == 1:
+            parse.check_exited(text)
+            raise DebuggerError(f"dlv ended unexpectedly: {text.splitlines()[-1] if text else 'no output'}")
+        return text
+
+    def run(self, command: str, timeout: float = COMMAND_TIMEOUT_S) -> str:
+        """Send a command and return what it printed before the next prompt."""
+        self.send(command)
+        text = self.wait(timeout)
+        if text is None:
+            raise DebuggerError(f"dlv did not answer {command!r} within {timeout:.0f}s")
+        return text
+
+    def interrupt(self) -> None:
+        """Ask dlv to halt the running target (what Ctrl-C at its terminal does)."""
+        child = self._require()
+        try:
+            os.kill(child.pid, signal.SIGINT)
+        except ProcessLookupError:
+            raise DebuggerError("dlv is gone") from None
+
+    def quit_leaving_target(self, timeout: float = COMMAND_TIMEOUT_S) -> None:
+        """Quit dlv, answering its 'kill the process?' question with no (detach only)."""
+        child = self._require()
+        self.send("quit")
+        index = child.expect([parse.KILL_QUESTION, pexpect.EOF, pexpect.TIMEOUT], timeout=timeout)
+        if index == 0:
+            child.sendline("n")
+            index = 1 + child.expect([pexpect.EOF, pexpect.TIMEOUT], timeout=timeout)
+        if index != 1:
+            raise DebuggerError("dlv did not quit")
+
+    def close(self) -> None:
+        """Make sure dlv is gone (after a quit it already is)."""
+        child, self._child = self._child, None
+        if child is None:
+            return
+        try:
+            child.close(force=True)
+        except pexpect.ExceptionPexpect:
+            pass
+
+    def _require(self) -> pexpect.spawn:
+        if self._child is None:
+            raise DebuggerError("dlv is not running")
+        return self._child

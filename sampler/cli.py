@@ -1,0 +1,133 @@
+"""The command line: parse, call the session, print one line, return an exit code."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import traceback
+from collections.abc import Sequence
+
+import click
+
+from sampler import __version__, expr, process
+from sampler.backends.base import CHOICES, select
+from sampler.config import SessionConfig
+from sampler.durations import format_duration, parse_duration
+from sampler.errors import SamplerError, UsageError
+from sampler.output import Writer
+from sampler.output.console import ConsoleWriter
+from sampler.output.csv import RESERVED, CsvWriter
+from sampler.session import Session
+
+
+class Duration(click.ParamType):
+    name = "duration"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, float):
+            return value
+        try:
+            return parse_duration(str(value))
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+DURATION = Duration()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="sampler")
+def cli() -> None:
+    """Sample expressions from a running process with a debugger, into CSV."""
+
+
+@cli.command()
+@click.option("--pid", type=int, required=True, help="The process to sample.")
+@click.option("--at", "location", metavar="LOCATION",
+              help="Where to break: a function (main.(*Ring).Read) or FILE:LINE. "
+                   "Without it the target is halted where it is and globals are read.")
+@click.option("--expr", "exprs", multiple=True, required=True, metavar="[NAME=]EXPR",
+              help="An expression to read at each sample; one CSV column each. Repeatable.")
+@click.option("--interval", type=DURATION, help="Time between samples (default 1s).")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True), help="Samples per second.")
+@click.option("--count", type=click.IntRange(min=1), help="Stop after N samples.")
+@click.option("--duration", type=DURATION, help="Stop after this long.")
+@click.option("--hit-timeout", type=DURATION, default="2s", show_default=True,
+              help="Give up on a breakpoint not hit within this time and record a miss.")
+@click.option("--out", default="-", show_default=True, help="CSV file to write, - for stdout.")
+@click.option("--backend", type=click.Choice(CHOICES), default="auto", show_default=True)
+@click.option("--quiet", is_flag=True, help="No per-sample lines on stderr.")
+def attach(pid: int, location: str | None, exprs: Sequence[str], interval: float | None,
+           rate: float | None, count: int | None, duration: float | None, hit_timeout: float,
+           out: str, backend: str, quiet: bool) -> int:
+    """Attach to a running process and sample expressions on a fixed schedule."""
+    if interval is not None and rate is not None:
+        raise UsageError("--interval and --rate exclude each other", "give one of them")
+    expressions = tuple(expr.parse_option(text) for text in exprs)
+    names = [e.name for e in expressions]
+    for name in names:
+        if name in RESERVED or names.count(name) > 1:
+            raise UsageError(f"column name {name!r} is used twice or is a fixed column",
+                             "name the expression: --expr NAME=EXPR")
+    if location is not None and not location.strip():
+        raise UsageError("--at is empty", "give a function or FILE:LINE")
+    config = SessionConfig(pid=pid, expressions=expressions, location=location,
+                           interval_s=interval or (1.0 / rate if rate else 1.0), count=count,
+                           duration_s=duration, hit_timeout_s=hit_timeout, backend=backend)
+    choice = select(config, process.inspect(pid))
+    writers: list[Writer] = [CsvWriter(out, names)]
+    if not quiet:
+        writers.append(ConsoleWriter(names))
+        click.echo(f"sampler: {choice.backend.name} backend ({choice.reason}); sampling PID {pid} "
+                   f"every {format_duration(config.interval_s)}", err=True)
+    session = Session(config, choice.backend, writers)
+    try:
+        summary = session.run()
+    except SamplerError as e:
+        if session.summary.samples:
+            e.message += f" ({session.summary.samples} samples kept in {_where(out)})"
+        raise
+    finally:
+        for writer in writers:
+            writer.close()
+    if not quiet:
+        median = statistics.median(summary.pause_us) / 1000 if summary.pause_us else 0.0
+        ended = f", stopped by {summary.stopped_by}" if summary.stopped_by else ""
+        click.echo(f"sampler: {summary.samples} samples ({summary.misses} with errors) to "
+                   f"{_where(out)}; median pause {median:.2f}ms{ended}; target left running", err=True)
+    return 0
+
+
+def _where(out: str) -> str:
+    return "stdout" if out == "-" else out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: run the CLI and turn every failure into one line and an exit code."""
+    try:
+        result = cli.main(args=list(argv) if argv is not None else None, prog_name="sampler",
+                          standalone_mode=False)
+    except SamplerError as e:
+        _say(str(e))
+        return e.exit_code
+    except click.ClickException as e:
+        _say(f"{e.format_message()} (see 'sampler --help')")
+        return e.exit_code
+    except (click.Abort, KeyboardInterrupt):
+        _say("interrupted before sampling started; the target was not touched")
+        return 130
+    except Exception as e:  # a bug of ours: one line, traceback only on request
+        if os.environ.get("SAMPLER_DEBUG"):
+            traceback.print_exc()
+        _say(f"internal error: {type(e).__name__}: {e} (set SAMPLER_DEBUG=1 for a traceback, "
+             "and please report it)")
+        return 70
+    return result if isinstance(result, int) else 0
+
+
+def _say(line: str) -> None:
+    try:
+        print(f"sampler: {line}", file=sys.stderr, flush=True)
+    except OSError:
+        pass

@@ -1,0 +1,27 @@
+"""What one sampling session is asked to do, as data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sampler.expr import Expression
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    pid: int
+    """The process to sample."""
+    expressions: tuple[Expression, ...]
+    """What to evaluate at each sample; one output column each."""
+    location: str | None = None
+    """Where the breakpoint goes (function, FILE:LINE); None: halt anywhere, read globals."""
+    interval_s: float = 1.0
+    """Time between ticks; ticks sit on a fixed grid from the start."""
+    count: int | None = None
+    """Stop after this many samples (rows, misses included); None: no limit."""
+    duration_s: float | None = None
+    """Stop taking ticks this long after the start; None: no limit."""
+    hit_timeout_s: float = 2.0
+    """How long to wait for the breakpoint before recording a miss."""
+    backend: str = "auto"
+    """Which debugger drives the target: auto, delve."""

@@ -1,0 +1,155 @@
+"""Expressions users sample: parsed and checked once, the same way for every backend.
+
+The syntax is the common ground of C and Go read-only expressions: names,
+``.`` and ``->`` field access, ``[i]``, unary ``*`` (dereference), unary ``-``,
+``~``, ``!``, arithmetic, shifts, bitwise operators, comparisons, ``&&`` and
+``||``, parentheses, integer and float literals. A few tokens are rewritten
+into Python's spelling and the result is parsed with :mod:`ast`: there is no
+hand-written parser. Anything that could change the target is refused before
+sampler attaches: calls, assignment, increments, several statements.
+"""
+
+from __future__ import annotations
+
+import ast
+import keyword
+import re
+from dataclasses import dataclass
+
+from sampler.errors import ExpressionError
+
+DEREF = "__deref__"
+"""Name of the pseudo-call that stands for unary ``*`` in the parsed tree."""
+KEYWORD_PREFIX = "__kw_"
+"""Prefix given to names that are Python keywords (a C field called ``from``)."""
+
+_NAME_PREFIX = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=(?!=)")
+_TOKEN = re.compile(
+    r"\s*(?:(?P<num>0[xX][0-9a-fA-F]+|\d+\.\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|\d+(?:[eE][-+]?\d+)?)"
+    r"|(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
+    r"|(?P<op>->|&&|\|\||==|!=|<=|>=|<<|>>|[-+*/%&|^~!<>()\[\].,]))"
+)
+_ASSIGNMENT = re.compile(r"(?<![=!<>])=(?!=)|\+\+|--|:=|<<=|>>=")
+_UNARY_BEFORE = {None, "(", "[", ",", "-", "+", "*", "/", "%", "&", "|", "^", "~", "!",
+                 "<", ">", "==", "!=", "<=", ">=", "<<", ">>", "&&", "||"}
+_ALLOWED = (
+    ast.Expression, ast.Name, ast.Attribute, ast.Subscript, ast.BinOp, ast.UnaryOp,
+    ast.Compare, ast.BoolOp, ast.Constant, ast.Load,
+    ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Mod, ast.LShift, ast.RShift,
+    ast.BitOr, ast.BitXor, ast.BitAnd, ast.USub, ast.UAdd, ast.Invert, ast.Not,
+    ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.And, ast.Or,
+)
+
+
+@dataclass(frozen=True)
+class Expression:
+    name: str
+    """The CSV column: the NAME of NAME=EXPR, or the expression text."""
+    text: str
+    """The expression as the user wrote it; what text-driven debuggers are sent."""
+    tree: ast.Expression
+    """The checked tree; unary ``*`` appears as a call to ``__deref__``."""
+
+
+def parse_option(option: str) -> Expression:
+    """Parse one ``--expr`` value: ``[NAME=]EXPR``."""
+    match = _NAME_PREFIX.match(option)
+    name, text = (match.group(1), option[match.end():]) if match else (None, option)
+    text = text.strip()
+    tree = parse(text)
+    return Expression(name=name or text, text=text, tree=tree)
+
+
+def parse(text: str) -> ast.Expression:
+    """Check ``text`` and return its tree; raise ExpressionError saying what is wrong."""
+    if not text:
+        raise ExpressionError("empty expression")
+    if "\n" in text or "\r" in text or ";" in text:
+        raise ExpressionError(f"{text!r}: one expression only (no newline, no ';')")
+    if _ASSIGNMENT.search(text):
+        raise ExpressionError(f"{text!r}: assignment and increments are not allowed")
+    tree = _python_tree(_to_python(text), text)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            if not (isinstance(node.func, ast.Name) and node.func.id == DEREF):
+                raise ExpressionError(f"{text!r}: function calls are not allowed")
+            continue
+        if isinstance(node, ast.Constant) and (
+                isinstance(node.value, bool) or not isinstance(node.value, (int, float))):
+            raise ExpressionError(f"{text!r}: only integer and float literals are allowed")
+        if isinstance(node, ast.Name) and node.id == DEREF:
+            continue
+        if not isinstance(node, _ALLOWED):
+            raise ExpressionError(f"{text!r}: {type(node).__name__.lower()} is not supported")
+    return tree
+
+
+def _python_tree(source: str, text: str) -> ast.Expression:
+    try:
+        return ast.parse(source, mode="eval")
+    except SyntaxError:
+        raise ExpressionError(f"{text!r} is not a valid expression") from None
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    tokens: list[tuple[str, str]] = []
+    pos = 0
+    while pos < len(text):
+        if text[pos:].strip() == "":
+            break
+        match = _TOKEN.match(text, pos)
+        if not match or match.end() == pos:
+            bad = text[pos:].lstrip()[:1]
+            raise ExpressionError(f"{text!r}: unexpected {bad!r}")
+        kind = match.lastgroup or ""
+        tokens.append((kind, match.group(kind)))
+        pos = match.end()
+    return tokens
+
+
+def _to_python(text: str) -> str:
+    """Rewrite C/Go spellings into Python's; unary ``*X`` becomes ``__deref__(X)``."""
+    out: list[str] = []
+    tokens = _tokens(text)
+    closers: list[int] = []  # per open deref: paren depth at which its operand ends
+    depth = 0
+    previous: str | None = None
+    i = 0
+    while i < len(tokens):
+        kind, tok = tokens[i]
+        if kind == "op" and tok == "*" and previous in _UNARY_BEFORE:
+            out.append(f"{DEREF}(")
+            closers.append(depth)
+            previous = tok
+            i += 1
+            continue
+        if kind == "op" and tok == "&" and previous in _UNARY_BEFORE:
+            raise ExpressionError(f"{text!r}: taking an address (&) is not supported")
+        if kind == "op" and tok in ("(", "["):
+            depth += 1
+        elif kind == "op" and tok in (")", "]"):
+            depth -= 1
+        if kind == "name" and (keyword.iskeyword(tok) or tok.startswith(KEYWORD_PREFIX)):
+            tok = KEYWORD_PREFIX + tok
+        out.append({"->": ".", "&&": "and", "||": "or", "!": "not"}.get(tok, tok))
+        previous = tok
+        i += 1
+        # a dereference's operand ends after a primary and its trailers
+        while closers and closers[-1] == depth and _operand_ends(tokens, i, kind, tok):
+            out.append(")")
+            closers.pop()
+    if closers:
+        raise ExpressionError(f"{text!r}: '*' needs an operand")
+    return " ".join(out)
+
+
+def source_name(python_name: str) -> str:
+    """The program's spelling of a name from the parsed tree."""
+    return python_name.removeprefix(KEYWORD_PREFIX)
+
+
+def _operand_ends(tokens: list[tuple[str, str]], i: int, kind: str, tok: str) -> bool:
+    if kind == "op" and tok not in (")", "]"):
+        return False  # still inside the operand (a unary op, '.', '->', '(' ...)
+    following = tokens[i][1] if i < len(tokens) else None
+    return following not in (".", "->", "[")

@@ -1,0 +1,15 @@
+"""Where samples go: one Writer per format, all fed the same Sample."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from sampler.sample import Sample
+
+
+class Writer(Protocol):
+    def write(self, sample: Sample) -> None:
+        """Record one sample; it must be durable (flushed) when this returns."""
+
+    def close(self) -> None:
+        """Release the output; called once, on every way out."""

@@ -1,0 +1,37 @@
+"""A short human line per sample on stderr: ``#3 delta=448 pause=5.1ms``."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+from sampler.output.csv import format_value
+from sampler.sample import Sample
+
+
+def format_line(sample: Sample, names: Sequence[str]) -> str:
+    r = sample.reading
+    parts = [f"#{sample.seq}"]
+    parts += [f"{n}={format_value(v)}" for n, v in zip(names, r.values) if v is not None]
+    parts.append(f"pause={r.pause_us / 1000:.1f}ms")
+    if sample.late_us >= 1000:
+        parts.append(f"late={sample.late_us / 1000:.1f}ms")
+    if r.error:
+        parts.append(f"error: {r.error}")
+    return " ".join(parts)
+
+
+class ConsoleWriter:
+    def __init__(self, names: Sequence[str], stream: TextIO | None = None) -> None:
+        self.names = list(names)
+        self.stream = stream or sys.stderr
+
+    def write(self, sample: Sample) -> None:
+        try:
+            print(format_line(sample, self.names), file=self.stream, flush=True)
+        except OSError:
+            pass  # a closed terminal must not stop the sampling
+
+    def close(self) -> None:
+        pass

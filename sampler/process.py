@@ -1,0 +1,85 @@
+"""What sampler learns about a target process before touching it (read-only)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+
+from sampler.errors import AlreadyTraced, PermissionDenied, ProcessNotFound, UnsupportedTarget
+
+
+@dataclass(frozen=True)
+class TargetProcess:
+    pid: int
+    exe: str
+    """Path of the program, as /proc/PID/exe shows it."""
+    is_go: bool
+    """Built by the Go toolchain (has a Go pclntab or build-info section)."""
+    has_debug_info: bool
+    """Carries DWARF (.debug_info), which every backend needs to find names."""
+
+
+def status_fields(pid: int) -> dict[str, str]:
+    """/proc/PID/status as a dict; raise ProcessNotFound when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except (FileNotFoundError, ProcessLookupError):
+        raise ProcessNotFound(f"no process with PID {pid}") from None
+    fields = {}
+    for line in lines:
+        key, _, value = line.partition(":")
+        fields[key] = value.strip()
+    return fields
+
+
+def is_running(pid: int) -> bool:
+    """True while the process exists and is not a zombie."""
+    try:
+        return not status_fields(pid).get("State", "").startswith(("Z", "X"))
+    except ProcessNotFound:
+        return False
+
+
+def inspect(pid: int) -> TargetProcess:
+    """Check that ``pid`` can be sampled; raise a SamplerError that says why not."""
+    if pid <= 0:
+        raise ProcessNotFound(f"no process with PID {pid}")
+    if pid in (os.getpid(), os.getppid()):
+        raise UnsupportedTarget(f"PID {pid} is sampler itself or its parent",
+                                "sample another process")
+    fields = status_fields(pid)
+    if fields.get("State", "").startswith(("Z", "X")):
+        raise ProcessNotFound(f"process {pid} has exited (it is a zombie)")
+    tracer = int(fields.get("TracerPid", "0") or 0)
+    if tracer:
+        raise AlreadyTraced(f"process {pid} is already traced by PID {tracer} ({_comm(tracer)})")
+    exe = f"/proc/{pid}/exe"
+    try:
+        path = os.readlink(exe)
+        with open(exe, "rb") as f:
+            elf = ELFFile(f)
+            names = {section.name for section in elf.iter_sections()}
+    except PermissionError:
+        raise PermissionDenied(f"not allowed to read the program of process {pid}") from None
+    except (FileNotFoundError, ProcessLookupError):
+        raise ProcessNotFound(f"no process with PID {pid}") from None
+    except ELFError:
+        raise UnsupportedTarget(f"process {pid} does not run an ELF program") from None
+    return TargetProcess(
+        pid=pid,
+        exe=path,
+        is_go=bool(names & {".gopclntab", ".go.buildinfo", ".data.rel.ro.gopclntab"}),
+        has_debug_info=bool(names & {".debug_info", ".zdebug_info"}),
+    )
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
+            return f.read().strip()
+    except OSError:
+        return "unknown"

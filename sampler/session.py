@@ -1,0 +1,102 @@
+"""The controller loop: wait for the tick, take a sample, write it, until told to stop.
+
+The backend does halt -> break -> hit -> evaluate -> clear -> resume; the session
+owns time, signals, counting and output, and guarantees ``detach`` on every way out.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from types import FrameType
+
+from sampler.backends.base import Backend
+from sampler.config import SessionConfig
+from sampler.output import Writer
+from sampler.sample import Sample
+from sampler.schedule import Schedule
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@dataclass
+class Summary:
+    samples: int = 0
+    """Rows written."""
+    misses: int = 0
+    """Rows whose sample failed (breakpoint not hit, evaluation error)."""
+    skipped_ticks: int = 0
+    """Ticks passed over because a sample took longer than the interval."""
+    stopped_by: str = ""
+    """The signal that ended the run, if one did."""
+    pause_us: list[float] = field(default_factory=list)
+
+
+class Session:
+    def __init__(self, config: SessionConfig, backend: Backend, writers: Sequence[Writer],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.config = config
+        self.backend = backend
+        self.writers = list(writers)
+        self.clock = clock
+        self.stop = threading.Event()
+        self.summary = Summary()
+
+    def run(self) -> Summary:
+        """Attach, sample until count/duration/signal, detach. Errors propagate after detach."""
+        with self._stop_on_signals():
+            if self.stop.is_set():
+                return self.summary
+            self.backend.attach()
+            try:
+                self._loop()
+            finally:
+                self.backend.detach()
+        return self.summary
+
+    def _loop(self) -> None:
+        config = self.config
+        schedule = Schedule(config.interval_s, self.clock, config.duration_s)
+        started_wall = datetime.now(timezone.utc)
+        while not self.stop.is_set():
+            if config.count is not None and self.summary.samples >= config.count:
+                return
+            tick = schedule.next_tick()
+            if tick is None:
+                return
+            self.summary.skipped_ticks += tick.skipped
+            delay = tick.deadline - self.clock()
+            if delay > 0 and self.stop.wait(delay):
+                return
+            late_s = schedule.lateness(tick)
+            reading = self.backend.sample(self.stop)
+            elapsed = tick.deadline - schedule.start + late_s
+            self.summary.samples += 1
+            self.summary.misses += bool(reading.error)
+            self.summary.pause_us.append(reading.pause_us)
+            sample = Sample(seq=self.summary.samples,
+                            time=started_wall + timedelta(seconds=elapsed), elapsed_s=elapsed,
+                            pid=config.pid, reading=reading, late_us=late_s * 1e6)
+            for writer in self.writers:
+                writer.write(sample)
+
+    @contextmanager
+    def _stop_on_signals(self) -> Iterator[None]:
+        """SIGINT, SIGTERM and SIGHUP ask the loop to stop; they never interrupt a step."""
+
+        def request_stop(signum: int, _frame: FrameType | None) -> None:
+            if not self.stop.is_set():
+                self.summary.stopped_by = signal.Signals(signum).name
+            self.stop.set()
+
+        previous = {signum: signal.signal(signum, request_stop) for signum in STOP_SIGNALS}
+        try:
+            yield
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)

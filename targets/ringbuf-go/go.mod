@@ -1,0 +1,3 @@
+module ringbuf
+
+go 1.19

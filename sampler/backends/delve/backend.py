@@ -40,6 +40,7 @@ class DelveBackend:
         self._stopped = False  # target halted, dlv at its prompt
         self._armed = False  # our breakpoint is set
         self._attached = False
+        self._exited = False  # dlv said the target process ended
 
     @classmethod
     def create(cls, config: SessionConfig, target: TargetProcess, dlv: str | None) -> DelveBackend:
@@ -83,9 +84,9 @@ class DelveBackend:
             if not self.term.alive:
                 return
             try:
-                if not self._stopped:
+                if not self._exited and not self._stopped:
                     self._halt()
-                if self._armed:
+                if not self._exited and self._armed:
                     self._disarm()
                     self._resume()
                     time.sleep(SETTLE_S)
@@ -116,8 +117,8 @@ class DelveBackend:
             self.term.interrupt()
             text = self._expect_stop()
         stopped = self.clock()
+        self._stopped_with(text)
         where = parse.parse_stop(text)
-        self._stopped = True
         values: tuple[Value, ...] = (None,) * len(self.config.expressions)
         if where.breakpoint == parse.BREAKPOINT:
             values, errors = self._evaluate()
@@ -150,8 +151,16 @@ class DelveBackend:
         if text is None:
             self.term.interrupt()
             text = self._expect_stop()
-        parse.check_exited(text)
+        self._stopped_with(text)
+
+    def _stopped_with(self, text: str) -> None:
+        """Note that dlv is at its prompt after ``text``; raise TargetExited if the target ended."""
         self._stopped = True
+        try:
+            parse.check_exited(text)
+        except TargetExited:
+            self._exited = True
+            raise
 
     def _expect_stop(self) -> str:
         text = self.term.wait(HALT_TIMEOUT_S)
@@ -161,12 +170,14 @@ class DelveBackend:
 
     def _arm(self) -> None:
         location = self.config.location or ""
-        parse.parse_breakpoint_set(self.term.run(f"break {parse.BREAKPOINT} {location}"), location)
+        text = self.term.run(f"break {parse.BREAKPOINT} {location}")
+        self._stopped_with(text)
+        parse.parse_breakpoint_set(text, location)
         self._armed = True
 
     def _disarm(self) -> None:
         text = self.term.run(f"clear {parse.BREAKPOINT}")
-        parse.check_exited(text)
+        self._stopped_with(text)
         self._armed = False
 
     def _resume(self) -> None:
@@ -177,7 +188,9 @@ class DelveBackend:
         values: list[Value] = []
         errors: list[str] = []
         for expression in self.config.expressions:
-            value, error = parse.parse_value(self.term.run(f"print {expression.text}"), expression.text)
+            text = self.term.run(f"print {expression.text}")
+            self._stopped_with(text)
+            value, error = parse.parse_value(text, expression.text)
             values.append(value)
             if error:
                 errors.append(f"{expression.name}: {error}")

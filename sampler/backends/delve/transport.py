@@ -12,6 +12,7 @@ from sampler.errors import DebuggerError
 
 ATTACH_TIMEOUT_S = 60.0
 COMMAND_TIMEOUT_S = 10.0
+POLL_FLOOR_S = 0.002
 
 
 class DelveTerminal:
@@ -38,6 +39,9 @@ class DelveTerminal:
         # pexpect sleeps 50 ms before every send by default: that would keep the
         # target stopped 250 ms per sample instead of about 10 ms.
         child.delaybeforesend = None
+        log = os.environ.get("SAMPLER_DELVE_LOG")
+        if log:  # a transcript of everything dlv printed, for debugging and for tests
+            child.logfile_read = open(log, "a", encoding="utf-8")  # noqa: SIM115 (lives with dlv)
         self._child = child
         index = child.expect([parse.PROMPT, pexpect.EOF, pexpect.TIMEOUT])
         if index != 0:
@@ -57,6 +61,8 @@ class DelveTerminal:
     def wait(self, timeout: float) -> str | None:
         """Output up to the next prompt, or None if no prompt came within ``timeout``."""
         child = self._require()
+        # pexpect gives up before reading anything when the timeout is 0
+        timeout = max(timeout, POLL_FLOOR_S)
         index = child.expect([parse.PROMPT, pexpect.EOF, pexpect.TIMEOUT], timeout=timeout)
         if index == 2:
             return None

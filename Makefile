@@ -1,0 +1,39 @@
+# sampler: `make demo` sets everything up and samples the bundled target;
+# `make test` sets everything up and runs the tests. Both are safe to run twice.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+GOBUILD := go build -buildvcs=false -trimpath
+# go needs a cache directory; a bare environment (no HOME) gets one in the tree
+ifeq ($(HOME),)
+export GOCACHE := $(CURDIR)/.cache/go-build
+export GOPATH := $(CURDIR)/.cache/go
+endif
+
+.PHONY: demo test setup system-deps targets clean
+
+demo: setup
+	@bash scripts/demo.sh
+
+test: setup
+	$(VENV)/bin/python -m pytest -q -ra
+
+setup: system-deps $(VENV)/.installed targets
+
+system-deps:
+	@bash scripts/install-system-deps.sh
+
+$(VENV)/.installed: pyproject.toml | system-deps
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --upgrade pip
+	$(VENV)/bin/python -m pip install -q -e '.[test]'
+	touch $@
+
+targets: targets/bin/ringbuf-go
+
+targets/bin/ringbuf-go: targets/ringbuf-go/main.go targets/ringbuf-go/go.mod | system-deps
+	mkdir -p targets/bin
+	cd targets/ringbuf-go && $(GOBUILD) -o ../bin/ringbuf-go .
+
+clean:
+	rm -rf targets/bin $(VENV) .cache samples.csv

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Install, from Debian's packages, whatever sampler needs that this machine lacks.
+# Safe to run twice: it installs nothing when everything is there.
+set -euo pipefail
+need=()
+command -v go >/dev/null 2>&1 || need+=(golang-go)
+command -v dlv >/dev/null 2>&1 || need+=(delve)
+command -v make >/dev/null 2>&1 || need+=(make)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" != 0 ]; then
+  echo "install-system-deps: missing ${need[*]}; run as root or install them: apt-get install ${need[*]}" >&2
+  exit 1
+fi
+echo "install-system-deps: installing ${need[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq "${need[@]}" >/dev/null

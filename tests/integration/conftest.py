@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from tests.integration.targets import BIN, ROOT, Target, have_delve
+
+
+@pytest.fixture(scope="session")
+def built_targets() -> None:
+    """Build the bundled targets once per test session."""
+    subprocess.run(["make", "-s", "targets"], cwd=ROOT, check=True)
+
+
+@pytest.fixture
+def start_target(built_targets: None) -> Iterator[Callable[..., Target]]:
+    started: list[Target] = []
+
+    def start(name: str, *args: str, env: dict[str, str] | None = None) -> Target:
+        target = Target([str(BIN / name), *args], env=env)
+        started.append(target)
+        return target
+
+    yield start
+    for target in started:
+        target.stop()
+
+
+@pytest.fixture
+def go_target(start_target: Callable[..., Target]) -> Target:
+    if not have_delve():
+        pytest.skip("dlv or the Go target is missing (make setup installs them)")
+    return start_target("ringbuf-go")

@@ -1,0 +1,160 @@
+"""Real target processes for the tests: start, wait for 'ready', watch, stop."""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = ROOT / "targets" / "bin"
+_THROUGHPUT = re.compile(r"^reads/s=(\d+) writes/s=(\d+)$")
+
+
+class Target:
+    """A running target whose stdout is collected line by line in the background."""
+
+    def __init__(self, argv: list[str], env: dict[str, str] | None = None) -> None:
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, env={**os.environ, **(env or {})})
+        self.pid = self.proc.pid
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self.wait_for(lambda: any(line.startswith("ready pid=") for line in self.lines), 10,
+                      "the target never said ready")
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for(self, condition, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{what} within {timeout}s; output: {self.lines[-5:]}")
+            time.sleep(0.05)
+
+    def throughput(self) -> list[int]:
+        """reads/s of every throughput line so far."""
+        return [int(m.group(1)) for m in map(_THROUGHPUT.match, self.lines) if m]
+
+    def more_throughput(self, lines: int = 2, timeout: float = 10) -> list[int]:
+        """Wait for ``lines`` new throughput lines and return them."""
+        seen = len(self.throughput())
+        self.wait_for(lambda: len(self.throughput()) >= seen + lines, timeout,
+                      f"the target printed no {lines} new throughput lines (is it stopped?)")
+        return self.throughput()[seen:seen + lines]
+
+    def status(self) -> dict[str, str]:
+        with open(f"/proc/{self.pid}/status") as f:
+            return dict(line.split(":\t", 1) for line in f.read().splitlines() if ":\t" in line)
+
+    def assert_untouched(self) -> None:
+        """Alive, not traced, not stopped, still working, never trapped."""
+        assert self.proc.poll() is None, f"target died: {self.lines[-5:]}"
+        status = self.status()
+        assert status["TracerPid"].strip() == "0", "target is still traced"
+        assert not status["State"].startswith(("T", "t")), f"target left stopped: {status['State']}"
+        after = self.more_throughput(2)
+        assert min(after) > 0, f"target does no work any more: {after}"
+        assert not any("SIGTRAP" in line or "trace trap" in line for line in self.lines), self.lines
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+        self._reader.join(10)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+def baseline(target: Target) -> float:
+    return statistics.median(target.more_throughput(2))
+
+
+def sampler(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run the real sampler CLI to completion."""
+    return subprocess.run([sys.executable, "-m", "sampler", *args], cwd=ROOT, text=True,
+                          capture_output=True, timeout=timeout)
+
+
+def start_sampler(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "sampler", *args], cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def assert_csv_whole(path: Path) -> list[dict[str, str]]:
+    """Every row has every column, and the file ends with a complete line."""
+    text = path.read_text()
+    assert text.endswith("\n"), "the CSV ends in the middle of a row"
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    header = rows[0]
+    assert header[:5] == ["seq", "time", "elapsed_s", "pid", "thread"]
+    assert header[-4:] == ["pause_us", "wait_us", "late_us", "error"]
+    for row in rows[1:]:
+        assert len(row) == len(header), f"incomplete row {row}"
+    return read_csv(path)
+
+
+def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    """Assert the sampler failed the way a user error should, and return its message."""
+    assert result.returncode not in (0, 70), (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("sampler: "), lines
+    return lines[0]
+
+
+def have_delve() -> bool:
+    return shutil.which("dlv") is not None and (BIN / "ringbuf-go").exists()
+
+
+def unused_pid() -> int:
+    with open("/proc/sys/kernel/pid_max") as f:
+        pid = int(f.read()) - 1
+    while os.path.exists(f"/proc/{pid}"):
+        pid -= 1
+    return pid
+
+
+class Seizer:
+    """Another tracer holding the target (PTRACE_SEIZE stops nothing), as a child process."""
+
+    CODE = (
+        "import ctypes, sys, time\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]\n"
+        "if libc.ptrace(0x4206, int(sys.argv[1]), None, None) != 0:\n"
+        "    sys.exit('seize failed: %d' % ctypes.get_errno())\n"
+        "print('seized', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+
+    def __init__(self, pid: int) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", self.CODE, str(pid)],
+                                     stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        assert self.proc.stdout.readline().strip() == "seized"
+
+    def release(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)  # the kernel detaches a dead tracer's tracees
+        self.proc.wait(10)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()

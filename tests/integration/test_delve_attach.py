@@ -1,0 +1,160 @@
+"""sampler attach with the delve backend, against the real Go ring buffer and the real dlv."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.integration.targets import (
+    Target,
+    assert_csv_whole,
+    baseline,
+    have_delve,
+    read_csv,
+    sampler,
+    start_sampler,
+)
+
+pytestmark = pytest.mark.skipif(not have_delve(), reason="dlv or the Go target is missing")
+CAPACITY = 20000
+READ = "main.(*Ring).Read"
+
+
+def test_samples_at_a_method_give_sane_values_and_leave_the_target_running(
+        go_target: Target, tmp_path: Path) -> None:
+    # GIVEN the Go ring buffer running at full speed
+    before = baseline(go_target)
+    out = tmp_path / "samples.csv"
+    # WHEN sampling w-r at its Read method, 10 times a second, 15 samples
+    result = sampler("attach", "--pid", str(go_target.pid), "--at", READ, "--expr", "delta=b.w-b.r",
+                     "--expr", "b.r", "--rate", "10", "--count", "15", "--out", str(out))
+    # THEN 15 complete rows come out, every value within the ring's bounds
+    assert result.returncode == 0, result.stderr
+    rows = assert_csv_whole(out)
+    assert len(rows) == 15
+    assert [int(r["seq"]) for r in rows] == list(range(1, 16))
+    for row in rows:
+        assert row["error"] == ""
+        assert 0 <= int(row["delta"]) <= CAPACITY
+        assert int(row["pid"]) == go_target.pid
+        assert row["thread"].isdigit(), "the goroutine that hit should be named"
+        assert 0 < float(row["pause_us"]) < 2_000_000
+        assert float(row["wait_us"]) >= 0
+    reads = [int(r["b.r"]) for r in rows]
+    assert reads == sorted(reads) and reads[-1] > reads[0], "the reader must make progress between samples"
+    elapsed = [float(r["elapsed_s"]) for r in rows]
+    assert elapsed[-1] == pytest.approx(1.4, abs=0.5), "ticks sit on a 100 ms grid"
+    # AND the human lines went to stderr
+    assert "#15 delta=" in result.stderr
+    # AND the target runs on, untraced, at the same order of throughput
+    go_target.assert_untouched()
+    assert baseline(go_target) > before * 0.1
+
+
+def test_globals_without_a_location(go_target: Target, tmp_path: Path) -> None:
+    out = tmp_path / "g.csv"
+    result = sampler("attach", "--pid", str(go_target.pid), "--expr", "main.ring.w-main.ring.r",
+                     "--interval", "100ms", "--count", "5", "--out", str(out), "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == "", "--quiet prints nothing on success"
+    rows = assert_csv_whole(out)
+    assert len(rows) == 5
+    for row in rows:
+        assert 0 <= int(row["main.ring.w-main.ring.r"]) <= CAPACITY
+        assert row["wait_us"] == "0"
+    go_target.assert_untouched()
+
+
+def test_stdout_output(go_target: Target) -> None:
+    result = sampler("attach", "--pid", str(go_target.pid), "--expr", "w=main.ring.w",
+                     "--rate", "20", "--count", "3", "--out", "-", "--quiet")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("seq,time,elapsed_s,pid,thread,w,pause_us")
+    assert len(lines) == 4
+    go_target.assert_untouched()
+
+
+def test_the_off_by_one_is_caught(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN the ring buffer with the writer's off-by-one
+    target = start_target("ringbuf-go", "--bug")
+    out = tmp_path / "bug.csv"
+    # WHEN sampling w-r at Read for up to 30 samples
+    result = sampler("attach", "--pid", str(target.pid), "--at", READ, "--expr", "delta=b.w-b.r",
+                     "--rate", "20", "--count", "30", "--out", str(out), "--quiet")
+    assert result.returncode == 0, result.stderr
+    deltas = [int(r["delta"]) for r in read_csv(out)]
+    # THEN w-r is seen at capacity+1, and never beyond it
+    assert max(deltas) == CAPACITY + 1, deltas
+    target.assert_untouched()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_mid_run_ends_cleanly(go_target: Target, tmp_path: Path, signum: int) -> None:
+    out = tmp_path / "sig.csv"
+    proc = start_sampler("attach", "--pid", str(go_target.pid), "--at", READ, "--expr", "d=b.w-b.r",
+                         "--rate", "10", "--out", str(out))
+    deadline = time.monotonic() + 60
+    while not (out.exists() and len(out.read_text().splitlines()) >= 4):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "no samples came"
+        time.sleep(0.05)
+    proc.send_signal(signum)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert f"stopped by {signal.Signals(signum).name}" in stderr
+    rows = assert_csv_whole(out)
+    assert len(rows) >= 3
+    assert all(0 <= int(r["d"]) <= CAPACITY for r in rows if not r["error"])
+    go_target.assert_untouched()
+
+
+def test_a_breakpoint_never_hit_gives_miss_rows(go_target: Target, tmp_path: Path) -> None:
+    out = tmp_path / "miss.csv"
+    result = sampler("attach", "--pid", str(go_target.pid), "--at", "main.Never", "--expr", "b.w",
+                     "--interval", "200ms", "--hit-timeout", "300ms", "--count", "3", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    rows = assert_csv_whole(out)
+    assert len(rows) == 3
+    for row in rows:
+        assert "not hit within 0.3s" in row["error"]
+        assert row["b.w"] == ""
+        assert float(row["wait_us"]) >= 300_000
+    go_target.assert_untouched()
+
+
+def test_a_rarely_hit_breakpoint_is_waited_for(go_target: Target, tmp_path: Path) -> None:
+    # Tick is called once a second: with a 3 s hit timeout each sample waits for it
+    out = tmp_path / "rare.csv"
+    result = sampler("attach", "--pid", str(go_target.pid), "--at", "main.Tick", "--expr", "second",
+                     "--interval", "100ms", "--count", "2", "--out", str(out), "--hit-timeout", "3s")
+    assert result.returncode == 0, result.stderr
+    rows = read_csv(out)
+    seconds = [int(r["second"]) for r in rows]
+    assert seconds[1] == seconds[0] + 1, seconds
+    assert all(r["error"] == "" for r in rows)
+    go_target.assert_untouched()
+
+
+def test_the_target_exiting_mid_run_keeps_the_samples(go_target: Target, tmp_path: Path) -> None:
+    out = tmp_path / "exit.csv"
+    proc = start_sampler("attach", "--pid", str(go_target.pid), "--at", READ, "--expr", "d=b.w-b.r",
+                         "--rate", "10", "--out", str(out))
+    deadline = time.monotonic() + 60
+    while not (out.exists() and len(out.read_text().splitlines()) >= 4):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    go_target.proc.kill()
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode not in (0, 70), stderr
+    assert "Traceback" not in stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("sampler: ") and "exited" in last, stderr
+    assert "samples kept in" in last
+    rows = assert_csv_whole(out)
+    assert len(rows) >= 3

@@ -25,11 +25,14 @@ from sampler.sample import Value
 
 PROMPT = r"\(dlv\) "
 KILL_QUESTION = r"Would you like to kill the process\? \[Y/n\]"
+NAME_HINT = ("check the names: at a breakpoint, dlv's 'args' and 'locals' list what is there; "
+             "globals are package-qualified (main.ring)")
 BREAKPOINT = "sampler"
 """The name sampler gives its breakpoint, so it never touches the user's own."""
 
 _STOP = re.compile(r"^> (?:\[(?P<bp>[^\]]+)\] )?(?P<func>\S+) (?P<file>\S+?):(?P<line>\d+)"
                    r"(?: \(hits goroutine\((?P<goroutine>\d+)\):\d+ total:\d+\))?", re.M)
+_STOP_NO_SOURCE = re.compile(r"^Stopped at: (?P<pc>0x[0-9a-f]+)", re.M)  # e.g. in the vDSO
 _EXITED = re.compile(r"Process (?P<pid>\d+) has exited with status (?P<status>-?\d+)")
 _FAILED = re.compile(r"^Command failed: (?P<message>.*)$", re.M)
 _BP_SET = re.compile(r"^Breakpoint \S+ set at (?P<addr>0x[0-9a-f]+)", re.M)
@@ -40,7 +43,7 @@ _NOISE = re.compile(r"^(?:Warning: debugging optimized function|received SIGINT,
 # Failures that say the expression is wrong for this program, not this moment.
 _STATIC = re.compile(r"could not find symbol value for|has no member|^\d+:\d+: |invalid operation|"
                      r"not defined on|mismatched types|cannot (?:convert|use)|undefined|"
-                     r"no (?:field|method)|can not|unsupported", re.I)
+                     r"no (?:field|method)|can not|unsupported|is not a struct|is not a (?:pointer|slice|array|map)", re.I)
 
 
 def clean(text: str) -> str:
@@ -78,6 +81,9 @@ def parse_stop(text: str) -> Stop:
     check_exited(text)
     match = _STOP.search(text)
     if not match:
+        bare = _STOP_NO_SOURCE.search(text)
+        if bare:
+            return Stop(function="?", file_line=bare.group("pc"))
         message = failure(text)
         raise DebuggerError(f"dlv did not say where the target stopped: {message or text!r}")
     return Stop(breakpoint=match.group("bp") or "", goroutine=match.group("goroutine") or "",
@@ -104,7 +110,7 @@ def parse_value(text: str, expression: str) -> tuple[Value, str]:
     message = failure(text)
     if message is not None:
         if _STATIC.search(message):
-            raise ExpressionError(f"{expression!r}: {message}")
+            raise ExpressionError(f"{expression!r}: {message}", NAME_HINT)
         return None, message
     lines = [line.strip() for line in text.splitlines() if not _NOISE.match(line.strip())]
     value = " ".join(line for line in lines if line)

@@ -1,0 +1,116 @@
+"""Bad input: one clear line, a non-zero exit, no traceback, and the target untouched."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.integration.targets import (
+    Seizer,
+    Target,
+    have_delve,
+    one_line_error,
+    sampler,
+    unused_pid,
+)
+
+pytestmark = pytest.mark.skipif(not have_delve(), reason="dlv or the Go target is missing")
+READ = "main.(*Ring).Read"
+
+
+def attach(pid: int, *args: str) -> subprocess.CompletedProcess[str]:
+    return sampler("attach", "--pid", str(pid), "--count", "2", "--rate", "10", "--quiet", *args)
+
+
+def test_a_pid_that_does_not_exist() -> None:
+    line = one_line_error(attach(unused_pid(), "--expr", "main.ring.w"))
+    assert "no process with PID" in line and "ps" in line
+
+
+def test_a_process_that_is_not_a_go_program(tmp_path: Path) -> None:
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        for backend in ("auto", "delve"):
+            line = one_line_error(attach(sleeper.pid, "--backend", backend, "--expr", "x",
+                                         "--out", str(tmp_path / "x.csv")))
+            assert "not a Go program" in line, line
+        assert sleeper.poll() is None
+        assert not (tmp_path / "x.csv").exists(), "nothing is written before the checks pass"
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_a_process_already_traced(go_target: Target) -> None:
+    seizer = Seizer(go_target.pid)
+    try:
+        line = one_line_error(attach(go_target.pid, "--expr", "main.ring.w"))
+        assert f"already traced by PID {seizer.proc.pid} (python" in line, line
+        assert go_target.status()["TracerPid"].strip() == str(seizer.proc.pid)
+    finally:
+        seizer.release()
+    go_target.assert_untouched()
+
+
+@pytest.mark.parametrize("location, expected", [
+    ("main.nope", 'cannot break at \'main.nope\': location "main.nope" not found'),
+    ("main.go:9999", "could not find statement"),
+])
+def test_an_unknown_location(go_target: Target, location: str, expected: str) -> None:
+    result = attach(go_target.pid, "--at", location, "--expr", "b.w")
+    line = one_line_error(result)
+    assert expected in line, line
+    assert result.returncode == 2
+    go_target.assert_untouched()
+
+
+@pytest.mark.parametrize("expression, expected", [
+    ("b.w-", "is not a valid expression"),
+    ("b.w=1", "assignment"),
+    ("b.w++", "increments"),
+    ("f(b)", "function calls are not allowed"),
+    ("b.w; b.r", "one expression only"),
+    ("b.w\nb.r", "one expression only"),
+])
+def test_a_bad_or_unsafe_expression_is_refused_before_attaching(
+        go_target: Target, expression: str, expected: str) -> None:
+    result = attach(go_target.pid, "--at", READ, "--expr", expression)
+    line = one_line_error(result)
+    assert expected in line, line
+    assert result.returncode == 2
+    go_target.assert_untouched()
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--at", READ, "--expr", "b.nope"], "b has no member nope"),
+    (["--at", READ, "--expr", "nope"], "could not find symbol value for nope"),
+    (["--expr", "main.nope"], "'main.nope': main (type func()) is not a struct"),
+    (["--expr", "nosuchglobal"], "could not find symbol value for nosuchglobal"),
+])
+def test_an_expression_naming_nothing(go_target: Target, args: list[str], expected: str) -> None:
+    result = attach(go_target.pid, *args)
+    line = one_line_error(result)
+    assert expected in line, line
+    go_target.assert_untouched()
+
+
+def test_an_unwritable_output(go_target: Target) -> None:
+    line = one_line_error(attach(go_target.pid, "--expr", "main.ring.w",
+                                 "--out", "/nonexistent-dir/samples.csv"))
+    assert "cannot write --out /nonexistent-dir/samples.csv" in line
+    go_target.assert_untouched()
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--interval", "1s", "--rate", "5"], "exclude each other"),
+    (["--interval", "soon"], "is not a duration"),
+    (["--expr", "seq=main.ring.w"], "fixed column"),
+])
+def test_usage_mistakes(start_target: Callable[..., Target], args: list[str], expected: str) -> None:
+    result = sampler("attach", "--pid", "1", "--expr", "main.ring.w", *args)
+    line = one_line_error(result)
+    assert expected in line
+    assert result.returncode == 2

@@ -1,0 +1,91 @@
+from pathlib import Path
+
+import pytest
+
+from sampler.backends.delve import parse
+from sampler.errors import (
+    AlreadyTraced,
+    DebuggerError,
+    ExpressionError,
+    LocationNotFound,
+    ProcessNotFound,
+    TargetExited,
+    UnsupportedTarget,
+)
+
+TRANSCRIPTS = Path(__file__).parent / "transcripts"
+
+
+def recorded(name: str) -> str:
+    with open(TRANSCRIPTS / f"{name}.txt", newline="", encoding="utf-8") as f:
+        return parse.clean(f.read())
+
+
+def test_a_hit_names_the_breakpoint_and_goroutine() -> None:
+    stop = parse.parse_stop(recorded("hit"))
+    assert stop.breakpoint == parse.BREAKPOINT
+    assert stop.goroutine == "19"
+    assert stop.function == "main.(*Ring).Read()"
+    assert stop.file_line.endswith("main.go:48")
+
+
+def test_a_halt_is_not_a_hit() -> None:
+    stop = parse.parse_stop(recorded("halt"))
+    assert stop.breakpoint == ""
+    assert stop.function == "main.(*Ring).Write()"
+
+
+def test_a_halt_where_there_is_no_source() -> None:
+    stop = parse.parse_stop(recorded("halt_no_source"))
+    assert stop.breakpoint == "" and stop.file_line == "0x7faf86e6ab46"
+
+
+def test_exit_is_a_typed_error_wherever_it_shows() -> None:
+    with pytest.raises(TargetExited, match="target process 4280 exited with status -9"):
+        parse.parse_stop(recorded("exited"))
+    with pytest.raises(TargetExited):
+        parse.parse_value("Command failed: " + recorded("exited"), "x")
+
+
+def test_unparseable_stop_is_a_debugger_error() -> None:
+    with pytest.raises(DebuggerError):
+        parse.parse_stop("something else entirely")
+
+
+def test_breakpoints() -> None:
+    assert parse.parse_breakpoint_set(recorded("bp_set"), "main.(*Ring).Read") == 0x48C780
+    with pytest.raises(LocationNotFound, match='location "main.nope" not found'):
+        parse.parse_breakpoint_set(recorded("bp_unknown"), "main.nope")
+    with pytest.raises(LocationNotFound, match="could not find statement"):
+        parse.parse_breakpoint_set(recorded("bp_no_statement"), "main.go:9999")
+    assert parse.failure(recorded("bp_cleared")) is None
+
+
+def test_values() -> None:
+    assert parse.parse_value(recorded("print_int"), "b.w-b.r") == (5905, "")
+    assert parse.parse_value("-3", "x") == (-3, "")
+    assert parse.parse_value("1.5", "x") == (1.5, "")
+    value, error = parse.parse_value(recorded("print_struct"), "b")
+    assert error == "" and isinstance(value, str)
+    assert value.startswith("*main.Ring {") and "\n" not in value and "w: 228468," in value
+
+
+@pytest.mark.parametrize("name", ["print_no_member", "print_no_symbol", "print_syntax", "print_not_struct"])
+def test_static_expression_failures_are_errors(name: str) -> None:
+    with pytest.raises(ExpressionError):
+        parse.parse_value(recorded(name), "expr")
+
+
+def test_a_failure_of_one_moment_is_data() -> None:
+    assert parse.parse_value("Command failed: nil pointer dereference", "*p") == (
+        None, "nil pointer dereference")
+
+
+@pytest.mark.parametrize("name, error", [
+    ("attach_no_process", ProcessNotFound),
+    ("attach_not_go", UnsupportedTarget),
+    ("attach_not_permitted", AlreadyTraced),
+])
+def test_attach_failures(name: str, error: type) -> None:
+    assert isinstance(parse.attach_error(recorded(name), 1), error)
+    assert isinstance(parse.attach_error("", 1), DebuggerError)

@@ -1,0 +1,62 @@
+import ast
+
+import pytest
+
+from sampler import expr
+from sampler.errors import ExpressionError
+
+
+def python(text: str) -> str:
+    return ast.unparse(expr.parse(text))
+
+
+@pytest.mark.parametrize("text, tree", [
+    ("b.w-b.r", "b.w - b.r"),
+    ("b->w - b->r", "b.w - b.r"),
+    ("main.ring.w-main.ring.r", "main.ring.w - main.ring.r"),
+    ("*p", "__deref__(p)"),
+    ("*p.x+1", "__deref__(p.x) + 1"),
+    ("a * *p", "a * __deref__(p)"),
+    ("(*p).x", "__deref__(p).x"),
+    ("**pp", "__deref__(__deref__(pp))"),
+    ("-*p[2]", "-__deref__(p[2])"),
+    ("b.buf[b.r % 20000]", "b.buf[b.r % 20000]"),
+    ("!x && y || z", "not x and y or z"),
+    ("x != 1", "x != 1"),
+    ("a <= b", "a <= b"),
+    ("0x10 >> 2 & 3", "16 >> 2 & 3"),
+    ("s.from", "s.__kw_from"),
+])
+def test_accepted(text: str, tree: str) -> None:
+    assert python(text) == tree
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "empty"),
+    ("a;b", "one expression only"),
+    ("a\nb", "one expression only"),
+    ("a=b", "assignment"),
+    ("a+=1", "assignment"),
+    ("x++", "increments"),
+    ("--x", "increments"),
+    ("f(x)", "function calls"),
+    ("&x", "address"),
+    ('"s"', "unexpected"),
+    ("1.5j", "not a valid expression"),
+    ("x if y else z", "not a valid expression"),
+    ("x[1:2]", "unexpected"),
+    ("*", "needs an operand"),
+    ("a.(T)", "not a valid expression"),
+    ("b.w-", "not a valid expression"),
+])
+def test_refused(text: str, message: str) -> None:
+    with pytest.raises(ExpressionError, match=message):
+        expr.parse(text)
+
+
+def test_names() -> None:
+    assert expr.parse_option("delta=b.w-b.r").name == "delta"
+    assert expr.parse_option("delta=b.w-b.r").text == "b.w-b.r"
+    assert expr.parse_option("b.w==b.r").name == "b.w==b.r"
+    assert expr.parse_option(" x = y ").name == "x"
+    assert expr.source_name("__kw_from") == "from"

@@ -1,0 +1,47 @@
+import csv
+import io
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from sampler.errors import OutputError
+from sampler.output.console import ConsoleWriter, format_line
+from sampler.output.csv import CsvWriter
+from sampler.sample import Reading, Sample
+
+WHEN = datetime(2026, 11, 30, 2, 3, 4, 500000, tzinfo=timezone.utc)
+
+
+def sample(seq: int, values: tuple, error: str = "") -> Sample:
+    reading = Reading(values=values, thread="19", pause_us=5123.4, wait_us=2400.0, error=error)
+    return Sample(seq=seq, time=WHEN, elapsed_s=0.1 * seq, pid=42, reading=reading, late_us=1500.0)
+
+
+def test_header_once_and_one_flushed_row_per_sample(tmp_path: Path) -> None:
+    path = tmp_path / "s.csv"
+    writer = CsvWriter(str(path), ["delta", "b.r"])
+    writer.write(sample(1, (448, 7)))
+    # flushed: readable before close
+    rows = list(csv.reader(path.read_text().splitlines()))
+    assert rows == [
+        ["seq", "time", "elapsed_s", "pid", "thread", "delta", "b.r", "pause_us", "wait_us", "late_us", "error"],
+        ["1", "2026-11-30T02:03:04.500000Z", "0.100000", "42", "19", "448", "7", "5123", "2400", "1500", ""],
+    ]
+    writer.write(sample(2, (None, 1.5), error='delta: nil pointer, "quoted"'))
+    writer.close()
+    rows = list(csv.DictReader(path.read_text().splitlines()))
+    assert rows[1]["delta"] == "" and rows[1]["b.r"] == "1.5"
+    assert rows[1]["error"] == 'delta: nil pointer, "quoted"'
+
+
+def test_unwritable_path_is_an_output_error(tmp_path: Path) -> None:
+    with pytest.raises(OutputError, match="cannot write --out"):
+        CsvWriter(str(tmp_path / "missing" / "s.csv"), ["x"])
+
+
+def test_console_line() -> None:
+    assert format_line(sample(3, (448, None)), ["delta", "b.r"]) == "#3 delta=448 pause=5.1ms late=1.5ms"
+    stream = io.StringIO()
+    ConsoleWriter(["d"], stream).write(sample(1, (None,), error="not hit"))
+    assert stream.getvalue() == "#1 pause=5.1ms late=1.5ms error: not hit\n"

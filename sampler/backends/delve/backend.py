@@ -15,7 +15,7 @@ from typing import ClassVar
 
 from sampler.backends.base import Capabilities
 from sampler.backends.delve import parse
-from sampler.backends.delve.transport import DelveTerminal
+from sampler.backends.delve.transport import COMMAND_TIMEOUT_S, DelveTerminal
 from sampler.config import SessionConfig
 from sampler.errors import BackendUnavailable, DebuggerError, TargetExited, UnsupportedTarget
 from sampler.process import TargetProcess
@@ -60,13 +60,15 @@ class DelveBackend:
         self.term.start()
         self._attached = self._stopped = True
         try:
-            self.term.run("config source-list-line-count 0")
-            if self.config.location is not None:
-                self._arm()  # refuse an unknown location before the first tick
-                self._disarm()
-            else:
-                self._evaluate()  # refuse an unknown global before the first tick
-            self._resume()
+            self._batch(["config source-list-line-count 0"])
+            if self.config.location is not None:  # refuse an unknown location before the first tick
+                self._armed = True
+                answer, _ = self._batch([self._break_command(), self._clear_command()])
+                self._armed = False
+                parse.parse_breakpoint_set(answer, self.config.location)
+            else:  # refuse an unknown global before the first tick
+                self._values(self._batch(self._prints()))
+            self._batch([], then_continue=True)
         except BaseException:
             self.detach()
             raise
@@ -87,8 +89,8 @@ class DelveBackend:
                 if not self._exited and not self._stopped:
                     self._halt()
                 if not self._exited and self._armed:
-                    self._disarm()
-                    self._resume()
+                    self._batch([self._clear_command()], then_continue=True)
+                    self._armed = False
                     time.sleep(SETTLE_S)
                     self._halt()
             except TargetExited:
@@ -98,20 +100,22 @@ class DelveBackend:
             self.term.close()
 
     # -- the steps of a sample -----------------------------------------------
+    # Commands that need no decision in between go to dlv in one write: each
+    # round trip saved is about a millisecond less of stopped target.
 
     def _sample_here(self) -> Reading:
-        start = self.clock()
-        self._halt()
-        values, errors = self._evaluate()
-        self._resume()
-        return Reading(values, pause_us=(self.clock() - start) * 1e6, error="; ".join(errors))
+        start = self._halt()
+        outputs = self._batch(self._prints(), then_continue=True)
+        done = self.clock()
+        values, errors = self._values(outputs)
+        return Reading(values, pause_us=(done - start) * 1e6, error="; ".join(errors))
 
     def _sample_at_location(self, stop: threading.Event) -> Reading:
-        start = self.clock()
-        self._halt()
-        self._arm()
-        self._resume()
+        start = self._halt()
+        self._armed = True  # from here on, until dlv says it is cleared
+        [answer] = self._batch([self._break_command()], then_continue=True)
         resumed = self.clock()
+        parse.parse_breakpoint_set(answer, self.config.location or "")
         text = self._wait_for_stop(resumed + self.config.hit_timeout_s, stop)
         if text is None:  # not hit in time: halt it ourselves (it may still be a hit)
             self.term.interrupt()
@@ -119,19 +123,21 @@ class DelveBackend:
         stopped = self.clock()
         self._stopped_with(text)
         where = parse.parse_stop(text)
+        hit = where.breakpoint == parse.BREAKPOINT
+        outputs = self._batch([*(self._prints() if hit else []), self._clear_command()],
+                              then_continue=True)
+        done = self.clock()
+        self._armed = False
         values: tuple[Value, ...] = (None,) * len(self.config.expressions)
-        if where.breakpoint == parse.BREAKPOINT:
-            values, errors = self._evaluate()
+        if hit:
+            values, errors = self._values(outputs[:-1])
             error = "; ".join(errors)
         elif stop.is_set():
             error = "stopped before the breakpoint was hit"
-        elif text and "received SIGINT" in text:
+        elif "received SIGINT" in text:
             error = f"breakpoint not hit within {self.config.hit_timeout_s:g}s"
         else:
             error = f"target stopped at {where.function} ({where.file_line}) instead"
-        self._disarm()
-        self._resume()
-        done = self.clock()
         return Reading(values, thread=where.goroutine, pause_us=((resumed - start) + (done - stopped)) * 1e6,
                        wait_us=(stopped - resumed) * 1e6, error=error)
 
@@ -145,13 +151,18 @@ class DelveBackend:
                 return text
         return None
 
-    def _halt(self) -> None:
-        """Stop the running target. Raises TargetExited if it ended meanwhile."""
+    def _halt(self) -> float:
+        """Stop the running target; return when it was asked to stop.
+
+        Raises TargetExited if it ended meanwhile.
+        """
         text = self.term.wait(0)  # did it stop on its own (exited, crashed)?
+        start = self.clock()
         if text is None:
             self.term.interrupt()
             text = self._expect_stop()
         self._stopped_with(text)
+        return start
 
     def _stopped_with(self, text: str) -> None:
         """Note that dlv is at its prompt after ``text``; raise TargetExited if the target ended."""
@@ -168,28 +179,33 @@ class DelveBackend:
             raise DebuggerError(f"dlv did not halt the target within {HALT_TIMEOUT_S:g}s")
         return text
 
-    def _arm(self) -> None:
-        location = self.config.location or ""
-        text = self.term.run(f"break {parse.BREAKPOINT} {location}")
-        self._stopped_with(text)
-        parse.parse_breakpoint_set(text, location)
-        self._armed = True
+    def _batch(self, commands: list[str], then_continue: bool = False) -> list[str]:
+        """Send ``commands`` (and ``continue``) in one write; return each command's output."""
+        self.term.send("\n".join([*commands, *(["continue"] if then_continue else [])]))
+        outputs = []
+        for command in commands:
+            text = self.term.wait(COMMAND_TIMEOUT_S)
+            if text is None:
+                raise DebuggerError(f"dlv did not answer {command!r} within {COMMAND_TIMEOUT_S:g}s")
+            self._stopped_with(text)
+            outputs.append(text)
+        if then_continue:
+            self._stopped = False
+        return outputs
 
-    def _disarm(self) -> None:
-        text = self.term.run(f"clear {parse.BREAKPOINT}")
-        self._stopped_with(text)
-        self._armed = False
+    def _break_command(self) -> str:
+        return f"break {parse.BREAKPOINT} {self.config.location}"
 
-    def _resume(self) -> None:
-        self.term.send("continue")
-        self._stopped = False
+    def _clear_command(self) -> str:
+        return f"clear {parse.BREAKPOINT}"
 
-    def _evaluate(self) -> tuple[tuple[Value, ...], list[str]]:
+    def _prints(self) -> list[str]:
+        return [f"print {expression.text}" for expression in self.config.expressions]
+
+    def _values(self, outputs: list[str]) -> tuple[tuple[Value, ...], list[str]]:
         values: list[Value] = []
         errors: list[str] = []
-        for expression in self.config.expressions:
-            text = self.term.run(f"print {expression.text}")
-            self._stopped_with(text)
+        for expression, text in zip(self.config.expressions, outputs):
             value, error = parse.parse_value(text, expression.text)
             values.append(value)
             if error:

@@ -21,7 +21,7 @@ from sampler.output.csv import RESERVED, CsvWriter
 from sampler.session import Session
 
 
-class Duration(click.ParamType):
+class Duration(click.ParamType):  # type: ignore[type-arg]
     name = "duration"
 
     def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:

@@ -21,7 +21,7 @@ class DelveTerminal:
     def __init__(self, dlv: str, pid: int) -> None:
         self.dlv = dlv
         self.pid = pid
-        self._child: pexpect.spawn | None = None
+        self._child: "pexpect.spawn[str]" | None = None
 
     @property
     def alive(self) -> bool:
@@ -83,6 +83,8 @@ class DelveTerminal:
     def interrupt(self) -> None:
         """Ask dlv to halt the running target (what Ctrl-C at its terminal does)."""
         child = self._require()
+        if child.pid is None:
+            raise DebuggerError("dlv is gone")
         try:
             os.kill(child.pid, signal.SIGINT)
         except ProcessLookupError:
@@ -109,7 +111,7 @@ class DelveTerminal:
         except pexpect.ExceptionPexpect:
             pass
 
-    def _require(self) -> pexpect.spawn:
+    def _require(self) -> "pexpect.spawn[str]":
         if self._child is None:
             raise DebuggerError("dlv is not running")
         return self._child

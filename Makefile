@@ -29,11 +29,19 @@ $(VENV)/.installed: pyproject.toml | system-deps
 	$(VENV)/bin/python -m pip install -q -e '.[test]'
 	touch $@
 
-targets: targets/bin/ringbuf-go
+targets: targets/bin/ringbuf-go targets/bin/ringbuf-c targets/bin/ringbuf-c-O0
 
 targets/bin/ringbuf-go: targets/ringbuf-go/main.go targets/ringbuf-go/go.mod | system-deps
 	mkdir -p targets/bin
 	cd targets/ringbuf-go && $(GOBUILD) -o ../bin/ringbuf-go .
+
+targets/bin/ringbuf-c: targets/ringbuf-c/ringbuf.c | system-deps
+	mkdir -p targets/bin
+	$(CC) -O2 -g -pthread -o $@ $<
+
+targets/bin/ringbuf-c-O0: targets/ringbuf-c/ringbuf.c | system-deps
+	mkdir -p targets/bin
+	$(CC) -O0 -g -pthread -o $@ $<
 
 clean:
 	rm -rf targets/bin $(VENV) .cache samples.csv

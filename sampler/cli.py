@@ -62,6 +62,7 @@ def attach(pid: int, location: str | None, exprs: Sequence[str], interval: float
            rate: float | None, count: int | None, duration: float | None, hit_timeout: float,
            out: str, backend: str, quiet: bool) -> int:
     """Attach to a running process and sample expressions on a fixed schedule."""
+    # --backend's choices come from backends.base.CHOICES
     if interval is not None and rate is not None:
         raise UsageError("--interval and --rate exclude each other", "give one of them")
     expressions = tuple(expr.parse_option(text) for text in exprs)

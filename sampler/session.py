@@ -71,8 +71,10 @@ class Session:
                 return
             self.summary.skipped_ticks += tick.skipped
             delay = tick.deadline - self.clock()
-            if delay > 0 and self.stop.wait(delay):
-                return
+            if delay > 0:
+                self.backend.idle(delay, self.stop)
+                if self.stop.is_set():
+                    return
             late_s = schedule.lateness(tick)
             reading = self.backend.sample(self.stop)
             elapsed = tick.deadline - schedule.start + late_s

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
 from sampler.config import SessionConfig
-from sampler.errors import BackendUnavailable, UnsupportedTarget, UsageError
+from sampler.errors import UsageError
 from sampler.process import TargetProcess
 from sampler.sample import Reading
 
-CHOICES = ("auto", "delve")
+CHOICES = ("auto", "delve", "ptrace")
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,10 @@ class Backend(Protocol):
         is set while waiting for a breakpoint, give up waiting and return a miss.
         """
 
+    def idle(self, seconds: float, stop: threading.Event) -> None:
+        """Wait between samples (returning early when ``stop`` is set), serving the target
+        meanwhile if the backend must (a ptrace tracer passes signals on)."""
+
     def detach(self) -> None:
         """Leave the target running, untouched, with no breakpoint; safe to call twice."""
 
@@ -50,20 +54,24 @@ class Choice:
 
 
 def select(config: SessionConfig, target: TargetProcess) -> Choice:
-    """Pick and build the backend for this target."""
+    """Pick and build the backend for this target: the one place that decides."""
     if config.backend not in CHOICES:
         raise UsageError(f"unknown backend {config.backend!r}", f"choose one of {', '.join(CHOICES)}")
     dlv = shutil.which("dlv")
-    if config.backend == "auto":
-        if not target.is_go:
-            raise UnsupportedTarget(
-                f"process {target.pid} ({target.exe}) is not a Go program, and only the "
-                "delve backend exists so far", "sample a Go program")
-        if dlv is None:
-            raise BackendUnavailable("the delve backend needs dlv, which is not on PATH")
-        reason = "Go program and dlv found"
+    choice = config.backend
+    if choice == "auto":
+        if target.is_go and dlv is not None:
+            choice, reason = "delve", "Go program and dlv found"
+        elif target.is_go:
+            choice, reason = "ptrace", "Go program, but no dlv on PATH"
+        else:
+            choice, reason = "ptrace", "not a Go program"
     else:
         reason = "chosen with --backend"
-    from sampler.backends.delve.backend import DelveBackend
+    if choice == "delve":
+        from sampler.backends.delve.backend import DelveBackend
 
-    return Choice(DelveBackend.create(config, target, dlv), reason)
+        return Choice(DelveBackend.create(config, target, dlv), reason)
+    from sampler.backends.ptrace.backend import PtraceBackend
+
+    return Choice(PtraceBackend.create(config, target), reason)

@@ -78,6 +78,9 @@ class DelveBackend:
             return self._sample_here()
         return self._sample_at_location(stop)
 
+    def idle(self, seconds: float, stop: threading.Event) -> None:
+        stop.wait(seconds)
+
     def detach(self) -> None:
         if not self._attached:
             return

@@ -1,0 +1,463 @@
+"""DWARF: functions, globals, variables in scope, their types and locations, line table, CFA.
+
+Everything here works on *file* addresses (as in the ELF file); the backend adds
+the load bias. Built once, before anything in the target is stopped.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from elftools.dwarf.callframe import FDE
+from elftools.dwarf.compileunit import CompileUnit
+from elftools.dwarf.die import DIE
+from elftools.dwarf.dwarf_expr import DWARFExprOp, DWARFExprParser
+from elftools.dwarf.dwarfinfo import DWARFInfo
+from elftools.dwarf.locationlists import LocationEntry, LocationExpr, LocationParser
+from elftools.elf.elffile import ELFFile
+
+# DWARF register numbers on x86-64 -> names in struct user_regs_struct
+REGISTERS = ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp",
+             "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "rip")
+
+
+class OptimizedOut(Exception):
+    """The variable has no location at this address."""
+
+
+# -- types --------------------------------------------------------------------
+
+@dataclass
+class Type:
+    name: str
+    size: int
+
+
+@dataclass
+class Scalar(Type):
+    kind: str = "signed"
+    """signed, unsigned, float, bool or char."""
+
+
+@dataclass
+class Pointer(Type):
+    target: Type | None = None
+
+
+@dataclass
+class Member:
+    name: str
+    offset: int
+    type: Type
+
+
+@dataclass
+class Struct(Type):
+    members: dict[str, Member] = field(default_factory=dict)
+
+
+@dataclass
+class Array(Type):
+    element: Type | None = None
+    count: int | None = None
+
+
+@dataclass
+class Enum(Type):
+    signed: bool = False
+    names: dict[int, str] = field(default_factory=dict)
+
+
+_ENCODINGS = {0x02: "bool", 0x04: "float", 0x05: "signed", 0x06: "signed", 0x07: "unsigned",
+              0x08: "unsigned", 0x10: "unsigned"}
+_CHAR_ENCODINGS = {0x06: "signed", 0x08: "unsigned"}
+
+
+# -- locations ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class InMemory:
+    address: int
+
+
+@dataclass(frozen=True)
+class InRegister:
+    register: str
+
+
+@dataclass(frozen=True)
+class Computed:
+    value: int
+
+
+Location = InMemory | InRegister | Computed
+
+
+@dataclass(frozen=True)
+class Frame:
+    """What location expressions need at a stop: registers and the CFA."""
+
+    registers: dict[str, int]
+    pc: int
+    """File address of the stop."""
+    cfa: Callable[[], int]
+    read_word: Callable[[int], int]
+
+
+@dataclass(frozen=True)
+class Function:
+    name: str
+    low: int
+    high: int
+    die: DIE
+
+
+@dataclass(frozen=True)
+class Variable:
+    name: str
+    die: DIE
+    type: Type
+
+
+class Debug:
+    def __init__(self, elf: ELFFile) -> None:
+        self.info: DWARFInfo = elf.get_dwarf_info()
+        self._expr = DWARFExprParser(self.info.structs)
+        self._locations = LocationParser(self.info.location_lists())
+        self._types: dict[int, Type] = {}
+        self.functions: dict[str, Function] = {}
+        self.globals: dict[str, DIE] = {}
+        self._fdes: list[FDE] | None = None
+        self.bias = 0
+        """Load bias of the program in the process: added to DW_OP_addr (static addresses)."""
+        self._index()
+
+    # -- index ------------------------------------------------------------
+
+    def _index(self) -> None:
+        for cu in self.info.iter_CUs():
+            for die in cu.get_top_DIE().iter_children():
+                if die.tag == "DW_TAG_subprogram":
+                    self._add_function(die)
+                elif die.tag == "DW_TAG_variable" and "DW_AT_location" in die.attributes:
+                    name = _name(die) or _name(_origin(die, "DW_AT_specification"))
+                    if name:
+                        self.globals.setdefault(name, die)
+
+    def _add_function(self, die: DIE) -> None:
+        low = die.attributes.get("DW_AT_low_pc")
+        high = die.attributes.get("DW_AT_high_pc")
+        name = _name(die) or _name(_origin(die, "DW_AT_abstract_origin")) \
+            or _name(_origin(die, "DW_AT_specification"))
+        if low is None or high is None or not name:
+            return
+        end = high.value if high.form == "DW_FORM_addr" else low.value + high.value
+        self.functions.setdefault(name, Function(name, low.value, end, die))
+
+    def function_at(self, pc: int) -> Function | None:
+        for function in self.functions.values():
+            if function.low <= pc < function.high:
+                return function
+        return None
+
+    # -- lines --------------------------------------------------------------
+
+    def _rows(self) -> Iterator[tuple[str, Any]]:
+        for cu in self.info.iter_CUs():
+            program = self.info.line_program_for_CU(cu)
+            if program is None:
+                continue
+            files = _file_names(program, cu)
+            for entry in program.get_entries():
+                if entry.state is not None:
+                    yield files.get(entry.state.file, ""), entry.state
+
+    def line_address(self, file: str, line: int) -> int | None:
+        """Lowest statement address for FILE:LINE (file matched by its trailing path)."""
+        best: int | None = None
+        for path, state in self._rows():
+            if state.line == line and state.is_stmt and not state.end_sequence and _same_file(path, file):
+                best = state.address if best is None else min(best, state.address)
+        return best
+
+    def after_prologue(self, function: Function) -> int:
+        """Where a function breakpoint goes: prologue_end if marked, else the second line."""
+        rows = sorted((s.address, s.line, s.prologue_end) for _, s in self._rows()
+                      if function.low <= s.address < function.high and not s.end_sequence)
+        for address, _, prologue_end in rows:
+            if prologue_end:
+                return int(address)
+        if rows:
+            first_line = rows[0][1]
+            for address, line, _ in rows:
+                if address > function.low and line != first_line:
+                    return int(address)
+        return function.low
+
+    # -- variables and types ---------------------------------------------------
+
+    def variables(self, function: Function, pc: int) -> dict[str, Variable]:
+        """Parameters and locals in scope at pc (innermost block wins)."""
+        found: dict[str, Variable] = {}
+
+        def visit(die: DIE) -> None:
+            for child in die.iter_children():
+                if child.tag in ("DW_TAG_formal_parameter", "DW_TAG_variable"):
+                    name = _name(child) or _name(_origin(child, "DW_AT_abstract_origin"))
+                    if name and "DW_AT_location" in child.attributes:
+                        found[name] = Variable(name, child, self.type_of(child))
+                elif child.tag == "DW_TAG_lexical_block" and _covers(child, pc):
+                    visit(child)
+
+        visit(function.die)
+        return found
+
+    def global_variable(self, name: str) -> Variable | None:
+        die = self.globals.get(name)
+        return None if die is None else Variable(name, die, self.type_of(die))
+
+    def type_of(self, die: DIE) -> Type:
+        ref = die if "DW_AT_type" in die.attributes else _origin(die, "DW_AT_abstract_origin")
+        if ref is None or "DW_AT_type" not in ref.attributes:
+            return Type("void", 0)
+        return self._type(ref.get_DIE_from_attribute("DW_AT_type"))
+
+    def _type(self, die: DIE) -> Type:
+        cached = self._types.get(die.offset)
+        if cached is not None:
+            return cached
+        tag = die.tag
+        name = _name(die) or ""
+        size = die.attributes["DW_AT_byte_size"].value if "DW_AT_byte_size" in die.attributes else 0
+        if tag in ("DW_TAG_typedef", "DW_TAG_const_type", "DW_TAG_volatile_type",
+                   "DW_TAG_restrict_type", "DW_TAG_atomic_type"):
+            result = self.type_of(die)
+            self._types[die.offset] = result
+            return result
+        if tag == "DW_TAG_base_type":
+            encoding = die.attributes["DW_AT_encoding"].value
+            kind = _ENCODINGS.get(encoding, "unsigned")
+            if "char" in name and encoding in _CHAR_ENCODINGS:
+                kind = _CHAR_ENCODINGS[encoding]
+            result: Type = Scalar(name, size, kind)
+        elif tag == "DW_TAG_pointer_type":
+            pointer = Pointer(name or "pointer", size or 8)
+            self._types[die.offset] = pointer  # before the target: lists point to themselves
+            pointer.target = self.type_of(die)
+            if not pointer.name or pointer.name == "pointer":
+                pointer.name = f"{pointer.target.name}*"
+            return pointer
+        elif tag in ("DW_TAG_structure_type", "DW_TAG_union_type", "DW_TAG_class_type"):
+            struct = Struct(name or "struct", size)
+            self._types[die.offset] = struct
+            for child in die.iter_children():
+                if child.tag == "DW_TAG_member" and _name(child):
+                    offset = child.attributes.get("DW_AT_data_member_location")
+                    value = offset.value if offset is not None and isinstance(offset.value, int) else 0
+                    struct.members[_name(child) or ""] = Member(_name(child) or "", value, self.type_of(child))
+            return struct
+        elif tag == "DW_TAG_array_type":
+            count = None
+            for child in die.iter_children():
+                if child.tag == "DW_TAG_subrange_type":
+                    if "DW_AT_count" in child.attributes:
+                        count = child.attributes["DW_AT_count"].value
+                    elif "DW_AT_upper_bound" in child.attributes:
+                        count = child.attributes["DW_AT_upper_bound"].value + 1
+                    break
+            element = self.type_of(die)
+            result = Array(name or f"{element.name}[]", size or element.size * (count or 0), element, count)
+        elif tag == "DW_TAG_enumeration_type":
+            names = {c.attributes["DW_AT_const_value"].value: _name(c) or ""
+                     for c in die.iter_children() if c.tag == "DW_TAG_enumerator"}
+            underlying = self.type_of(die)
+            signed = isinstance(underlying, Scalar) and underlying.kind == "signed" \
+                or any(v < 0 for v in names)
+            result = Enum(name or "enum", size or 4, signed, names)
+        else:
+            result = Type(name or tag.removeprefix("DW_TAG_"), size)
+        self._types[die.offset] = result
+        return result
+
+    # -- locations ----------------------------------------------------------------
+
+    def location(self, variable: Variable, frame: Frame | None, function: Function | None) -> Location:
+        """Where a variable lives at this stop (frame None: a global, no registers)."""
+        attr = variable.die.attributes["DW_AT_location"]
+        if attr.form in ("DW_FORM_exprloc", "DW_FORM_block1", "DW_FORM_block2", "DW_FORM_block4",
+                         "DW_FORM_block"):
+            ops = self._expr.parse_expr(attr.value)
+        else:
+            if frame is None:
+                raise OptimizedOut(f"{variable.name} has no fixed address")
+            ops = self._ops_at(attr, variable.die, frame.pc)
+        return self._evaluate(ops, variable.name, frame, function)
+
+    def _ops_at(self, attr: Any, die: DIE, pc: int) -> list[DWARFExprOp]:
+        parsed = self._locations.parse_from_attribute(attr, die.cu["version"], die=die)
+        if isinstance(parsed, LocationExpr):
+            return list(self._expr.parse_expr(parsed.loc_expr))
+        base = die.cu.get_top_DIE().attributes.get("DW_AT_low_pc")
+        base_address = base.value if base is not None else 0
+        for entry in parsed:
+            if hasattr(entry, "base_address"):
+                base_address = entry.base_address
+                continue
+            if not isinstance(entry, LocationEntry):
+                continue
+            begin, end = entry.begin_offset, entry.end_offset
+            if not getattr(entry, "is_absolute", False):
+                begin, end = begin + base_address, end + base_address
+            if begin <= pc < end:
+                return list(self._expr.parse_expr(entry.loc_expr))
+        raise OptimizedOut(f"{_name(die)} is optimized out here")
+
+    def _evaluate(self, ops: list[DWARFExprOp], name: str, frame: Frame | None,
+                  function: Function | None) -> Location:
+        stack: list[int] = []
+        result: Location | None = None
+
+        def register(number: int) -> int:
+            if frame is None:
+                raise OptimizedOut(f"{name} needs registers (is it a local?)")
+            return frame.registers[REGISTERS[number]]
+
+        for op in ops:
+            kind = op.op_name
+            if kind == "DW_OP_addr":
+                stack.append(op.args[0] + self.bias)
+            elif kind.startswith("DW_OP_reg") and kind != "DW_OP_regx":
+                result = InRegister(REGISTERS[int(kind.removeprefix("DW_OP_reg"))])
+            elif kind == "DW_OP_regx":
+                result = InRegister(REGISTERS[op.args[0]])
+            elif kind.startswith("DW_OP_breg") and kind != "DW_OP_bregx":
+                stack.append(register(int(kind.removeprefix("DW_OP_breg"))) + op.args[0])
+            elif kind == "DW_OP_bregx":
+                stack.append(register(op.args[0]) + op.args[1])
+            elif kind == "DW_OP_fbreg":
+                stack.append(self._frame_base(name, frame, function) + op.args[0])
+            elif kind == "DW_OP_call_frame_cfa":
+                if frame is None:
+                    raise OptimizedOut(f"{name} needs a frame")
+                stack.append(frame.cfa())
+            elif kind.startswith("DW_OP_lit"):
+                stack.append(int(kind.removeprefix("DW_OP_lit")))
+            elif kind.startswith("DW_OP_const"):
+                stack.append(op.args[0])
+            elif kind == "DW_OP_plus_uconst":
+                stack.append(stack.pop() + op.args[0])
+            elif kind in ("DW_OP_plus", "DW_OP_minus"):
+                b, a = stack.pop(), stack.pop()
+                stack.append(a + b if kind == "DW_OP_plus" else a - b)
+            elif kind == "DW_OP_deref":
+                if frame is None:
+                    raise OptimizedOut(f"{name}: cannot dereference without a stop")
+                stack.append(frame.read_word(stack.pop()))
+            elif kind == "DW_OP_stack_value":
+                return Computed(stack.pop())
+            elif kind == "DW_OP_piece":
+                # the first piece is where the value starts; scalars fit in it
+                if result is None and stack:
+                    result = InMemory(stack.pop())
+                return result if result is not None else _optimized(name)
+            elif kind in ("DW_OP_entry_value", "DW_OP_GNU_entry_value"):
+                raise OptimizedOut(f"{name} is optimized out here (only its entry value is known)")
+            else:
+                raise OptimizedOut(f"{name}: unsupported DWARF location operation {kind}")
+        if result is not None:
+            return result
+        if stack:
+            return InMemory(stack.pop())
+        raise OptimizedOut(f"{name} is optimized out here")
+
+    def _frame_base(self, name: str, frame: Frame | None, function: Function | None) -> int:
+        if frame is None or function is None:
+            raise OptimizedOut(f"{name} needs a frame")
+        attr = function.die.attributes.get("DW_AT_frame_base")
+        if attr is None:
+            raise OptimizedOut(f"{name}: the function has no frame base")
+        location = self._evaluate(list(self._expr.parse_expr(attr.value)), name, frame, None) \
+            if "DW_OP_fbreg" not in str(attr.value) else _optimized(name)
+        if isinstance(location, InRegister):
+            return frame.registers[location.register]
+        if isinstance(location, InMemory):
+            return location.address
+        return location.value
+
+    # -- call frame information --------------------------------------------------
+
+    def cfa(self, pc: int, registers: dict[str, int]) -> int:
+        """The canonical frame address at pc (file address), from .debug_frame or .eh_frame."""
+        for fde in self._frame_entries():
+            start = fde.header["initial_location"]
+            if start <= pc < start + fde.header["address_range"]:
+                rule = None
+                for row in fde.get_decoded().table:
+                    if row["pc"] > pc:
+                        break
+                    rule = row.get("cfa", rule)
+                if rule is None or rule.reg is None:
+                    break
+                return registers[REGISTERS[rule.reg]] + rule.offset
+        raise OptimizedOut(f"no call frame information for {pc:#x}")
+
+    def _frame_entries(self) -> list[FDE]:
+        if self._fdes is None:
+            entries = []
+            if self.info.has_CFI():
+                entries += self.info.CFI_entries()
+            if self.info.has_EH_CFI():
+                entries += self.info.EH_CFI_entries()
+            self._fdes = [e for e in entries if isinstance(e, FDE)]
+        return self._fdes
+
+
+def _optimized(name: str) -> Location:
+    raise OptimizedOut(f"{name} is optimized out here")
+
+
+def _name(die: DIE | None) -> str | None:
+    if die is None:
+        return None
+    attr = die.attributes.get("DW_AT_name")
+    if attr is None:
+        return None
+    value = attr.value
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _origin(die: DIE, attribute: str) -> DIE | None:
+    return die.get_DIE_from_attribute(attribute) if attribute in die.attributes else None
+
+
+def _covers(die: DIE, pc: int) -> bool:
+    low = die.attributes.get("DW_AT_low_pc")
+    high = die.attributes.get("DW_AT_high_pc")
+    if low is not None and high is not None:
+        end = high.value if high.form == "DW_FORM_addr" else low.value + high.value
+        return bool(low.value <= pc < end)
+    return "DW_AT_ranges" in die.attributes  # ranges: be generous, innermost names win anyway
+
+
+def _file_names(program: Any, cu: CompileUnit) -> dict[int, str]:
+    header = program.header
+    version = header["version"]
+    dirs = [d.decode() if isinstance(d, bytes) else str(d) for d in header.get("include_directory", [])]
+    names: dict[int, str] = {}
+    for index, entry in enumerate(header.get("file_entry", [])):
+        file_name = entry.name.decode() if isinstance(entry.name, bytes) else str(entry.name)
+        dir_index = entry.dir_index
+        if version >= 5:
+            directory = dirs[dir_index] if dir_index < len(dirs) else ""
+            names[index] = posixpath.join(directory, file_name)
+        else:
+            directory = dirs[dir_index - 1] if 0 < dir_index <= len(dirs) else ""
+            names[index + 1] = posixpath.join(directory, file_name)
+    return names
+
+
+def _same_file(path: str, wanted: str) -> bool:
+    return path == wanted or path.endswith("/" + wanted.lstrip("./"))

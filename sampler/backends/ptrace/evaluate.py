@@ -1,0 +1,280 @@
+"""Expression -> value, over DWARF types and the target's memory, with C/Go arithmetic.
+
+Names resolve through a Scope: parameters and locals at the breakpoint first,
+then globals (Go's package-qualified names such as ``main.ring`` included).
+``.`` on a pointer dereferences it; ``[i]`` works on arrays, pointers and Go
+slices. Integer arithmetic wraps at the width of its operands, as in C and Go.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sampler.backends.ptrace.dwarf import (
+    Array,
+    Computed,
+    Enum,
+    InMemory,
+    InRegister,
+    Location,
+    OptimizedOut,
+    Pointer,
+    Scalar,
+    Struct,
+    Type,
+)
+from sampler.backends.ptrace.memory import UnreadableMemory
+from sampler.errors import ExpressionError
+from sampler.expr import DEREF, source_name
+from sampler.sample import Value
+
+
+class SampleError(Exception):
+    """This sample cannot be evaluated (null pointer, unreadable, optimized out)."""
+
+
+@dataclass(frozen=True)
+class Object:
+    """A typed thing in the target: where it is, or its value when it has no address."""
+
+    type: Type
+    location: Location
+
+
+@dataclass(frozen=True)
+class Num:
+    value: int | float
+    bits: int = 0
+    """0 for an untyped literal: it takes the other operand's type."""
+    signed: bool = True
+    is_bool: bool = False
+
+
+Resolve = Callable[[str], Object | None]
+Read = Callable[[int, int], bytes]
+RegisterValue = Callable[[str], int]
+
+
+class Evaluator:
+    def __init__(self, resolve: Resolve, read: Read, register: RegisterValue, where: str) -> None:
+        self.resolve = resolve
+        self.read = read
+        self.register = register
+        self.where = where
+        """Where names were looked up, for the error when one is missing."""
+
+    def value(self, tree: ast.Expression) -> Value:
+        """Evaluate; SampleError for problems of this sample, ExpressionError for unknown names."""
+        try:
+            result = self._eval(tree.body)
+            if isinstance(result, Object):
+                return self._present(result)
+            return _present_num(result)
+        except (UnreadableMemory, OptimizedOut) as e:
+            raise SampleError(str(e)) from None
+        except ZeroDivisionError:
+            raise SampleError("division by zero") from None
+
+    # -- the tree ---------------------------------------------------------------
+
+    def _eval(self, node: ast.AST) -> Object | Num:
+        if isinstance(node, ast.Constant):
+            return Num(node.value)
+        if isinstance(node, ast.Name):
+            return self._name(source_name(node.id))
+        if isinstance(node, ast.Attribute):
+            dotted = _dotted(node)
+            if dotted is not None:
+                found = self.resolve(dotted)
+                if found is not None:
+                    return found
+            return self._field(self._object(node.value), source_name(node.attr))
+        if isinstance(node, ast.Subscript):
+            return self._index(self._object(node.value), self._int(self._eval(node.slice)))
+        if isinstance(node, ast.Call):  # only __deref__ passes expr's checks
+            return self._deref(self._object(node.args[0]))
+        if isinstance(node, ast.UnaryOp):
+            operand = self._num(self._eval(node.operand))
+            if isinstance(node.op, ast.Not):
+                return Num(not operand.value, is_bool=True)
+            if isinstance(node.op, ast.USub):
+                return _wrap(-operand.value, operand)
+            if isinstance(node.op, ast.Invert):
+                return _wrap(~self._int(operand), operand)
+            return operand
+        if isinstance(node, ast.BinOp):
+            return _binary(node.op, self._num(self._eval(node.left)), self._num(self._eval(node.right)))
+        if isinstance(node, ast.Compare):
+            left = self._num(self._eval(node.left))
+            for op, right_node in zip(node.ops, node.comparators):
+                right = self._num(self._eval(right_node))
+                if not _COMPARE[type(op)](left.value, right.value):
+                    return Num(False, is_bool=True)
+                left = right
+            return Num(True, is_bool=True)
+        if isinstance(node, ast.BoolOp):
+            want = isinstance(node.op, ast.Or)
+            for operand_node in node.values:
+                if bool(self._num(self._eval(operand_node)).value) == want:
+                    return Num(want, is_bool=True)
+            return Num(not want, is_bool=True)
+        raise ExpressionError(f"unsupported expression {ast.unparse(node)!r}")
+
+    def _name(self, name: str) -> Object:
+        found = self.resolve(name)
+        if found is None:
+            raise ExpressionError(f"no variable {name!r} {self.where}",
+                                  "check the spelling; globals of Go programs are package-qualified (main.ring)")
+        return found
+
+    def _object(self, node: ast.AST) -> Object:
+        result = self._eval(node)
+        if not isinstance(result, Object):
+            raise ExpressionError(f"{ast.unparse(node)!r} is a number, not a variable")
+        return result
+
+    def _field(self, obj: Object, name: str) -> Object:
+        if isinstance(obj.type, Pointer):
+            obj = self._deref(obj)
+        if not isinstance(obj.type, Struct):
+            raise ExpressionError(f"{obj.type.name} has no field {name!r} (it is not a struct)")
+        member = obj.type.members.get(name)
+        if member is None:
+            raise ExpressionError(f"{obj.type.name} has no field {name!r}",
+                                  f"its fields are: {', '.join(obj.type.members) or 'none'}")
+        return Object(member.type, InMemory(self._address(obj) + member.offset))
+
+    def _deref(self, obj: Object) -> Object:
+        if not isinstance(obj.type, Pointer) or obj.type.target is None:
+            raise ExpressionError(f"cannot dereference {obj.type.name}: it is not a pointer")
+        address = self._int(self._load(obj))
+        if address == 0:
+            raise SampleError(f"null pointer ({obj.type.name})")
+        return Object(obj.type.target, InMemory(address))
+
+    def _index(self, obj: Object, index: int) -> Object:
+        t = obj.type
+        if isinstance(t, Array) and t.element is not None:
+            if t.count is not None and not 0 <= index < t.count:
+                raise SampleError(f"index {index} out of range [0, {t.count})")
+            return Object(t.element, InMemory(self._address(obj) + index * t.element.size))
+        if isinstance(t, Pointer) and t.target is not None:
+            base = self._int(self._load(obj))
+            if base == 0:
+                raise SampleError(f"null pointer ({t.name})")
+            return Object(t.target, InMemory(base + index * t.target.size))
+        if isinstance(t, Struct) and t.name.startswith("[]") and {"array", "len"} <= set(t.members):
+            length = self._int(self._load(self._field(obj, "len")))
+            if not 0 <= index < length:
+                raise SampleError(f"index {index} out of range [0, {length})")
+            return self._index(self._field(obj, "array"), index)
+        raise ExpressionError(f"cannot index {t.name}")
+
+    # -- loading ----------------------------------------------------------------
+
+    def _address(self, obj: Object) -> int:
+        if isinstance(obj.location, InMemory):
+            return obj.location.address
+        raise SampleError(f"a {obj.type.name} held in a register has no address")
+
+    def _load(self, obj: Object) -> Num:
+        t = obj.type
+        if isinstance(t, (Struct, Array)) or t.size == 0:
+            raise ExpressionError(f"{t.name} is not a number: pick a field or an element")
+        size = t.size
+        if isinstance(obj.location, InMemory):
+            raw = self.read(obj.location.address, size)
+        elif isinstance(obj.location, InRegister):
+            raw = self.register(obj.location.register).to_bytes(8, "little")[:size]
+        else:
+            raw = (obj.location.value & (1 << 64) - 1).to_bytes(8, "little")[:size]
+        if isinstance(t, Scalar) and t.kind == "float":
+            return Num(struct.unpack("<d" if size == 8 else "<f", raw)[0], size * 8)
+        signed = (isinstance(t, Scalar) and t.kind == "signed") or (isinstance(t, Enum) and t.signed)
+        value = int.from_bytes(raw, "little", signed=signed)
+        return Num(value, size * 8, signed, is_bool=isinstance(t, Scalar) and t.kind == "bool")
+
+    def _num(self, value: Object | Num) -> Num:
+        return self._load(value) if isinstance(value, Object) else value
+
+    def _int(self, value: Object | Num) -> int:
+        num = self._num(value)
+        if isinstance(num.value, float):
+            raise ExpressionError("a float cannot be used as an index or in a bitwise operation")
+        return int(num.value)
+
+    def _present(self, obj: Object) -> Value:
+        num = self._load(obj)
+        if isinstance(obj.type, Pointer):
+            return hex(int(num.value))
+        if isinstance(obj.type, Enum):
+            return obj.type.names.get(int(num.value), int(num.value))
+        return _present_num(num)
+
+
+def _present_num(num: Num) -> Value:
+    if num.is_bool:
+        return "true" if num.value else "false"
+    return num.value
+
+
+def _dotted(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return source_name(node.id)
+    if isinstance(node, ast.Attribute):
+        prefix = _dotted(node.value)
+        return None if prefix is None else f"{prefix}.{source_name(node.attr)}"
+    return None
+
+
+def _wrap(value: int | float, like: Num) -> Num:
+    if isinstance(value, float) or like.bits == 0:
+        return Num(value, like.bits, like.signed)
+    value &= (1 << like.bits) - 1
+    if like.signed and value >= 1 << (like.bits - 1):
+        value -= 1 << like.bits
+    return Num(value, like.bits, like.signed)
+
+
+def _c_div(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+def _c_mod(a: int, b: int) -> int:
+    return a - b * _c_div(a, b)
+
+
+_INT_OPS: dict[type, Callable[[int, int], int]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: _c_div,
+    ast.Mod: _c_mod, ast.LShift: operator.lshift, ast.RShift: operator.rshift,
+    ast.BitOr: operator.or_, ast.BitXor: operator.xor, ast.BitAnd: operator.and_,
+}
+_FLOAT_OPS: dict[type, Callable[[float, float], float]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+}
+_COMPARE: dict[type, Callable[[object, object], bool]] = {
+    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,  # type: ignore[dict-item]
+    ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,  # type: ignore[dict-item]
+}
+
+
+def _binary(op: ast.operator, a: Num, b: Num) -> Num:
+    if isinstance(a.value, float) or isinstance(b.value, float):
+        float_op = _FLOAT_OPS.get(type(op))
+        if float_op is None:
+            raise ExpressionError("that operator does not apply to floats")
+        return Num(float_op(float(a.value), float(b.value)), 64)
+    if a.bits == 0:
+        like = b
+    elif b.bits == 0 or a.bits > b.bits:
+        like = a
+    elif b.bits > a.bits:
+        like = b
+    else:
+        like = Num(0, a.bits, a.signed and b.signed)
+    return _wrap(_INT_OPS[type(op)](int(a.value), int(b.value)), like)

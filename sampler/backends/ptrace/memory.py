@@ -1,0 +1,43 @@
+"""Reading (and, for the breakpoint byte only, writing) the target's memory via /proc/PID/mem."""
+
+from __future__ import annotations
+
+import os
+
+from sampler.errors import PermissionDenied, ProcessNotFound
+
+
+class UnreadableMemory(Exception):
+    """An address the target has not mapped (a per-sample problem, not a session error)."""
+
+
+class Memory:
+    def __init__(self, pid: int, writable: bool = False) -> None:
+        self.pid = pid
+        try:
+            self._fd = os.open(f"/proc/{pid}/mem", os.O_RDWR if writable else os.O_RDONLY)
+        except FileNotFoundError:
+            raise ProcessNotFound(f"no process with PID {pid}") from None
+        except PermissionError:
+            raise PermissionDenied(f"not allowed to read the memory of process {pid}") from None
+
+    def read(self, address: int, size: int) -> bytes:
+        if address <= 0:
+            raise UnreadableMemory(f"cannot read {size} bytes at {address:#x} (null pointer)")
+        try:
+            data = os.pread(self._fd, size, address)
+        except OSError:
+            data = b""
+        if len(data) != size:
+            raise UnreadableMemory(f"cannot read {size} bytes at {address:#x}")
+        return data
+
+    def write(self, address: int, data: bytes) -> None:
+        """Only ever used for the breakpoint byte and for putting the original back."""
+        if os.pwrite(self._fd, data, address) != len(data):
+            raise OSError(f"short write at {address:#x}")
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1

@@ -1,0 +1,295 @@
+"""A small tracer over python-ptrace: seize every thread, breakpoints via /proc/PID/mem,
+one wait loop. Only the thread that hits a breakpoint stops; signals the sampler did
+not cause are passed on unchanged. All ptrace calls come from the main thread.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import select
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ptrace.binding import func as ptrace_func
+from ptrace.error import PtraceError
+
+from sampler.backends.ptrace.memory import Memory
+from sampler.errors import AlreadyTraced, DebuggerError, PermissionDenied, TargetExited
+
+PTRACE_SEIZE = 0x4206
+PTRACE_INTERRUPT = 0x4207
+PTRACE_LISTEN = 0x4208
+PTRACE_O_TRACECLONE = 0x00000008
+PTRACE_EVENT_CLONE = 3
+PTRACE_EVENT_STOP = 128
+WALL = 0x40000000
+INT3 = b"\xcc"
+GROUP_STOP_SIGNALS = {signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU}
+DETACH_TIMEOUT_S = 5.0
+
+
+@dataclass
+class Hit:
+    tid: int
+    address: int
+    registers: Any
+    """python-ptrace's user_regs_struct of the stopped thread."""
+    seen: float
+    """When sampler learnt of the stop (monotonic seconds)."""
+
+
+class Tracer:
+    def __init__(self, pid: int, memory: Memory) -> None:
+        self.pid = pid
+        self.memory = memory
+        self.threads: set[int] = set()
+        self.armed: dict[int, bytes] = {}
+        """Breakpoints in place: address -> original byte."""
+        self.known: set[int] = set()
+        """Every address ever armed, to recognise traps that arrive after a clear."""
+        self.stops: dict[int, int] = {}
+        """ptrace-stops seen per thread (breakpoint traps and passed-on signals alike)."""
+        self.exit_status: int | None = None
+        self._wake_r = self._wake_w = -1
+        self._previous: tuple[Any, int] | None = None
+
+    # -- attach and detach ----------------------------------------------------
+
+    def seize(self) -> None:
+        """PTRACE_SEIZE every thread (stops none of them); new threads follow by TRACECLONE."""
+        self._start_wakeups()
+        try:
+            while True:
+                new = set(_tasks(self.pid)) - self.threads
+                if not new:
+                    break
+                for tid in sorted(new):
+                    self._seize(tid)
+        except BaseException:
+            self.detach()
+            raise
+
+    def _seize(self, tid: int) -> None:
+        try:
+            ptrace_func.ptrace(PTRACE_SEIZE, tid, 0, PTRACE_O_TRACECLONE)
+        except PtraceError as e:
+            if e.errno == errno.ESRCH:
+                return  # the thread ended meanwhile
+            if e.errno == errno.EPERM:
+                tracer = _tracer_of(tid)
+                if tracer:
+                    raise AlreadyTraced(f"process {self.pid} is already traced by PID {tracer}") from None
+                raise PermissionDenied(f"not allowed to trace process {self.pid}") from None
+            raise DebuggerError(f"PTRACE_SEIZE of thread {tid} failed: {e}") from None
+        self.threads.add(tid)
+
+    def detach(self) -> None:
+        """Restore every byte, stop each thread briefly, absorb pending traps, detach it."""
+        for address in list(self.armed):
+            self.disarm(address)
+        pending = set()
+        for tid in list(self.threads):
+            if self._request(PTRACE_INTERRUPT, tid):
+                pending.add(tid)
+            else:
+                self.threads.discard(tid)
+        deadline = time.monotonic() + DETACH_TIMEOUT_S
+        while pending and time.monotonic() < deadline:
+            for tid, status in self._events():
+                if os.WIFEXITED(status) or os.WIFSIGNALED(status):
+                    pending.discard(tid)
+                    self.threads.discard(tid)
+                    continue
+                if not os.WIFSTOPPED(status):
+                    continue
+                if status >> 16 == PTRACE_EVENT_CLONE:
+                    child = ptrace_func.ptrace_geteventmsg(tid)
+                    self.threads.add(child)
+                    pending.add(child)  # it reports its first stop, then it is detached too
+                self._request(ptrace_func.PTRACE_DETACH, tid, 0, self._signal_to_pass(tid, status))
+                pending.discard(tid)
+                self.threads.discard(tid)
+            if pending:
+                self._sleep(deadline - time.monotonic())
+        self._stop_wakeups()
+        if pending:
+            raise DebuggerError(f"threads {sorted(pending)} of process {self.pid} did not stop for detach")
+
+    def _signal_to_pass(self, tid: int, status: int) -> int:
+        """The signal a thread must get on detach: none for our traps and for ptrace's own stops."""
+        sig = os.WSTOPSIG(status)
+        if status >> 16:
+            return 0
+        if sig == signal.SIGTRAP and self._rewind_if_ours(tid):
+            return 0
+        return sig
+
+    # -- breakpoints --------------------------------------------------------------
+
+    def arm(self, address: int) -> None:
+        if address in self.armed:
+            return
+        original = self.memory.read(address, 1)
+        self.armed[address] = original
+        self.known.add(address)
+        self.memory.write(address, INT3)
+
+    def disarm(self, address: int) -> None:
+        original = self.armed.pop(address, None)
+        if original is not None:
+            try:
+                self.memory.write(address, original)
+            except OSError:
+                pass  # the process is gone
+
+    def resume(self, hit: Hit) -> None:
+        """Rewind the hitting thread onto the original instruction and let it go."""
+        hit.registers.rip = hit.address
+        try:
+            ptrace_func.ptrace_setregs(hit.tid, hit.registers)
+        except PtraceError as e:
+            if e.errno != errno.ESRCH:
+                raise
+            return
+        self._request(ptrace_func.PTRACE_CONT, hit.tid, 0, 0)
+
+    # -- waiting ---------------------------------------------------------------
+
+    def wait_for_hit(self, deadline: float, stop: Any) -> Hit | None:
+        """Serve every event until a thread stops on an armed breakpoint, or until deadline."""
+        while True:
+            for tid, status in self._events():
+                hit = self._handle(tid, status)
+                if hit is not None:
+                    return hit
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or stop.is_set():
+                return None
+            self._sleep(remaining)
+
+    def serve_until(self, deadline: float, stop: Any) -> None:
+        """Between samples: keep passing signals on and following new threads."""
+        hit = self.wait_for_hit(deadline, stop)
+        if hit is not None:  # a late trap on an armed breakpoint: cannot happen while disarmed
+            self.resume(hit)
+
+    def _handle(self, tid: int, status: int) -> Hit | None:
+        if os.WIFEXITED(status) or os.WIFSIGNALED(status):
+            self.threads.discard(tid)
+            if tid == self.pid:
+                self.exit_status = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
+                raise TargetExited(f"target process {self.pid} exited with status {self.exit_status}")
+            return None
+        if not os.WIFSTOPPED(status):
+            return None
+        self.threads.add(tid)
+        self.stops[tid] = self.stops.get(tid, 0) + 1
+        sig, event = os.WSTOPSIG(status), status >> 16
+        if event == PTRACE_EVENT_CLONE:
+            self.threads.add(ptrace_func.ptrace_geteventmsg(tid))
+            self._request(ptrace_func.PTRACE_CONT, tid, 0, 0)
+        elif event == PTRACE_EVENT_STOP:
+            # a group-stop (someone sent SIGSTOP) stays a stop; a new thread's first stop goes on
+            request = PTRACE_LISTEN if sig in GROUP_STOP_SIGNALS else ptrace_func.PTRACE_CONT
+            self._request(request, tid, 0, 0)
+        elif event:
+            self._request(ptrace_func.PTRACE_CONT, tid, 0, 0)
+        elif sig == signal.SIGTRAP:
+            registers = ptrace_func.ptrace_getregs(tid)
+            address = registers.rip - 1
+            if address in self.armed:
+                return Hit(tid, address, registers, time.monotonic())
+            if address in self.known:  # hit at the same moment as another thread: rewind, go on
+                self.resume(Hit(tid, address, registers, 0.0))
+            else:
+                self._request(ptrace_func.PTRACE_CONT, tid, 0, sig)  # not ours: pass it on
+        else:
+            self._request(ptrace_func.PTRACE_CONT, tid, 0, sig)  # SIGURG, SIGPROF...: pass it on
+        return None
+
+    def _rewind_if_ours(self, tid: int) -> bool:
+        try:
+            registers = ptrace_func.ptrace_getregs(tid)
+        except PtraceError:
+            return False
+        if registers.rip - 1 not in self.known:
+            return False
+        registers.rip -= 1
+        ptrace_func.ptrace_setregs(tid, registers)
+        return True
+
+    def _events(self) -> Iterator[tuple[int, int]]:
+        while True:
+            try:
+                tid, status = os.waitpid(-1, os.WNOHANG | WALL)
+            except ChildProcessError:
+                return
+            if tid == 0:
+                return
+            yield tid, status
+
+    def _request(self, request: int, tid: int, addr: int = 0, data: int = 0) -> bool:
+        """A ptrace request that tolerates a thread that has just vanished."""
+        try:
+            ptrace_func.ptrace(request, tid, addr, data)
+            return True
+        except PtraceError as e:
+            if e.errno == errno.ESRCH:
+                return False
+            raise DebuggerError(f"ptrace request {request:#x} on thread {tid} failed: {e}") from None
+
+    # -- sleeping until something happens --------------------------------------------
+    # SIGCHLD (a thread stopped) and the session's stop signals both write to a
+    # wakeup pipe, so one select() waits for either, with a timeout.
+
+    def _start_wakeups(self) -> None:
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        previous_handler = signal.signal(signal.SIGCHLD, lambda *_: None)
+        previous_fd = signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
+        self._previous = (previous_handler, previous_fd)
+
+    def _stop_wakeups(self) -> None:
+        if self._previous is not None:
+            handler, fd = self._previous
+            signal.set_wakeup_fd(fd)
+            signal.signal(signal.SIGCHLD, handler)
+            self._previous = None
+        for fd in (self._wake_r, self._wake_w):
+            if fd >= 0:
+                os.close(fd)
+        self._wake_r = self._wake_w = -1
+
+    def _sleep(self, timeout: float) -> None:
+        if timeout <= 0:
+            return
+        ready, _, _ = select.select([self._wake_r], [], [], timeout)
+        if ready:
+            try:
+                while os.read(self._wake_r, 512):
+                    pass
+            except BlockingIOError:
+                pass
+
+
+def _tasks(pid: int) -> list[int]:
+    try:
+        return [int(name) for name in os.listdir(f"/proc/{pid}/task")]
+    except FileNotFoundError:
+        raise TargetExited(f"target process {pid} exited") from None
+
+
+def _tracer_of(tid: int) -> int:
+    try:
+        with open(f"/proc/{tid}/status") as f:
+            for line in f:
+                if line.startswith("TracerPid:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0

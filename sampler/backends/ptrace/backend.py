@@ -8,19 +8,21 @@ values are read from /proc/PID/mem while the target runs (zero-stop reads).
 
 from __future__ import annotations
 
+import ast
 import re
 import threading
 import time
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from sampler.backends.base import Capabilities
-from sampler.backends.ptrace.dwarf import REGISTERS, Debug, Frame, Function, InMemory
+from sampler.backends.ptrace.dwarf import REGISTERS, Debug, Frame, Function, OptimizedOut, Variable
 from sampler.backends.ptrace.evaluate import Evaluator, Object, SampleError
 from sampler.backends.ptrace.memory import Memory
 from sampler.backends.ptrace.symbols import Program
 from sampler.backends.ptrace.tracer import Hit, Tracer
 from sampler.config import SessionConfig
-from sampler.errors import LocationNotFound, UnsupportedTarget
+from sampler.errors import ExpressionError, LocationNotFound, UnsupportedTarget
+from sampler.expr import DEREF, source_name
 from sampler.process import TargetProcess
 from sampler.sample import Reading, Value
 
@@ -42,6 +44,8 @@ class PtraceBackend:
         self.function: Function | None = None
         self.memory: Memory | None = None
         self.tracer: Tracer | None = None
+        self._variables: dict[int, dict[str, Variable]] = {}
+        """Variables in scope, per breakpoint address (file address)."""
         if config.location is not None:
             self.address, self.function = self._resolve_location(config.location)
 
@@ -148,7 +152,7 @@ class PtraceBackend:
 
     # -- evaluation ---------------------------------------------------------------
 
-    def _scope(self, hit: Hit | None) -> tuple[dict[str, Object], Frame | None]:
+    def _scope(self, hit: Hit | None) -> tuple[dict[str, _Lazy], Frame | None]:
         """Locals and parameters at the hit (empty without one), and the frame."""
         if hit is None or self.debug is None or self.function is None:
             return {}, None
@@ -159,9 +163,12 @@ class PtraceBackend:
         assert memory is not None
         frame = Frame(registers, pc, cfa=lambda: debug.cfa(pc, registers),
                       read_word=lambda address: int.from_bytes(memory.read(address, 8), "little"))
+        variables = self._variables.get(pc)
+        if variables is None:
+            variables = self._variables[pc] = debug.variables(function, pc)
         scope = {}
-        for name, variable in debug.variables(function, pc).items():
-            scope[name] = _Lazy(debug, variable, frame, function)  # type: ignore[assignment]
+        for name, variable in variables.items():
+            scope[name] = _Lazy(debug, variable, frame, function)
         return scope, frame
 
     def _evaluate(self, hit: Hit | None) -> tuple[tuple[Value, ...], list[str]]:
@@ -171,9 +178,7 @@ class PtraceBackend:
 
         def resolve(name: str) -> Object | None:
             local = scope.get(name)
-            if local is not None:
-                return local.get() if isinstance(local, _Lazy) else local
-            return self._global(name)
+            return local.get() if local is not None else self._global(name)
 
         def register(name: str) -> int:
             if frame is None:
@@ -215,13 +220,9 @@ class PtraceBackend:
         if self.function is not None:
             assert self.address is not None
             names = set(self.debug.variables(self.function, self.address - self.program.bias))
-        import ast
-
-        from sampler.errors import ExpressionError
-        from sampler.expr import source_name
         for expression in self.config.expressions:
             for node in ast.walk(expression.tree):
-                if isinstance(node, ast.Name) and node.id != "__deref__":
+                if isinstance(node, ast.Name) and node.id != DEREF:
                     name = source_name(node.id)
                     if name not in names and name not in self.debug.globals \
                             and not any(g.startswith(name + ".") for g in self.debug.globals):
@@ -230,18 +231,17 @@ class PtraceBackend:
 
 
 class _Lazy:
-    """A local whose location is only worked out when an expression uses it."""
+    """A local whose location is only worked out when an expression uses it (once per hit)."""
 
-    def __init__(self, debug: Debug, variable: Any, frame: Frame, function: Function) -> None:
+    def __init__(self, debug: Debug, variable: Variable, frame: Frame, function: Function) -> None:
         self.debug, self.variable, self.frame, self.function = debug, variable, frame, function
+        self._object: Object | None = None
 
     def get(self) -> Object:
-        from sampler.backends.ptrace.dwarf import OptimizedOut
-
-        try:
-            return Object(self.variable.type, self.debug.location(self.variable, self.frame, self.function))
-        except OptimizedOut as e:
-            raise SampleError(str(e)) from None
-
-
-__all__ = ["PtraceBackend", "InMemory"]
+        if self._object is None:
+            try:
+                location = self.debug.location(self.variable, self.frame, self.function)
+            except OptimizedOut as e:
+                raise SampleError(str(e)) from None
+            self._object = Object(self.variable.type, location)
+        return self._object

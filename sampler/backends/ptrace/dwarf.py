@@ -16,7 +16,7 @@ from elftools.dwarf.compileunit import CompileUnit
 from elftools.dwarf.die import DIE
 from elftools.dwarf.dwarf_expr import DWARFExprOp, DWARFExprParser
 from elftools.dwarf.dwarfinfo import DWARFInfo
-from elftools.dwarf.locationlists import LocationEntry, LocationExpr, LocationParser
+from elftools.dwarf.locationlists import BaseAddressEntry, LocationEntry, LocationExpr, LocationParser
 from elftools.elf.elffile import ELFFile
 
 # DWARF register numbers on x86-64 -> names in struct user_regs_struct
@@ -234,15 +234,16 @@ class Debug:
         size = die.attributes["DW_AT_byte_size"].value if "DW_AT_byte_size" in die.attributes else 0
         if tag in ("DW_TAG_typedef", "DW_TAG_const_type", "DW_TAG_volatile_type",
                    "DW_TAG_restrict_type", "DW_TAG_atomic_type"):
-            result = self.type_of(die)
-            self._types[die.offset] = result
-            return result
+            alias = self.type_of(die)
+            self._types[die.offset] = alias
+            return alias
+        result: Type
         if tag == "DW_TAG_base_type":
             encoding = die.attributes["DW_AT_encoding"].value
             kind = _ENCODINGS.get(encoding, "unsigned")
             if "char" in name and encoding in _CHAR_ENCODINGS:
                 kind = _CHAR_ENCODINGS[encoding]
-            result: Type = Scalar(name, size, kind)
+            result = Scalar(name, size, kind)
         elif tag == "DW_TAG_pointer_type":
             pointer = Pointer(name or "pointer", size or 8)
             self._types[die.offset] = pointer  # before the target: lists point to themselves
@@ -278,7 +279,7 @@ class Debug:
                 or any(v < 0 for v in names)
             result = Enum(name or "enum", size or 4, signed, names)
         else:
-            result = Type(name or tag.removeprefix("DW_TAG_"), size)
+            result = Type(name or str(tag).removeprefix("DW_TAG_"), size)
         self._types[die.offset] = result
         return result
 
@@ -303,7 +304,7 @@ class Debug:
         base = die.cu.get_top_DIE().attributes.get("DW_AT_low_pc")
         base_address = base.value if base is not None else 0
         for entry in parsed:
-            if hasattr(entry, "base_address"):
+            if isinstance(entry, BaseAddressEntry):
                 base_address = entry.base_address
                 continue
             if not isinstance(entry, LocationEntry):
@@ -326,7 +327,7 @@ class Debug:
             return frame.registers[REGISTERS[number]]
 
         for op in ops:
-            kind = op.op_name
+            kind = str(op.op_name)
             if kind == "DW_OP_addr":
                 stack.append(op.args[0] + self.bias)
             elif kind.startswith("DW_OP_reg") and kind != "DW_OP_regx":
@@ -401,7 +402,7 @@ class Debug:
                     rule = row.get("cfa", rule)
                 if rule is None or rule.reg is None:
                     break
-                return registers[REGISTERS[rule.reg]] + rule.offset
+                return int(registers[REGISTERS[rule.reg]] + rule.offset)
         raise OptimizedOut(f"no call frame information for {pc:#x}")
 
     def _frame_entries(self) -> list[FDE]:

@@ -82,7 +82,7 @@ class Evaluator:
     # -- the tree ---------------------------------------------------------------
 
     def _eval(self, node: ast.AST) -> Object | Num:
-        if isinstance(node, ast.Constant):
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
             return Num(node.value)
         if isinstance(node, ast.Name):
             return self._name(source_name(node.id))

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ptrace.binding import func as ptrace_func
-from ptrace.error import PtraceError
+from ptrace.binding import func as ptrace_func  # type: ignore[import-untyped]
+from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
 from sampler.backends.ptrace.memory import Memory
 from sampler.errors import AlreadyTraced, DebuggerError, PermissionDenied, TargetExited

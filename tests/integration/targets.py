@@ -93,6 +93,15 @@ def start_sampler(*args: str) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
+def wait_for_rows(out: Path, proc: subprocess.Popen[str], rows: int, timeout: float = 60) -> None:
+    """Wait until a running sampler has written more than ``rows`` rows (header included)."""
+    deadline = time.monotonic() + timeout
+    while not (out.exists() and len(out.read_text().splitlines()) > rows):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "no samples came"
+        time.sleep(0.05)
+
+
 def read_csv(path: Path) -> list[dict[str, str]]:
     with open(path, newline="") as f:
         return list(csv.DictReader(f))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from tests.integration.targets import (
     read_csv,
     sampler,
     start_sampler,
+    wait_for_rows,
 )
 
 pytestmark = pytest.mark.skipif(not have_delve(), reason="dlv or the Go target is missing")
@@ -98,11 +98,7 @@ def test_a_signal_mid_run_ends_cleanly(go_target: Target, tmp_path: Path, signum
     out = tmp_path / "sig.csv"
     proc = start_sampler("attach", "--pid", str(go_target.pid), "--at", READ, "--expr", "d=b.w-b.r",
                          "--rate", "10", "--out", str(out))
-    deadline = time.monotonic() + 60
-    while not (out.exists() and len(out.read_text().splitlines()) >= 4):
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "no samples came"
-        time.sleep(0.05)
+    wait_for_rows(out, proc, 3)
     proc.send_signal(signum)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
@@ -144,11 +140,7 @@ def test_the_target_exiting_mid_run_keeps_the_samples(go_target: Target, tmp_pat
     out = tmp_path / "exit.csv"
     proc = start_sampler("attach", "--pid", str(go_target.pid), "--at", READ, "--expr", "d=b.w-b.r",
                          "--rate", "10", "--out", str(out))
-    deadline = time.monotonic() + 60
-    while not (out.exists() and len(out.read_text().splitlines()) >= 4):
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_for_rows(out, proc, 3)
     go_target.proc.kill()
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode not in (0, 70), stderr

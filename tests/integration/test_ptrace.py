@@ -23,12 +23,13 @@ from tests.integration.targets import (
     Seizer,
     Target,
     assert_csv_whole,
-    start_sampler,
     have_delve,
     one_line_error,
     read_csv,
     sampler,
+    start_sampler,
     unused_pid,
+    wait_for_rows,
 )
 
 CAPACITY = 20000
@@ -253,14 +254,6 @@ def test_a_stripped_binary(start_target: Callable[..., Target], tmp_path: Path) 
         target.stop()
 
 
-def _wait_for_rows(out: Path, proc: subprocess.Popen[str], rows: int) -> None:
-    deadline = time.monotonic() + 60
-    while not (out.exists() and len(out.read_text().splitlines()) > rows):
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "no samples came"
-        time.sleep(0.05)
-
-
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 @pytest.mark.parametrize("at", ["ring_read", "never"])
 def test_a_signal_mid_run_detaches_cleanly(start_target: Callable[..., Target], tmp_path: Path,
@@ -270,7 +263,7 @@ def test_a_signal_mid_run_detaches_cleanly(start_target: Callable[..., Target], 
     out = tmp_path / "sig.csv"
     proc = start_sampler("attach", "--backend", "ptrace", "--pid", str(target.pid), "--at", at,
                          "--expr", "b->w", "--rate", "50", "--hit-timeout", "1s", "--out", str(out))
-    _wait_for_rows(out, proc, 2 if at == "ring_read" else 0)
+    wait_for_rows(out, proc, 2 if at == "ring_read" else 0)
     time.sleep(0.3)
     proc.send_signal(signum)
     _, stderr = proc.communicate(timeout=60)
@@ -292,7 +285,7 @@ def test_the_target_exiting_mid_run(start_target: Callable[..., Target], tmp_pat
     out = tmp_path / "exit.csv"
     proc = start_sampler("attach", "--backend", "ptrace", "--pid", str(target.pid), "--at", "ring_read",
                          "--expr", "b->w", "--rate", "20", "--out", str(out))
-    _wait_for_rows(out, proc, 3)
+    wait_for_rows(out, proc, 3)
     target.proc.kill()
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 1, stderr

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 from sampler.backends.ptrace.dwarf import (
     Array,
-    Computed,
     Enum,
     InMemory,
     InRegister,
@@ -29,7 +28,7 @@ from sampler.backends.ptrace.dwarf import (
 )
 from sampler.backends.ptrace.memory import UnreadableMemory
 from sampler.errors import ExpressionError
-from sampler.expr import DEREF, source_name
+from sampler.expr import source_name
 from sampler.sample import Value
 
 

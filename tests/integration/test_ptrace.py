@@ -293,3 +293,18 @@ def test_the_target_exiting_mid_run(start_target: Callable[..., Target], tmp_pat
     assert "Traceback" not in stderr
     assert last.startswith("sampler: target process") and "exited" in last and "samples kept in" in last
     assert len(assert_csv_whole(out)) >= 3
+
+
+def test_a_function_in_a_shared_library(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN the C target, whose reader and writer call libc's sched_yield when they wait
+    target = start_target("ringbuf-c")
+    out = tmp_path / "lib.csv"
+    # WHEN breaking there (no DWARF in libc: the program's globals only)
+    result = attach(target.pid, "--at", "sched_yield", "--expr", "d=ring->w - ring->r", "--rate", "20",
+                    "--count", "5", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    rows = assert_csv_whole(out)
+    assert len(rows) == 5
+    assert all(r["error"] == "" and 0 <= int(r["d"]) <= CAPACITY for r in rows)
+    assert all(int(r["thread"]) != target.pid for r in rows), "the main thread never yields"
+    target.assert_untouched()

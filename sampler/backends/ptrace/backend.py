@@ -145,10 +145,13 @@ class PtraceBackend:
                 if found is not None:
                     return found + bias, self.debug.function_at(found)
         address = self.program.symbol(location)
-        if address is None:
-            raise LocationNotFound(f"no function or line {location!r} in {self.program.path} "
-                                   f"(looked in {looked})")
-        return address, self.debug.function_at(address - bias) if self.debug else None
+        if address is not None:
+            return address, self.debug.function_at(address - bias) if self.debug else None
+        in_library = self.program.library_symbol(location)
+        if in_library is not None:
+            return in_library[0], None  # no DWARF there: globals of the program only
+        raise LocationNotFound(f"no function or line {location!r} in {self.program.path} "
+                               f"(looked in {looked} and the shared libraries' dynamic symbols)")
 
     # -- evaluation ---------------------------------------------------------------
 

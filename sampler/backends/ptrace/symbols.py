@@ -56,6 +56,41 @@ class Program:
         value = self._symbols.get(name)
         return None if value is None else value + self.bias
 
+    def library_symbol(self, name: str) -> tuple[int, str] | None:
+        """(run-time address, library path) of a function in a shared library the process
+        has mapped, from its dynamic symbol table; None when no library has it."""
+        for path, start in self._libraries():
+            try:
+                with open(f"/proc/{self.pid}/root{path}", "rb") as f:
+                    elf = ELFFile(f)
+                    section = elf.get_section_by_name(".dynsym")
+                    if not isinstance(section, SymbolTableSection):
+                        continue
+                    symbols = section.get_symbol_by_name(name) or []
+                    for sym in symbols:
+                        if sym["st_info"]["type"] == "STT_FUNC" and sym["st_value"]:
+                            first = min(seg["p_vaddr"] for seg in elf.iter_segments()
+                                        if seg["p_type"] == "PT_LOAD")
+                            return sym["st_value"] + start - (first & ~0xFFF), path
+            except (OSError, ELFError):
+                continue
+        return None
+
+    def _libraries(self) -> list[tuple[str, int]]:
+        """Shared objects mapped by the process (not the program itself): path, start."""
+        found: list[tuple[str, int]] = []
+        seen = {self.path}
+        with open(f"/proc/{self.pid}/maps") as maps:
+            for line in maps:
+                fields = line.split(maxsplit=5)
+                if len(fields) < 6 or int(fields[2], 16) != 0:
+                    continue
+                path = fields[5].strip()
+                if path.startswith("/") and path not in seen and ".so" in path:
+                    seen.add(path)
+                    found.append((path, int(fields[0].split("-")[0], 16)))
+        return found
+
     def _load_bias(self) -> int:
         """0 for a fixed-address executable; for a PIE, where the kernel put it."""
         if self.elf["e_type"] != "ET_DYN":

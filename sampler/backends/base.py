@@ -12,7 +12,7 @@ from sampler.errors import UsageError
 from sampler.process import TargetProcess
 from sampler.sample import Reading
 
-CHOICES = ("auto", "delve", "ptrace")
+CHOICES = ("auto", "delve", "delve-rpc", "ptrace")
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,10 @@ def select(config: SessionConfig, target: TargetProcess) -> Choice:
         from sampler.backends.delve.backend import DelveBackend
 
         return Choice(DelveBackend.create(config, target, dlv), reason)
+    if choice == "delve-rpc":
+        from sampler.backends.delve.rpc_backend import DelveRpcBackend
+
+        return Choice(DelveRpcBackend.create(config, target, dlv), reason)
     from sampler.backends.ptrace.backend import PtraceBackend
 
     return Choice(PtraceBackend.create(config, target), reason)

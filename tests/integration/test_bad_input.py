@@ -55,12 +55,13 @@ def test_a_process_already_traced(go_target: Target) -> None:
     go_target.assert_untouched()
 
 
+@pytest.mark.parametrize("backend", ["delve", "delve-rpc"])
 @pytest.mark.parametrize("location, expected", [
     ("main.nope", 'cannot break at \'main.nope\': location "main.nope" not found'),
     ("main.go:9999", "could not find statement"),
 ])
-def test_an_unknown_location(go_target: Target, location: str, expected: str) -> None:
-    result = attach(go_target.pid, "--at", location, "--expr", "b.w")
+def test_an_unknown_location(go_target: Target, location: str, expected: str, backend: str) -> None:
+    result = attach(go_target.pid, "--backend", backend, "--at", location, "--expr", "b.w")
     line = one_line_error(result)
     assert expected in line, line
     assert result.returncode == 2
@@ -86,6 +87,8 @@ def test_a_bad_or_unsafe_expression_is_refused_before_attaching(
 
 @pytest.mark.parametrize("args, expected", [
     (["--at", READ, "--expr", "b.nope"], "b has no member nope"),
+    (["--backend", "delve-rpc", "--at", READ, "--expr", "b.nope"], "b has no member nope"),
+    (["--backend", "delve-rpc", "--expr", "nosuchglobal"], "could not find symbol value for nosuchglobal"),
     (["--at", READ, "--expr", "nope"], "could not find symbol value for nope"),
     (["--expr", "main.nope"], "'main.nope': main (type func()) is not a struct"),
     (["--expr", "nosuchglobal"], "could not find symbol value for nosuchglobal"),

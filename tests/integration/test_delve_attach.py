@@ -1,4 +1,4 @@
-"""sampler attach with the delve backend, against the real Go ring buffer and the real dlv."""
+"""sampler attach with the delve and delve-rpc backends, against the real Go ring buffer and dlv."""
 
 from __future__ import annotations
 
@@ -22,16 +22,36 @@ from tests.integration.targets import (
 pytestmark = pytest.mark.skipif(not have_delve(), reason="dlv or the Go target is missing")
 CAPACITY = 20000
 READ = "main.(*Ring).Read"
+BACKENDS = pytest.mark.parametrize("backend", ["delve", "delve-rpc"])
 
 
+@BACKENDS
 def test_samples_at_a_method_give_sane_values_and_leave_the_target_running(
-        go_target: Target, tmp_path: Path) -> None:
+    go_target: Target, tmp_path: Path, backend: str
+) -> None:
     # GIVEN the Go ring buffer running at full speed
     before = baseline(go_target)
     out = tmp_path / "samples.csv"
     # WHEN sampling w-r at its Read method, 10 times a second, 15 samples
-    result = sampler("attach", "--pid", str(go_target.pid), "--at", READ, "--expr", "delta=b.w-b.r",
-                     "--expr", "b.r", "--rate", "10", "--count", "15", "--out", str(out))
+    result = sampler(
+        "attach",
+        "--backend",
+        backend,
+        "--pid",
+        str(go_target.pid),
+        "--at",
+        READ,
+        "--expr",
+        "delta=b.w-b.r",
+        "--expr",
+        "b.r",
+        "--rate",
+        "10",
+        "--count",
+        "15",
+        "--out",
+        str(out),
+    )
     # THEN 15 complete rows come out, every value within the ring's bounds
     assert result.returncode == 0, result.stderr
     rows = assert_csv_whole(out)
@@ -48,17 +68,33 @@ def test_samples_at_a_method_give_sane_values_and_leave_the_target_running(
     assert reads == sorted(reads) and reads[-1] > reads[0], "the reader must make progress between samples"
     elapsed = [float(r["elapsed_s"]) for r in rows]
     assert elapsed[-1] == pytest.approx(1.4, abs=0.5), "ticks sit on a 100 ms grid"
-    # AND the human lines went to stderr
+    # AND the human lines went to stderr, naming the backend
     assert "#15 delta=" in result.stderr
+    assert f"sampler: {backend} backend" in result.stderr
     # AND the target runs on, untraced, at the same order of throughput
     go_target.assert_untouched()
     assert baseline(go_target) > before * 0.1
 
 
-def test_globals_without_a_location(go_target: Target, tmp_path: Path) -> None:
+@BACKENDS
+def test_globals_without_a_location(go_target: Target, tmp_path: Path, backend: str) -> None:
     out = tmp_path / "g.csv"
-    result = sampler("attach", "--pid", str(go_target.pid), "--expr", "main.ring.w-main.ring.r",
-                     "--interval", "100ms", "--count", "5", "--out", str(out), "--quiet")
+    result = sampler(
+        "attach",
+        "--backend",
+        backend,
+        "--pid",
+        str(go_target.pid),
+        "--expr",
+        "main.ring.w-main.ring.r",
+        "--interval",
+        "100ms",
+        "--count",
+        "5",
+        "--out",
+        str(out),
+        "--quiet",
+    )
     assert result.returncode == 0, result.stderr
     assert result.stderr == "", "--quiet prints nothing on success"
     rows = assert_csv_whole(out)
@@ -70,8 +106,20 @@ def test_globals_without_a_location(go_target: Target, tmp_path: Path) -> None:
 
 
 def test_stdout_output(go_target: Target) -> None:
-    result = sampler("attach", "--pid", str(go_target.pid), "--expr", "w=main.ring.w",
-                     "--rate", "20", "--count", "3", "--out", "-", "--quiet")
+    result = sampler(
+        "attach",
+        "--pid",
+        str(go_target.pid),
+        "--expr",
+        "w=main.ring.w",
+        "--rate",
+        "20",
+        "--count",
+        "3",
+        "--out",
+        "-",
+        "--quiet",
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith("seq,time,elapsed_s,pid,thread,w,pause_us")
@@ -79,13 +127,30 @@ def test_stdout_output(go_target: Target) -> None:
     go_target.assert_untouched()
 
 
-def test_the_off_by_one_is_caught(start_target: Callable[..., Target], tmp_path: Path) -> None:
+@BACKENDS
+def test_the_off_by_one_is_caught(start_target: Callable[..., Target], tmp_path: Path, backend: str) -> None:
     # GIVEN the ring buffer with the writer's off-by-one
     target = start_target("ringbuf-go", "--bug")
     out = tmp_path / "bug.csv"
     # WHEN sampling w-r at Read for up to 30 samples
-    result = sampler("attach", "--pid", str(target.pid), "--at", READ, "--expr", "delta=b.w-b.r",
-                     "--rate", "20", "--count", "30", "--out", str(out), "--quiet")
+    result = sampler(
+        "attach",
+        "--backend",
+        backend,
+        "--pid",
+        str(target.pid),
+        "--at",
+        READ,
+        "--expr",
+        "delta=b.w-b.r",
+        "--rate",
+        "20",
+        "--count",
+        "30",
+        "--out",
+        str(out),
+        "--quiet",
+    )
     assert result.returncode == 0, result.stderr
     deltas = [int(r["delta"]) for r in read_csv(out)]
     # THEN w-r is seen at capacity+1, and never beyond it
@@ -94,10 +159,24 @@ def test_the_off_by_one_is_caught(start_target: Callable[..., Target], tmp_path:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_mid_run_ends_cleanly(go_target: Target, tmp_path: Path, signum: int) -> None:
+@BACKENDS
+def test_a_signal_mid_run_ends_cleanly(go_target: Target, tmp_path: Path, signum: int, backend: str) -> None:
     out = tmp_path / "sig.csv"
-    proc = start_sampler("attach", "--pid", str(go_target.pid), "--at", READ, "--expr", "d=b.w-b.r",
-                         "--rate", "10", "--out", str(out))
+    proc = start_sampler(
+        "attach",
+        "--backend",
+        backend,
+        "--pid",
+        str(go_target.pid),
+        "--at",
+        READ,
+        "--expr",
+        "d=b.w-b.r",
+        "--rate",
+        "10",
+        "--out",
+        str(out),
+    )
     wait_for_rows(out, proc, 3)
     proc.send_signal(signum)
     _, stderr = proc.communicate(timeout=60)
@@ -109,10 +188,28 @@ def test_a_signal_mid_run_ends_cleanly(go_target: Target, tmp_path: Path, signum
     go_target.assert_untouched()
 
 
-def test_a_breakpoint_never_hit_gives_miss_rows(go_target: Target, tmp_path: Path) -> None:
+@BACKENDS
+def test_a_breakpoint_never_hit_gives_miss_rows(go_target: Target, tmp_path: Path, backend: str) -> None:
     out = tmp_path / "miss.csv"
-    result = sampler("attach", "--pid", str(go_target.pid), "--at", "main.Never", "--expr", "b.w",
-                     "--interval", "200ms", "--hit-timeout", "300ms", "--count", "3", "--out", str(out))
+    result = sampler(
+        "attach",
+        "--backend",
+        backend,
+        "--pid",
+        str(go_target.pid),
+        "--at",
+        "main.Never",
+        "--expr",
+        "b.w",
+        "--interval",
+        "200ms",
+        "--hit-timeout",
+        "300ms",
+        "--count",
+        "3",
+        "--out",
+        str(out),
+    )
     assert result.returncode == 0, result.stderr
     rows = assert_csv_whole(out)
     assert len(rows) == 3
@@ -126,8 +223,23 @@ def test_a_breakpoint_never_hit_gives_miss_rows(go_target: Target, tmp_path: Pat
 def test_a_rarely_hit_breakpoint_is_waited_for(go_target: Target, tmp_path: Path) -> None:
     # Tick is called once a second: with a 3 s hit timeout each sample waits for it
     out = tmp_path / "rare.csv"
-    result = sampler("attach", "--pid", str(go_target.pid), "--at", "main.Tick", "--expr", "second",
-                     "--interval", "100ms", "--count", "2", "--out", str(out), "--hit-timeout", "3s")
+    result = sampler(
+        "attach",
+        "--pid",
+        str(go_target.pid),
+        "--at",
+        "main.Tick",
+        "--expr",
+        "second",
+        "--interval",
+        "100ms",
+        "--count",
+        "2",
+        "--out",
+        str(out),
+        "--hit-timeout",
+        "3s",
+    )
     assert result.returncode == 0, result.stderr
     rows = read_csv(out)
     seconds = [int(r["second"]) for r in rows]
@@ -136,10 +248,26 @@ def test_a_rarely_hit_breakpoint_is_waited_for(go_target: Target, tmp_path: Path
     go_target.assert_untouched()
 
 
-def test_the_target_exiting_mid_run_keeps_the_samples(go_target: Target, tmp_path: Path) -> None:
+@BACKENDS
+def test_the_target_exiting_mid_run_keeps_the_samples(
+    go_target: Target, tmp_path: Path, backend: str
+) -> None:
     out = tmp_path / "exit.csv"
-    proc = start_sampler("attach", "--pid", str(go_target.pid), "--at", READ, "--expr", "d=b.w-b.r",
-                         "--rate", "10", "--out", str(out))
+    proc = start_sampler(
+        "attach",
+        "--backend",
+        backend,
+        "--pid",
+        str(go_target.pid),
+        "--at",
+        READ,
+        "--expr",
+        "d=b.w-b.r",
+        "--rate",
+        "10",
+        "--out",
+        str(out),
+    )
     wait_for_rows(out, proc, 3)
     go_target.proc.kill()
     _, stderr = proc.communicate(timeout=60)

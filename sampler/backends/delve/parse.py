@@ -43,7 +43,8 @@ _NOISE = re.compile(r"^(?:Warning: debugging optimized function|received SIGINT,
 # Failures that say the expression is wrong for this program, not this moment.
 _STATIC = re.compile(r"could not find symbol value for|has no member|^\d+:\d+: |invalid operation|"
                      r"not defined on|mismatched types|cannot (?:convert|use)|undefined|"
-                     r"no (?:field|method)|can not|unsupported|is not a struct|is not a (?:pointer|slice|array|map)", re.I)
+                     r"no (?:field|method)|can not|unsupported|is not a (?:struct|pointer|slice|array|map)",
+                     re.I)
 
 
 def clean(text: str) -> str:
@@ -100,6 +101,24 @@ def parse_breakpoint_set(text: str, location: str) -> int:
     raise LocationNotFound(f"dlv cannot break at {location!r}: {message}")
 
 
+def classify_failure(message: str, expression: str) -> str:
+    """Return a failure of this sample as data; raise ExpressionError when it says the
+    expression itself is wrong (unknown name, no such field, syntax)."""
+    check_exited(message)
+    if _STATIC.search(message):
+        raise ExpressionError(f"{expression!r}: {message}", NAME_HINT)
+    return message
+
+
+def number(value: str) -> Value:
+    """Delve's text of a value, as an int or float when it is one."""
+    if _INT.match(value):
+        return int(value)
+    if _FLOAT.match(value):
+        return float(value)
+    return value
+
+
 def parse_value(text: str, expression: str) -> tuple[Value, str]:
     """(value, '') for a printed value, or (None, error) for a failure of this sample.
 
@@ -109,16 +128,9 @@ def parse_value(text: str, expression: str) -> tuple[Value, str]:
     check_exited(text)
     message = failure(text)
     if message is not None:
-        if _STATIC.search(message):
-            raise ExpressionError(f"{expression!r}: {message}", NAME_HINT)
-        return None, message
+        return None, classify_failure(message, expression)
     lines = [line.strip() for line in text.splitlines() if not _NOISE.match(line.strip())]
-    value = " ".join(line for line in lines if line)
-    if _INT.match(value):
-        return int(value), ""
-    if _FLOAT.match(value):
-        return float(value), ""
-    return value, ""
+    return number(" ".join(line for line in lines if line)), ""
 
 
 def attach_error(text: str, pid: int) -> SamplerError:

@@ -1,0 +1,183 @@
+"""The delve-rpc backend: the same sampling cycle as ``delve``, spoken through Delve's
+published JSON-RPC API (headless dlv on loopback) instead of its terminal.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, ClassVar
+
+from sampler.backends.base import Capabilities
+from sampler.backends.delve import parse
+from sampler.backends.delve.rpc import DelveRpc, RpcError
+from sampler.config import SessionConfig
+from sampler.errors import DebuggerError, LocationNotFound, TargetExited
+from sampler.process import TargetProcess
+from sampler.sample import Reading, Value
+
+HALT_TIMEOUT_S = 5.0
+POLL_S = 0.05
+SETTLE_S = 0.05
+SCOPE = {"GoroutineID": -1, "Frame": 0, "DeferredCall": 0}
+LOAD = {"FollowPointers": True, "MaxVariableRecurse": 1, "MaxStringLen": 64, "MaxArrayValues": 16,
+        "MaxStructFields": -1}
+
+
+class DelveRpcBackend:
+    name: ClassVar[str] = "delve-rpc"
+    capabilities: ClassVar[Capabilities] = Capabilities(stops_all_threads=True, languages=("go",))
+
+    def __init__(self, config: SessionConfig, rpc: DelveRpc) -> None:
+        self.config = config
+        self.rpc = rpc
+        self._continuing: int | None = None  # id of the pending continue request
+        self._breakpoint: int | None = None  # id of our breakpoint while it is set
+        self._address = 0
+        self._attached = False
+        self._exited = False
+
+    @classmethod
+    def create(cls, config: SessionConfig, target: TargetProcess, dlv: str | None) -> DelveRpcBackend:
+        from sampler.backends.delve.backend import DelveBackend
+
+        DelveBackend.create(config, target, dlv)  # the same checks: dlv found, a Go program, DWARF
+        assert dlv is not None
+        return cls(config, DelveRpc(dlv, target.pid))
+
+    # -- the Backend interface -------------------------------------------------
+
+    def attach(self) -> None:
+        self.rpc.start()
+        self._attached = True
+        try:
+            if self.config.location is not None:
+                try:
+                    found = self.rpc.call("FindLocation", {"Scope": SCOPE, "Loc": self.config.location})
+                except RpcError as e:
+                    raise LocationNotFound(f"dlv cannot break at {self.config.location!r}: {e}") from None
+                locations = found.get("Locations") or []
+                if not locations:
+                    raise LocationNotFound(f"dlv cannot break at {self.config.location!r}")
+                self._address = int(locations[0]["pc"])
+            else:
+                self._evaluate()  # refuse an unknown global before the first tick
+            self._continue()
+        except BaseException:
+            self.detach()
+            raise
+
+    def sample(self, stop: threading.Event) -> Reading:
+        start = time.monotonic()
+        self._halt()
+        if self.config.location is None:
+            found, problems = self._evaluate()
+            self._continue()
+            return Reading(found, pause_us=(time.monotonic() - start) * 1e6, error="; ".join(problems))
+        created = self.rpc.call("CreateBreakpoint", {"Breakpoint": {"addr": self._address,
+                                                                     "name": parse.BREAKPOINT}})
+        self._breakpoint = int(created["Breakpoint"]["id"])
+        self._continue()
+        resumed = time.monotonic()
+        state = self._wait_for_stop(resumed + self.config.hit_timeout_s, stop)
+        if state is None:
+            state = self._halt()
+        stopped = time.monotonic()
+        thread = state.get("currentThread") or {}
+        hit = (thread.get("breakPoint") or {}).get("name") == parse.BREAKPOINT
+        values: tuple[Value, ...] = (None,) * len(self.config.expressions)
+        if hit:
+            values, errors = self._evaluate()
+            error = "; ".join(errors)
+        elif stop.is_set():
+            error = "stopped before the breakpoint was hit"
+        else:
+            error = f"breakpoint not hit within {self.config.hit_timeout_s:g}s"
+        self._clear()
+        self._continue()
+        done = time.monotonic()
+        return Reading(values, thread=str(thread.get("goroutineID") or "") if hit else "",
+                       pause_us=((resumed - start) + (done - stopped)) * 1e6,
+                       wait_us=(stopped - resumed) * 1e6, error=error)
+
+    def idle(self, seconds: float, stop: threading.Event) -> None:
+        stop.wait(seconds)
+
+    def detach(self) -> None:
+        if not self._attached:
+            return
+        self._attached = False
+        try:
+            if not self._exited:
+                try:
+                    if self._continuing is not None:
+                        self._halt()
+                    if self._breakpoint is not None:  # resume before detaching (../FACTS)
+                        self._clear()
+                        self._continue()
+                        time.sleep(SETTLE_S)
+                        self._halt()
+                except TargetExited:
+                    pass
+            try:
+                self.rpc.call("Detach", {"Kill": False})
+            except (RpcError, DebuggerError):
+                pass  # dlv is gone, or the target is: nothing left to detach from
+        finally:
+            self.rpc.close()
+
+    # -- steps ------------------------------------------------------------------
+
+    def _continue(self) -> None:
+        self._continuing = self.rpc.send("Command", {"name": "continue"})
+
+    def _wait_for_stop(self, deadline: float, stop: threading.Event) -> dict[str, Any] | None:
+        assert self._continuing is not None
+        while not stop.is_set() and time.monotonic() < deadline:
+            result = self.rpc.answer(self._continuing, min(POLL_S, deadline - time.monotonic()))
+            if result is not None:
+                self._continuing = None
+                return self._state(result)
+        return None
+
+    def _halt(self) -> dict[str, Any]:
+        """Stop the target; return the state the pending continue ended with."""
+        self.rpc.call("Command", {"name": "halt"})
+        if self._continuing is None:
+            return {}
+        result = self.rpc.answer(self._continuing, HALT_TIMEOUT_S)
+        if result is None:
+            raise DebuggerError(f"dlv did not halt the target within {HALT_TIMEOUT_S:g}s")
+        self._continuing = None
+        return self._state(result)
+
+    def _state(self, result: dict[str, Any]) -> dict[str, Any]:
+        state = result.get("State") or {}
+        if state.get("exited"):
+            self._exited = True
+            raise TargetExited(f"target process {self.config.pid} exited with status {state.get('exitStatus')}")
+        return dict(state)
+
+    def _clear(self) -> None:
+        if self._breakpoint is not None:
+            self.rpc.call("ClearBreakpoint", {"Id": self._breakpoint})
+            self._breakpoint = None
+
+    def _evaluate(self) -> tuple[tuple[Value, ...], list[str]]:
+        requests = [self.rpc.send("Eval", {"Scope": SCOPE, "Expr": e.text, "Cfg": LOAD})
+                    for e in self.config.expressions]
+        values: list[Value] = []
+        errors: list[str] = []
+        for expression, request in zip(self.config.expressions, requests):
+            try:
+                result = self.rpc.answer(request, 10.0)
+            except RpcError as e:
+                values.append(None)
+                errors.append(f"{expression.name}: {parse.classify_failure(str(e), expression.text)}")
+                continue
+            if result is None:
+                raise DebuggerError(f"dlv did not evaluate {expression.text!r} within 10s")
+            variable = result.get("Variable") or {}
+            text = str(variable.get("value") or variable.get("type") or "")
+            values.append(parse.number(text))
+        return tuple(values), errors

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -158,25 +159,17 @@ def test_the_off_by_one_is_caught(start_target: Callable[..., Target], tmp_path:
     target.assert_untouched()
 
 
+def sample_read_in_background(backend: str, pid: int, out: Path) -> subprocess.Popen[str]:
+    """w-r at Read at 10 Hz until stopped, into ``out``."""
+    return start_sampler("attach", "--backend", backend, "--pid", str(pid), "--at", READ,
+                         "--expr", "d=b.w-b.r", "--rate", "10", "--out", str(out))
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 @BACKENDS
 def test_a_signal_mid_run_ends_cleanly(go_target: Target, tmp_path: Path, signum: int, backend: str) -> None:
     out = tmp_path / "sig.csv"
-    proc = start_sampler(
-        "attach",
-        "--backend",
-        backend,
-        "--pid",
-        str(go_target.pid),
-        "--at",
-        READ,
-        "--expr",
-        "d=b.w-b.r",
-        "--rate",
-        "10",
-        "--out",
-        str(out),
-    )
+    proc = sample_read_in_background(backend, go_target.pid, out)
     wait_for_rows(out, proc, 3)
     proc.send_signal(signum)
     _, stderr = proc.communicate(timeout=60)
@@ -253,21 +246,7 @@ def test_the_target_exiting_mid_run_keeps_the_samples(
     go_target: Target, tmp_path: Path, backend: str
 ) -> None:
     out = tmp_path / "exit.csv"
-    proc = start_sampler(
-        "attach",
-        "--backend",
-        backend,
-        "--pid",
-        str(go_target.pid),
-        "--at",
-        READ,
-        "--expr",
-        "d=b.w-b.r",
-        "--rate",
-        "10",
-        "--out",
-        str(out),
-    )
+    proc = sample_read_in_background(backend, go_target.pid, out)
     wait_for_rows(out, proc, 3)
     go_target.proc.kill()
     _, stderr = proc.communicate(timeout=60)

@@ -15,6 +15,7 @@ from typing import ClassVar
 
 from sampler.backends.base import Capabilities
 from sampler.backends.delve import parse
+from sampler.backends.delve.leave import settle_before_detach
 from sampler.backends.delve.transport import COMMAND_TIMEOUT_S, DelveTerminal
 from sampler.config import SessionConfig
 from sampler.errors import BackendUnavailable, DebuggerError, TargetExited, UnsupportedTarget
@@ -23,9 +24,6 @@ from sampler.sample import Reading, Value
 
 HALT_TIMEOUT_S = 5.0
 POLL_S = 0.05
-SETTLE_S = 0.05
-"""After clearing an armed breakpoint at shutdown, let the target run this long before
-the final halt, so Delve absorbs traps already pending on other threads (../FACTS)."""
 
 
 class DelveBackend:
@@ -88,19 +86,16 @@ class DelveBackend:
         try:
             if not self.term.alive:
                 return
-            try:
-                if not self._exited and not self._stopped:
-                    self._halt()
-                if not self._exited and self._armed:
-                    self._batch([self._clear_command()], then_continue=True)
-                    self._armed = False
-                    time.sleep(SETTLE_S)
-                    self._halt()
-            except TargetExited:
-                pass
+            if not self._exited:
+                settle_before_detach(running=not self._stopped, armed=self._armed, halt=self._halt,
+                                     clear_and_resume=self._clear_and_resume)
             self.term.quit_leaving_target()
         finally:
             self.term.close()
+
+    def _clear_and_resume(self) -> None:
+        self._batch([self._clear_command()], then_continue=True)
+        self._armed = False
 
     # -- the steps of a sample -----------------------------------------------
     # Commands that need no decision in between go to dlv in one write: each

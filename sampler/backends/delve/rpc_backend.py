@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 from sampler.backends.base import Capabilities
 from sampler.backends.delve import parse
+from sampler.backends.delve.leave import settle_before_detach
 from sampler.backends.delve.rpc import DelveRpc, RpcError
 from sampler.config import SessionConfig
 from sampler.errors import DebuggerError, LocationNotFound, TargetExited
@@ -18,7 +19,6 @@ from sampler.sample import Reading, Value
 
 HALT_TIMEOUT_S = 5.0
 POLL_S = 0.05
-SETTLE_S = 0.05
 SCOPE = {"GoroutineID": -1, "Frame": 0, "DeferredCall": 0}
 LOAD = {"FollowPointers": True, "MaxVariableRecurse": 1, "MaxStringLen": 64, "MaxArrayValues": 16,
         "MaxStructFields": -1}
@@ -109,16 +109,9 @@ class DelveRpcBackend:
         self._attached = False
         try:
             if not self._exited:
-                try:
-                    if self._continuing is not None:
-                        self._halt()
-                    if self._breakpoint is not None:  # resume before detaching (../FACTS)
-                        self._clear()
-                        self._continue()
-                        time.sleep(SETTLE_S)
-                        self._halt()
-                except TargetExited:
-                    pass
+                settle_before_detach(running=self._continuing is not None,
+                                     armed=self._breakpoint is not None, halt=self._halt,
+                                     clear_and_resume=self._clear_and_resume)
             try:
                 self.rpc.call("Detach", {"Kill": False})
             except (RpcError, DebuggerError):
@@ -157,6 +150,10 @@ class DelveRpcBackend:
             self._exited = True
             raise TargetExited(f"target process {self.config.pid} exited with status {state.get('exitStatus')}")
         return dict(state)
+
+    def _clear_and_resume(self) -> None:
+        self._clear()
+        self._continue()
 
     def _clear(self) -> None:
         if self._breakpoint is not None:

@@ -1,0 +1,31 @@
+"""Delve's safe way out, shared by both Delve drives (terminal and JSON-RPC).
+
+Clearing a breakpoint that was just hit and detaching at once killed targets with
+SIGTRAP (Delve issue #1771, ../shared/FACTS.md): other threads may already have
+trapped on it. So: halt if running; if our breakpoint is still set, clear it,
+resume, let the target run SETTLE_S so Delve absorbs those traps, halt again.
+The caller then detaches (quit, answering no; or RPCServer.Detach Kill=false).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from sampler.errors import TargetExited
+
+SETTLE_S = 0.05
+
+
+def settle_before_detach(*, running: bool, armed: bool, halt: Callable[[], object],
+                         clear_and_resume: Callable[[], None]) -> None:
+    """Leave the target halted with no breakpoint of ours, safe to detach from."""
+    try:
+        if running:
+            halt()
+        if armed:
+            clear_and_resume()
+            time.sleep(SETTLE_S)
+            halt()
+    except TargetExited:
+        pass  # nothing left to protect

@@ -6,7 +6,8 @@ import os
 import statistics
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import click
 
@@ -42,46 +43,84 @@ def cli() -> None:
     """Sample expressions from a running process with a debugger, into CSV."""
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def target_options(command: F) -> F:
+    """The options attach and trace share."""
+    for option in reversed([
+        click.option("--pid", type=int, required=True, help="The process to sample."),
+        click.option("--expr", "exprs", multiple=True, required=True, metavar="[NAME=]EXPR",
+                     help="An expression to read at each sample; one CSV column each. Repeatable."),
+        click.option("--duration", type=DURATION, help="Stop after this long."),
+        click.option("--out", default="-", show_default=True, help="CSV file to write, - for stdout."),
+        click.option("--backend", type=click.Choice(CHOICES), default="auto", show_default=True),
+        click.option("--quiet", is_flag=True, help="No per-sample lines on stderr."),
+    ]):
+        command = option(command)
+    return command
+
+
 @cli.command()
-@click.option("--pid", type=int, required=True, help="The process to sample.")
+@target_options
 @click.option("--at", "location", metavar="LOCATION",
-              help="Where to break: a function (main.(*Ring).Read) or FILE:LINE. "
-                   "Without it the target is halted where it is and globals are read.")
-@click.option("--expr", "exprs", multiple=True, required=True, metavar="[NAME=]EXPR",
-              help="An expression to read at each sample; one CSV column each. Repeatable.")
+              help="Where to break: a function (main.(*Ring).Read), FILE:LINE, or *ADDR (ptrace). "
+                   "Without it, globals are read (delve halts the target; ptrace does not).")
 @click.option("--interval", type=DURATION, help="Time between samples (default 1s).")
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True), help="Samples per second.")
 @click.option("--count", type=click.IntRange(min=1), help="Stop after N samples.")
-@click.option("--duration", type=DURATION, help="Stop after this long.")
 @click.option("--hit-timeout", type=DURATION, default="2s", show_default=True,
               help="Give up on a breakpoint not hit within this time and record a miss.")
-@click.option("--out", default="-", show_default=True, help="CSV file to write, - for stdout.")
-@click.option("--backend", type=click.Choice(CHOICES), default="auto", show_default=True)
-@click.option("--quiet", is_flag=True, help="No per-sample lines on stderr.")
 def attach(pid: int, location: str | None, exprs: Sequence[str], interval: float | None,
            rate: float | None, count: int | None, duration: float | None, hit_timeout: float,
            out: str, backend: str, quiet: bool) -> int:
     """Attach to a running process and sample expressions on a fixed schedule."""
-    # --backend's choices come from backends.base.CHOICES
     if interval is not None and rate is not None:
         raise UsageError("--interval and --rate exclude each other", "give one of them")
-    expressions = tuple(expr.parse_option(text) for text in exprs)
+    config = SessionConfig(pid=pid, expressions=_expressions(exprs), location=_location(location),
+                           interval_s=interval or (1.0 / rate if rate else 1.0), count=count,
+                           duration_s=duration, hit_timeout_s=hit_timeout, backend=backend)
+    return _run(config, out, quiet, f"every {format_duration(config.interval_s)}")
+
+
+@cli.command()
+@target_options
+@click.option("--at", "location", metavar="LOCATION", required=True,
+              help="Where to break: a function, FILE:LINE, or *ADDR (ptrace).")
+@click.option("--max-events", type=click.IntRange(min=1), help="Stop after N hits.")
+def trace(pid: int, location: str, exprs: Sequence[str], max_events: int | None,
+          duration: float | None, out: str, backend: str, quiet: bool) -> int:
+    """Attach and write a row for every hit of the breakpoint (every-hit tracing)."""
+    config = SessionConfig(pid=pid, expressions=_expressions(exprs), location=_location(location),
+                           count=max_events, duration_s=duration, backend=backend, every_hit=True)
+    return _run(config, out, quiet, "on every hit")
+
+
+def _expressions(texts: Sequence[str]) -> tuple[expr.Expression, ...]:
+    expressions = tuple(expr.parse_option(text) for text in texts)
     names = [e.name for e in expressions]
     for name in names:
         if name in RESERVED or names.count(name) > 1:
             raise UsageError(f"column name {name!r} is used twice or is a fixed column",
                              "name the expression: --expr NAME=EXPR")
+    return expressions
+
+
+def _location(location: str | None) -> str | None:
     if location is not None and not location.strip():
         raise UsageError("--at is empty", "give a function or FILE:LINE")
-    config = SessionConfig(pid=pid, expressions=expressions, location=location,
-                           interval_s=interval or (1.0 / rate if rate else 1.0), count=count,
-                           duration_s=duration, hit_timeout_s=hit_timeout, backend=backend)
-    choice = select(config, process.inspect(pid))
+    return location
+
+
+def _run(config: SessionConfig, out: str, quiet: bool, how: str) -> int:
+    """Check the target, pick the backend, open the output, run the session, report."""
+    choice = select(config, process.inspect(config.pid))
+    names = [e.name for e in config.expressions]
     writers: list[Writer] = [CsvWriter(out, names)]
     if not quiet:
         writers.append(ConsoleWriter(names))
-        click.echo(f"sampler: {choice.backend.name} backend ({choice.reason}); sampling PID {pid} "
-                   f"every {format_duration(config.interval_s)}", err=True)
+        click.echo(f"sampler: {choice.backend.name} backend ({choice.reason}); sampling PID "
+                   f"{config.pid} {how}", err=True)
     session = Session(config, choice.backend, writers)
     try:
         summary = session.run()

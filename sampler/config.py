@@ -24,4 +24,7 @@ class SessionConfig:
     hit_timeout_s: float = 2.0
     """How long to wait for the breakpoint before recording a miss."""
     backend: str = "auto"
-    """Which debugger drives the target: auto, delve."""
+    """Which debugger drives the target: auto, delve, delve-rpc, ptrace."""
+    every_hit: bool = False
+    """Trace mode: a row for every hit of the breakpoint instead of one per tick
+    (``count`` then limits events; ``interval_s`` is unused)."""

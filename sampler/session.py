@@ -18,10 +18,12 @@ from types import FrameType
 from sampler.backends.base import Backend
 from sampler.config import SessionConfig
 from sampler.output import Writer
-from sampler.sample import Sample
+from sampler.sample import Reading, Sample
 from sampler.schedule import Schedule
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+TRACE_POLL_S = 0.5
+"""In trace mode, how long one wait for a hit lasts before the loop checks its limits."""
 
 
 @dataclass
@@ -54,7 +56,7 @@ class Session:
                 return self.summary
             self.backend.attach()
             try:
-                self._loop()
+                self._trace_loop() if self.config.every_hit else self._loop()
             finally:
                 self.backend.detach()
         return self.summary
@@ -77,15 +79,32 @@ class Session:
                     return
             late_s = schedule.lateness(tick)
             reading = self.backend.sample(self.stop)
-            elapsed = tick.deadline - schedule.start + late_s
-            self.summary.samples += 1
-            self.summary.misses += bool(reading.error)
-            self.summary.pause_us.append(reading.pause_us)
-            sample = Sample(seq=self.summary.samples,
-                            time=started_wall + timedelta(seconds=elapsed), elapsed_s=elapsed,
-                            pid=config.pid, reading=reading, late_us=late_s * 1e6)
-            for writer in self.writers:
-                writer.write(sample)
+            self._emit(reading, started_wall, tick.deadline - schedule.start + late_s, late_s)
+
+    def _trace_loop(self) -> None:
+        """A row for every hit, until count (events), duration or a signal."""
+        config = self.config
+        start = self.clock()
+        started_wall = datetime.now(timezone.utc)
+        end = start + config.duration_s if config.duration_s is not None else None
+        while not self.stop.is_set():
+            if config.count is not None and self.summary.samples >= config.count:
+                return
+            now = self.clock()
+            if end is not None and now >= end:
+                return
+            reading = self.backend.trace(self.stop, min(end, now + TRACE_POLL_S) if end else now + TRACE_POLL_S)
+            if reading is not None:
+                self._emit(reading, started_wall, self.clock() - start, late_s=0.0)
+
+    def _emit(self, reading: Reading, started_wall: datetime, elapsed: float, late_s: float) -> None:
+        self.summary.samples += 1
+        self.summary.misses += bool(reading.error)
+        self.summary.pause_us.append(reading.pause_us)
+        sample = Sample(seq=self.summary.samples, time=started_wall + timedelta(seconds=elapsed),
+                        elapsed_s=elapsed, pid=self.config.pid, reading=reading, late_us=late_s * 1e6)
+        for writer in self.writers:
+            writer.write(sample)
 
     @contextmanager
     def _stop_on_signals(self) -> Iterator[None]:

@@ -38,6 +38,10 @@ class Backend(Protocol):
         is set while waiting for a breakpoint, give up waiting and return a miss.
         """
 
+    def trace(self, stop: threading.Event, until: float) -> Reading | None:
+        """Every-hit mode: wait for the next hit of the breakpoint, which stays armed
+        between calls; return its reading, or None at ``until`` (monotonic) or on stop."""
+
     def idle(self, seconds: float, stop: threading.Event) -> None:
         """Wait between samples (returning early when ``stop`` is set), serving the target
         meanwhile if the backend must (a ptrace tracer passes signals on)."""

@@ -167,3 +167,21 @@ class Seizer:
         self.proc.wait(10)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+
+
+def assert_text_matches_file(target: Target) -> None:
+    """The target's executable code in memory is byte for byte its file: no int3 left."""
+    exe = os.readlink(f"/proc/{target.pid}/exe")
+    binary = Path(exe).read_bytes()
+    maps = Path(f"/proc/{target.pid}/maps").read_text().splitlines()
+    checked = 0
+    with open(f"/proc/{target.pid}/mem", "rb") as mem:
+        for line in maps:
+            fields = line.split()
+            if len(fields) >= 6 and fields[1] == "r-xp" and fields[5] == exe:
+                start, end = (int(x, 16) for x in fields[0].split("-"))
+                offset = int(fields[2], 16)
+                mem.seek(start)
+                assert mem.read(end - start) == binary[offset:offset + end - start], "code differs from file"
+                checked += 1
+    assert checked, "no code mapping of the program found"

@@ -23,6 +23,7 @@ from tests.integration.targets import (
     Seizer,
     Target,
     assert_csv_whole,
+    assert_text_matches_file,
     have_delve,
     one_line_error,
     read_csv,
@@ -270,14 +271,7 @@ def test_a_signal_mid_run_detaches_cleanly(start_target: Callable[..., Target], 
     assert proc.returncode == 0, stderr
     assert_csv_whole(out)
     target.assert_untouched()
-    binary = (BIN / "ringbuf-c").read_bytes()
-    with open(f"/proc/{target.pid}/mem", "rb") as mem:
-        maps = Path(f"/proc/{target.pid}/maps").read_text().splitlines()
-        text = next(m for m in maps if " r-xp " in m and m.endswith("ringbuf-c"))
-        start, end = (int(x, 16) for x in text.split()[0].split("-"))
-        offset = int(text.split()[2], 16)
-        mem.seek(start)
-        assert mem.read(end - start) == binary[offset:offset + end - start], "code differs from the file"
+    assert_text_matches_file(target)
 
 
 def test_the_target_exiting_mid_run(start_target: Callable[..., Target], tmp_path: Path) -> None:

@@ -76,6 +76,28 @@ class DelveBackend:
             return self._sample_here()
         return self._sample_at_location(stop)
 
+    def trace(self, stop: threading.Event, until: float) -> Reading | None:
+        if not self._armed:  # first call: halt, set the breakpoint, go
+            self._halt()
+            self._armed = True
+            [answer] = self._batch([self._break_command()], then_continue=True)
+            parse.parse_breakpoint_set(answer, self.config.location or "")
+        waiting = self.clock()
+        text = self._wait_for_stop(until, stop)
+        if text is None:
+            return None
+        stopped = self.clock()
+        self._stopped_with(text)
+        where = parse.parse_stop(text)
+        hit = where.breakpoint == parse.BREAKPOINT
+        outputs = self._batch(self._prints() if hit else [], then_continue=True)
+        done = self.clock()
+        if not hit:
+            return None
+        values, errors = self._values(outputs)
+        return Reading(values, thread=where.goroutine, pause_us=(done - stopped) * 1e6,
+                       wait_us=(stopped - waiting) * 1e6, error="; ".join(errors))
+
     def idle(self, seconds: float, stop: threading.Event) -> None:
         stop.wait(seconds)
 

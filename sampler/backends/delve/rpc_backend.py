@@ -100,6 +100,28 @@ class DelveRpcBackend:
                        pause_us=((resumed - start) + (done - stopped)) * 1e6,
                        wait_us=(stopped - resumed) * 1e6, error=error)
 
+    def trace(self, stop: threading.Event, until: float) -> Reading | None:
+        if self._breakpoint is None:  # first call: halt, set the breakpoint, go
+            self._halt()
+            created = self.rpc.call("CreateBreakpoint", {"Breakpoint": {"addr": self._address,
+                                                                         "name": parse.BREAKPOINT}})
+            self._breakpoint = int(created["Breakpoint"]["id"])
+            self._continue()
+        waiting = time.monotonic()
+        state = self._wait_for_stop(until, stop)
+        if state is None:
+            return None
+        stopped = time.monotonic()
+        thread = state.get("currentThread") or {}
+        hit = (thread.get("breakPoint") or {}).get("name") == parse.BREAKPOINT
+        values, errors = self._evaluate() if hit else ((), [])
+        self._continue()
+        done = time.monotonic()
+        if not hit:
+            return None
+        return Reading(values, thread=str(thread.get("goroutineID") or ""), pause_us=(done - stopped) * 1e6,
+                       wait_us=(stopped - waiting) * 1e6, error="; ".join(errors))
+
     def idle(self, seconds: float, stop: threading.Event) -> None:
         stop.wait(seconds)
 

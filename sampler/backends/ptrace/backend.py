@@ -21,7 +21,7 @@ from sampler.backends.ptrace.memory import Memory
 from sampler.backends.ptrace.symbols import Program
 from sampler.backends.ptrace.tracer import Hit, Tracer
 from sampler.config import SessionConfig
-from sampler.errors import ExpressionError, LocationNotFound, UnsupportedTarget
+from sampler.errors import ExpressionError, LocationNotFound, UnsupportedTarget, UsageError
 from sampler.expr import DEREF, source_name
 from sampler.process import TargetProcess
 from sampler.sample import Reading, Value
@@ -104,6 +104,23 @@ class PtraceBackend:
             resumed = time.monotonic()
         return Reading(values, thread=str(hit.tid), pause_us=(resumed - hit.seen) * 1e6,
                        wait_us=(hit.seen - armed) * 1e6, error="; ".join(errors))
+
+    def trace(self, stop: threading.Event, until: float) -> Reading | None:
+        if self.tracer is None or self.address is None:
+            raise UsageError("every-hit tracing needs --at")
+        tracer = self.tracer
+        tracer.arm(self.address)  # stays armed between hits; detach takes it out
+        waiting = time.monotonic()
+        hit = tracer.wait_for_hit(until, stop)
+        if hit is None:
+            return None
+        try:
+            values, errors = self._evaluate(hit)
+        finally:
+            tracer.step_over(hit)
+            resumed = time.monotonic()
+        return Reading(values, thread=str(hit.tid), pause_us=(resumed - hit.seen) * 1e6,
+                       wait_us=(hit.seen - waiting) * 1e6, error="; ".join(errors))
 
     def idle(self, seconds: float, stop: threading.Event) -> None:
         if self.tracer is None:

@@ -23,6 +23,7 @@ from sampler.errors import AlreadyTraced, DebuggerError, PermissionDenied, Targe
 PTRACE_SEIZE = 0x4206
 PTRACE_INTERRUPT = 0x4207
 PTRACE_LISTEN = 0x4208
+PTRACE_SINGLESTEP = 9
 PTRACE_O_TRACECLONE = 0x00000008
 PTRACE_EVENT_CLONE = 3
 PTRACE_EVENT_STOP = 128
@@ -156,6 +157,42 @@ class Tracer:
                 raise
             return
         self._request(ptrace_func.PTRACE_CONT, hit.tid, 0, 0)
+
+    def step_over(self, hit: Hit) -> None:
+        """Every-hit mode: run the hitting thread over the original instruction with the
+        breakpoint kept, and let it go. While it steps, the original byte is in place:
+        a hit by another thread in those microseconds is missed."""
+        original = self.armed.pop(hit.address)
+        self.memory.write(hit.address, original)
+        hit.registers.rip = hit.address
+        ptrace_func.ptrace_setregs(hit.tid, hit.registers)
+        signum = 0
+        while True:
+            if not self._request(PTRACE_SINGLESTEP, hit.tid, 0, signum):
+                break  # the thread is gone
+            status = self._wait_for(hit.tid)
+            if status is None or not os.WIFSTOPPED(status):
+                break
+            sig = os.WSTOPSIG(status)
+            if sig == signal.SIGTRAP or status >> 16:
+                break  # stepped (or a ptrace event: it is past the instruction or parked)
+            signum = sig  # a signal arrived first: deliver it on the step
+        self.armed[hit.address] = original
+        self.memory.write(hit.address, INT3)
+        self._request(ptrace_func.PTRACE_CONT, hit.tid, 0, 0)
+
+    def _wait_for(self, tid: int) -> int | None:
+        """The next status of thread ``tid``; other threads' events are served meanwhile."""
+        deadline = time.monotonic() + DETACH_TIMEOUT_S
+        while time.monotonic() < deadline:
+            for other, status in self._events():
+                if other == tid:
+                    return status
+                hit = self._handle(other, status)
+                if hit is not None:  # cannot happen while the byte is restored; be safe
+                    self.resume(hit)
+            self._sleep(0.01)
+        return None
 
     # -- waiting ---------------------------------------------------------------
 

@@ -10,7 +10,7 @@ export GOCACHE := $(CURDIR)/.cache/go-build
 export GOPATH := $(CURDIR)/.cache/go
 endif
 
-.PHONY: demo test setup system-deps targets clean
+.PHONY: demo test bench bench-quick setup system-deps bench-deps targets clean
 
 demo: setup
 	@bash scripts/demo.sh
@@ -20,13 +20,24 @@ test: setup
 
 setup: system-deps $(VENV)/.installed targets
 
+# the whole overhead matrix (about 15 minutes); results under bench/results/
+bench: setup bench-deps
+	$(VENV)/bin/python bench/overhead.py
+
+# a small matrix (under 3 minutes); the test suite runs it once
+bench-quick: setup bench-deps
+	$(VENV)/bin/python bench/overhead.py --quick
+
+bench-deps:
+	@bash scripts/install-system-deps.sh bench
+
 system-deps:
 	@bash scripts/install-system-deps.sh
 
 $(VENV)/.installed: pyproject.toml | system-deps
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
-	$(VENV)/bin/python -m pip install -q -e '.[test]'
+	$(VENV)/bin/python -m pip install -q -e '.[test,bench]'
 	touch $@
 
 targets: targets/bin/ringbuf-go targets/bin/ringbuf-c targets/bin/ringbuf-c-O0

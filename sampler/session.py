@@ -93,7 +93,8 @@ class Session:
             now = self.clock()
             if end is not None and now >= end:
                 return
-            reading = self.backend.trace(self.stop, min(end, now + TRACE_POLL_S) if end else now + TRACE_POLL_S)
+            until = now + TRACE_POLL_S if end is None else min(end, now + TRACE_POLL_S)
+            reading = self.backend.trace(self.stop, until)
             if reading is not None:
                 self._emit(reading, started_wall, self.clock() - start, late_s=0.0)
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install, from Debian's packages, whatever sampler needs that this machine lacks.
 # Safe to run twice: it installs nothing when everything is there.
+# With the argument "bench" it also installs bpftrace.
 set -euo pipefail
 need=()
 command -v go >/dev/null 2>&1 || need+=(golang-go)
@@ -9,6 +10,9 @@ command -v make >/dev/null 2>&1 || need+=(make)
 command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
+if [ "${1:-}" = bench ]; then  # the eBPF reference of bench/overhead.py
+  command -v bpftrace >/dev/null 2>&1 || need+=(bpftrace)
+fi
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

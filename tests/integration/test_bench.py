@@ -1,0 +1,42 @@
+"""The overhead harness runs end to end (bench-quick). It asserts files and columns, never a speed."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from tests.integration.targets import ROOT, have_delve
+
+COLUMNS = ["target", "mode", "backend", "rate_asked", "rate_reached", "ratio_min", "ratio_median",
+           "ratio_max", "windows", "pause_us_p50", "pause_us_p95", "wait_us_p50", "wait_us_p95",
+           "sampler_cpu_per_s"]
+
+
+def test_bench_quick_writes_its_results(built_targets: None, tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "bench/overhead.py", "--quick", "--results", str(tmp_path)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    frame = pd.read_csv(tmp_path / "overhead.csv")
+    assert list(frame.columns) == COLUMNS
+    modes = set(frame["mode"])
+    assert {"ptrace", "ptrace zero-stop", "every-hit ptrace"} <= modes
+    if have_delve():
+        assert "delve-rpc" in modes
+    for row in frame.itertuples():
+        assert row.windows >= 1
+        assert row.rate_reached > 0
+        assert 0 < row.ratio_min <= row.ratio_median <= row.ratio_max < 100
+        assert row.sampler_cpu_per_s > 0
+        if row.mode == "ptrace zero-stop":
+            assert row.pause_us_p50 == 0
+        elif row.mode != "every-hit bpftrace":
+            assert row.pause_us_p50 > 0 and not math.isnan(row.wait_us_p50)
+    ticked = frame[frame["rate_asked"].astype(str).isin(["10", "100"])]
+    assert ((ticked["rate_reached"] / ticked["rate_asked"].astype(float)) > 0.5).all(), "rates far below asked"
+    assert (tmp_path / "overhead.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    report = (tmp_path / "REPORT.md").read_text()
+    assert "cores" in report and "kernel" in report and "| target | mode |" in report

@@ -185,3 +185,13 @@ def assert_text_matches_file(target: Target) -> None:
                 assert mem.read(end - start) == binary[offset:offset + end - start], "code differs from file"
                 checked += 1
     assert checked, "no code mapping of the program found"
+
+
+def assert_signal_ends_cleanly(proc: subprocess.Popen[str], signum: int, out: Path, target: Target) -> None:
+    """Signal a running sampler: exit 0, the CSV whole, the target running with its code intact."""
+    proc.send_signal(signum)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert_csv_whole(out)
+    target.assert_untouched()
+    assert_text_matches_file(target)

@@ -23,7 +23,7 @@ from tests.integration.targets import (
     Seizer,
     Target,
     assert_csv_whole,
-    assert_text_matches_file,
+    assert_signal_ends_cleanly,
     have_delve,
     one_line_error,
     read_csv,
@@ -266,12 +266,7 @@ def test_a_signal_mid_run_detaches_cleanly(start_target: Callable[..., Target], 
                          "--expr", "b->w", "--rate", "50", "--hit-timeout", "1s", "--out", str(out))
     wait_for_rows(out, proc, 2 if at == "ring_read" else 0)
     time.sleep(0.3)
-    proc.send_signal(signum)
-    _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 0, stderr
-    assert_csv_whole(out)
-    target.assert_untouched()
-    assert_text_matches_file(target)
+    assert_signal_ends_cleanly(proc, signum, out, target)
 
 
 def test_the_target_exiting_mid_run(start_target: Callable[..., Target], tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import pytest
 from tests.integration.targets import (
     Target,
     assert_csv_whole,
+    assert_signal_ends_cleanly,
     assert_text_matches_file,
     have_delve,
     sampler,
@@ -63,12 +64,7 @@ def test_a_signal_ends_tracing_cleanly(start_target: Callable[..., Target], tmp_
                          "--expr", "b->r", "--out", str(out), "--quiet")
     wait_for_rows(out, proc, 100)
     time.sleep(0.2)
-    proc.send_signal(signum)
-    _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 0, stderr
-    assert_csv_whole(out)
-    target.assert_untouched()
-    assert_text_matches_file(target)
+    assert_signal_ends_cleanly(proc, signum, out, target)
 
 
 def test_trace_needs_a_location() -> None:

@@ -12,6 +12,7 @@ import ast
 import re
 import threading
 import time
+from collections.abc import Callable
 from typing import ClassVar
 
 from sampler.backends.base import Capabilities
@@ -97,13 +98,7 @@ class PtraceBackend:
             error = "stopped before the breakpoint was hit" if stop.is_set() \
                 else f"breakpoint not hit within {self.config.hit_timeout_s:g}s"
             return Reading((None,) * len(self.config.expressions), wait_us=waited * 1e6, error=error)
-        try:
-            values, errors = self._evaluate(hit)
-        finally:
-            tracer.resume(hit)
-            resumed = time.monotonic()
-        return Reading(values, thread=str(hit.tid), pause_us=(resumed - hit.seen) * 1e6,
-                       wait_us=(hit.seen - armed) * 1e6, error="; ".join(errors))
+        return self._read_hit(hit, armed, tracer.resume)
 
     def trace(self, stop: threading.Event, until: float) -> Reading | None:
         if self.tracer is None or self.address is None:
@@ -114,13 +109,17 @@ class PtraceBackend:
         hit = tracer.wait_for_hit(until, stop)
         if hit is None:
             return None
+        return self._read_hit(hit, waiting, tracer.step_over)
+
+    def _read_hit(self, hit: Hit, since: float, let_go: Callable[[Hit], None]) -> Reading:
+        """Evaluate at the hit, let the thread go on every way out, say how long it was held."""
         try:
             values, errors = self._evaluate(hit)
         finally:
-            tracer.step_over(hit)
+            let_go(hit)
             resumed = time.monotonic()
         return Reading(values, thread=str(hit.tid), pause_us=(resumed - hit.seen) * 1e6,
-                       wait_us=(hit.seen - waiting) * 1e6, error="; ".join(errors))
+                       wait_us=(hit.seen - since) * 1e6, error="; ".join(errors))
 
     def idle(self, seconds: float, stop: threading.Event) -> None:
         if self.tracer is None:

@@ -11,11 +11,11 @@ from typing import Any, TypeVar
 
 import click
 
-from sampler import __version__, expr, process
+from sampler import __version__, expr, journal, process
 from sampler.backends.base import CHOICES, select
 from sampler.config import SessionConfig
 from sampler.durations import format_duration, parse_duration
-from sampler.errors import SamplerError, UsageError
+from sampler.errors import AlreadyTraced, SamplerError, UsageError
 from sampler.output import Writer
 from sampler.output.console import ConsoleWriter
 from sampler.output.csv import RESERVED, CsvWriter
@@ -56,6 +56,8 @@ def target_options(command: F) -> F:
         click.option("--out", default="-", show_default=True, help="CSV file to write, - for stdout."),
         click.option("--backend", type=click.Choice(CHOICES), default="auto", show_default=True),
         click.option("--quiet", is_flag=True, help="No per-sample lines on stderr."),
+        click.option("--no-guardian", "no_guardian", is_flag=True, hidden=True,
+                     help="ptrace: no guardian process (for measuring what it is worth)."),
     ]):
         command = option(command)
     return command
@@ -73,13 +75,14 @@ def target_options(command: F) -> F:
               help="Give up on a breakpoint not hit within this time and record a miss.")
 def attach(pid: int, location: str | None, exprs: Sequence[str], interval: float | None,
            rate: float | None, count: int | None, duration: float | None, hit_timeout: float,
-           out: str, backend: str, quiet: bool) -> int:
+           out: str, backend: str, quiet: bool, no_guardian: bool) -> int:
     """Attach to a running process and sample expressions on a fixed schedule."""
     if interval is not None and rate is not None:
         raise UsageError("--interval and --rate exclude each other", "give one of them")
     config = SessionConfig(pid=pid, expressions=_expressions(exprs), location=_location(location),
                            interval_s=interval or (1.0 / rate if rate else 1.0), count=count,
-                           duration_s=duration, hit_timeout_s=hit_timeout, backend=backend)
+                           duration_s=duration, hit_timeout_s=hit_timeout, backend=backend,
+                           guardian=not no_guardian)
     return _run(config, out, quiet, f"every {format_duration(config.interval_s)}")
 
 
@@ -89,11 +92,33 @@ def attach(pid: int, location: str | None, exprs: Sequence[str], interval: float
               help="Where to break: a function, FILE:LINE, or *ADDR (ptrace).")
 @click.option("--max-events", type=click.IntRange(min=1), help="Stop after N hits.")
 def trace(pid: int, location: str, exprs: Sequence[str], max_events: int | None,
-          duration: float | None, out: str, backend: str, quiet: bool) -> int:
+          duration: float | None, out: str, backend: str, quiet: bool, no_guardian: bool) -> int:
     """Attach and write a row for every hit of the breakpoint (every-hit tracing)."""
     config = SessionConfig(pid=pid, expressions=_expressions(exprs), location=_location(location),
-                           count=max_events, duration_s=duration, backend=backend, every_hit=True)
+                           count=max_events, duration_s=duration, backend=backend, every_hit=True,
+                           guardian=not no_guardian)
     return _run(config, out, quiet, "on every hit")
+
+
+@cli.command()
+@click.option("--pid", type=int, help="Repair this process.")
+@click.option("--all", "everything", is_flag=True, help="Repair every process in the journal.")
+def repair(pid: int | None, everything: bool) -> int:
+    """Put back breakpoint bytes that a killed sampler left in a process."""
+    if (pid is None) == (not everything):
+        raise UsageError("give --pid PID or --all", "sampler repair --pid 4242")
+    if pid is not None:
+        fields = process.status_fields(pid)
+        tracer = int(fields.get("TracerPid", "0") or 0)
+        if tracer:
+            raise AlreadyTraced(f"process {pid} is traced by PID {tracer}: a sampler may still be running",
+                                "stop that sampler first; it restores its bytes itself")
+    fixed = journal.repair(pid, skip_traced=True)
+    for entry in fixed:
+        click.echo(f"sampler: PID {entry.pid}: {entry.note}", err=True)
+    if not fixed:
+        click.echo("sampler: nothing to repair", err=True)
+    return 0
 
 
 def _expressions(texts: Sequence[str]) -> tuple[expr.Expression, ...]:
@@ -114,7 +139,11 @@ def _location(location: str | None) -> str | None:
 
 def _run(config: SessionConfig, out: str, quiet: bool, how: str) -> int:
     """Check the target, pick the backend, open the output, run the session, report."""
-    choice = select(config, process.inspect(config.pid))
+    target = process.inspect(config.pid)  # refuses a traced target: no live sampler holds it
+    for fixed in journal.repair(config.pid):
+        if fixed.restored:
+            click.echo(f"sampler: an earlier run left PID {fixed.pid} patched: {fixed.note}", err=True)
+    choice = select(config, target)
     names = [e.name for e in config.expressions]
     writers: list[Writer] = [CsvWriter(out, names)]
     if not quiet:

@@ -24,6 +24,8 @@ from sampler.backends.ptrace.tracer import Hit, Tracer
 from sampler.config import SessionConfig
 from sampler.errors import ExpressionError, LocationNotFound, UnsupportedTarget, UsageError
 from sampler.expr import DEREF, source_name
+from sampler.guardian import Guardian
+from sampler.journal import Journal
 from sampler.process import TargetProcess
 from sampler.sample import Reading, Value
 
@@ -45,6 +47,7 @@ class PtraceBackend:
         self.function: Function | None = None
         self.memory: Memory | None = None
         self.tracer: Tracer | None = None
+        self.guardian: Guardian | None = None
         self._variables: dict[int, dict[str, Variable]] = {}
         """Variables in scope, per breakpoint address (file address)."""
         if config.location is not None:
@@ -76,7 +79,10 @@ class PtraceBackend:
                 self._evaluate(None)  # every name must be a global: refuse others now
                 return
             self._check_names()
-            self.tracer = Tracer(self.config.pid, self.memory)
+            journal = Journal(self.config.pid)
+            if self.config.guardian:
+                self.guardian = Guardian(self.config.pid)
+            self.tracer = Tracer(self.config.pid, self.memory, journal)
             self.tracer.seize()
         except BaseException:
             self.detach()
@@ -132,6 +138,9 @@ class PtraceBackend:
             if self.tracer is not None:
                 tracer, self.tracer = self.tracer, None
                 tracer.detach()
+            if self.guardian is not None:  # only once every byte is back
+                guardian, self.guardian = self.guardian, None
+                guardian.dismiss()
         finally:
             if self.memory is not None:
                 self.memory.close()

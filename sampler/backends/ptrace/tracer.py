@@ -19,6 +19,7 @@ from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
 from sampler.backends.ptrace.memory import Memory
 from sampler.errors import AlreadyTraced, DebuggerError, PermissionDenied, TargetExited
+from sampler.journal import Journal
 
 PTRACE_SEIZE = 0x4206
 PTRACE_INTERRUPT = 0x4207
@@ -44,9 +45,11 @@ class Hit:
 
 
 class Tracer:
-    def __init__(self, pid: int, memory: Memory) -> None:
+    def __init__(self, pid: int, memory: Memory, journal: Journal | None = None) -> None:
         self.pid = pid
         self.memory = memory
+        self.journal = journal
+        """Where each patched byte is noted before it is patched (for repair after a crash)."""
         self.threads: set[int] = set()
         self.armed: dict[int, bytes] = {}
         """Breakpoints in place: address -> original byte."""
@@ -135,6 +138,8 @@ class Tracer:
         if address in self.armed:
             return
         original = self.memory.read(address, 1)
+        if self.journal is not None:
+            self.journal.record(address, original[0])
         self.armed[address] = original
         self.known.add(address)
         self.memory.write(address, INT3)
@@ -146,6 +151,8 @@ class Tracer:
                 self.memory.write(address, original)
             except OSError:
                 pass  # the process is gone
+            if self.journal is not None:
+                self.journal.forget(address)
 
     def resume(self, hit: Hit) -> None:
         """Rewind the hitting thread onto the original instruction and let it go."""

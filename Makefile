@@ -10,7 +10,7 @@ export GOCACHE := $(CURDIR)/.cache/go-build
 export GOPATH := $(CURDIR)/.cache/go
 endif
 
-.PHONY: demo test bench bench-quick setup system-deps bench-deps targets clean
+.PHONY: demo test bench bench-quick faults faults-quick setup system-deps bench-deps targets clean
 
 demo: setup
 	@bash scripts/demo.sh
@@ -27,6 +27,15 @@ bench: setup bench-deps
 # a small matrix (under 3 minutes); the test suite runs it once
 bench-quick: setup bench-deps
 	$(VENV)/bin/python bench/overhead.py --quick
+
+# the fault suite (about an hour): what the target goes through when sampler is
+# signalled or killed, the target exits or stops, a second debugger comes, the disk fills
+faults: setup
+	$(VENV)/bin/python bench/faults.py
+
+# one trial per fault (a few minutes); the test suite runs it once
+faults-quick: setup
+	$(VENV)/bin/python bench/faults.py --quick
 
 bench-deps:
 	@bash scripts/install-system-deps.sh bench

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import click
 
-from sampler import __version__, expr, journal, process
+from sampler import __version__, expr, journal, process, supervisor
 from sampler.backends.base import CHOICES, select
 from sampler.config import SessionConfig
 from sampler.durations import format_duration, parse_duration
@@ -138,6 +138,11 @@ def _location(location: str | None) -> str | None:
 
 
 def _run(config: SessionConfig, out: str, quiet: bool, how: str) -> int:
+    """In a worker process (supervisor.py): check the target, pick the backend, run, report."""
+    return supervisor.run_in_worker(lambda: _exit_code(lambda: _sample(config, out, quiet, how)), config.pid)
+
+
+def _sample(config: SessionConfig, out: str, quiet: bool, how: str) -> int:
     """Check the target, pick the backend, open the output, run the session, report."""
     target = process.inspect(config.pid)  # refuses a traced target: no live sampler holds it
     for fixed in journal.repair(config.pid):
@@ -174,9 +179,13 @@ def _where(out: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: run the CLI and turn every failure into one line and an exit code."""
+    return _exit_code(lambda: cli.main(args=list(argv) if argv is not None else None, prog_name="sampler",
+                                       standalone_mode=False))
+
+
+def _exit_code(call: Callable[[], object]) -> int:
     try:
-        result = cli.main(args=list(argv) if argv is not None else None, prog_name="sampler",
-                          standalone_mode=False)
+        result = call()
     except SamplerError as e:
         _say(str(e))
         return e.exit_code

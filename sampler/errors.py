@@ -41,6 +41,12 @@ class OutputError(UsageError):
     hint = "choose a path in a writable directory, or --out - for stdout"
 
 
+class OutputLost(SamplerError):
+    """Writing a row failed mid-run (disk full, file system gone, stdout closed)."""
+
+    hint = "free space or choose another --out; every row written before is whole"
+
+
 class ProcessNotFound(UsageError):
     """No process has that PID."""
 

@@ -1,27 +1,41 @@
 """A guardian for sampler's own death.
 
 When sampler is killed (SIGKILL, the OOM killer) with a breakpoint in the target,
-nothing in it can run. So each ptrace run starts this small process, in its own
-session, holding the read end of a pipe whose write end only sampler holds. When
-sampler ends, the pipe reads EOF: if sampler had not said "done" first, the
-guardian puts the journaled bytes back through /proc/PID/mem at once.
+nothing in it can run. So each run that patches the target forks this process
+into its own session (a fork, not a new program: nothing to find or execute, ready
+at once), holding the read end of a pipe whose write end only sampler holds.
+When sampler ends, the pipe reads EOF: if sampler had not said
+"done" first, the guardian acts at once:
+- ptrace: it puts the journaled bytes back through /proc/PID/mem;
+- delve: it takes over the dlv that sampler drove (the terminal's pty, which it
+  keeps open, or the headless server's address) and leaves as sampler would have
+  (backends/delve/rescue.py).
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
+import signal
+from collections.abc import Sequence
+
+from sampler.journal import repair
 
 
 class Guardian:
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, rescue: Sequence[str] = ()) -> None:
+        """``rescue``: how to reach dlv, if dlv holds the target (see ``_watch``)."""
         read_end, self._write_end = os.pipe()
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "sampler.guardian", str(pid), str(read_end)],
-            pass_fds=(read_end,), start_new_session=True, stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONSAFEPATH": "1"})
+        self.pid = os.fork()
+        if self.pid == 0:  # the guardian
+            code = 1
+            try:
+                os.close(self._write_end)
+                os.setsid()  # no terminal's signals; outlives sampler
+                for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                    signal.signal(signum, signal.SIG_DFL)
+                code = _watch(pid, read_end, list(rescue))
+            finally:
+                os._exit(code)
         os.close(read_end)
 
     def dismiss(self) -> None:
@@ -32,25 +46,27 @@ class Guardian:
         except OSError:
             pass
         try:
-            self.process.wait(5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+            os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            pass  # reaped already
 
 
-def _watch(pid: int, fd: int) -> int:
-    from sampler.journal import repair
-
+def _watch(pid: int, fd: int, rescue: list[str]) -> int:
     said = b""
     while True:
         chunk = os.read(fd, 64)
         if not chunk:
             break
         said += chunk
-    if b"done" not in said:
-        repair(pid)
+    if b"done" in said:
+        return 0
+    if rescue[:1] == ["delve"]:  # delve DLV_PID PTY_FD: the terminal sampler drove
+        from sampler.backends.delve.rescue import rescue_terminal
+
+        rescue_terminal(int(rescue[1]), int(rescue[2]))
+    elif rescue[:1] == ["delve-rpc"]:  # delve-rpc HOST:PORT
+        from sampler.backends.delve.rescue import rescue_rpc
+
+        rescue_rpc(pid, rescue[1])
+    repair(pid)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_watch(int(sys.argv[1]), int(sys.argv[2])))

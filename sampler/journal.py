@@ -14,11 +14,19 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from sampler.errors import SamplerError
+
 INT3 = 0xCC
 
 
 def journal_dir() -> Path:
-    return Path(os.environ.get("SAMPLER_JOURNAL_DIR", "/run/sampler"))
+    """/run/sampler for root; a user's own runtime folder otherwise (SAMPLER_JOURNAL_DIR overrides)."""
+    if "SAMPLER_JOURNAL_DIR" in os.environ:
+        return Path(os.environ["SAMPLER_JOURNAL_DIR"])
+    if os.geteuid() == 0:
+        return Path("/run/sampler")
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    return Path(runtime) / "sampler" if runtime else Path(f"/tmp/sampler-{os.geteuid()}")
 
 
 def start_time(pid: int) -> int | None:
@@ -59,15 +67,27 @@ class Journal:
             self.path.unlink(missing_ok=True)
 
     def _write(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        data = {"pid": self.pid, "start_time": self.start_time,
-                "patches": {f"{a:#x}": b for a, b in self.patches.items()}}
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(data, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        folder = self.path.parent
+        try:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if folder.stat().st_uid != os.geteuid():
+                raise JournalError(f"the journal folder {folder} belongs to another user")
+            data = {"pid": self.pid, "start_time": self.start_time,
+                    "patches": {f"{a:#x}": b for a, b in self.patches.items()}}
+            tmp = self.path.with_suffix(".tmp")
+            with open(tmp, "w") as f:
+                json.dump(data, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except OSError as e:
+            raise JournalError(f"cannot write the journal {self.path}: {e.strerror}") from None
+
+
+class JournalError(SamplerError):
+    """The journal cannot be written: sampler will not patch what it could not put back."""
+
+    hint = "set SAMPLER_JOURNAL_DIR to a folder of your own"
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
-from sampler.errors import AlreadyTraced, PermissionDenied, ProcessNotFound, UnsupportedTarget
+from sampler import permission
+from sampler.errors import ProcessNotFound, UnsupportedTarget
 
 
 @dataclass(frozen=True)
@@ -54,9 +55,8 @@ def inspect(pid: int) -> TargetProcess:
     fields = status_fields(pid)
     if fields.get("State", "").startswith(("Z", "X")):
         raise ProcessNotFound(f"process {pid} has exited (it is a zombie)")
-    tracer = int(fields.get("TracerPid", "0") or 0)
-    if tracer:
-        raise AlreadyTraced(f"process {pid} is already traced by PID {tracer} ({_comm(tracer)})")
+    if int(fields.get("TracerPid", "0") or 0):
+        raise permission.denied(pid, "trace")  # names the tracer
     exe = f"/proc/{pid}/exe"
     try:
         path = os.readlink(exe)
@@ -64,7 +64,7 @@ def inspect(pid: int) -> TargetProcess:
             elf = ELFFile(f)
             names = {section.name for section in elf.iter_sections()}
     except PermissionError:
-        raise PermissionDenied(f"not allowed to read the program of process {pid}") from None
+        raise permission.denied(pid, "read the program of") from None
     except (FileNotFoundError, ProcessLookupError):
         raise ProcessNotFound(f"no process with PID {pid}") from None
     except ELFError:
@@ -76,10 +76,3 @@ def inspect(pid: int) -> TargetProcess:
         has_debug_info=bool(names & {".debug_info", ".zdebug_info"}),
     )
 
-
-def _comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
-            return f.read().strip()
-    except OSError:
-        return "unknown"

@@ -8,6 +8,7 @@ command -v go >/dev/null 2>&1 || need+=(golang-go)
 command -v dlv >/dev/null 2>&1 || need+=(delve)
 command -v make >/dev/null 2>&1 || need+=(make)
 command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
+command -v gdb >/dev/null 2>&1 || need+=(gdb)  # the other debugger of the fault suite
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 if [ "${1:-}" = bench ]; then  # the eBPF reference of bench/overhead.py

@@ -93,6 +93,7 @@ int main(int argc, char **argv)
 {
     long capacity = 20000;
     int bug = 0;
+    unsigned long long exit_after = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--bug") == 0 || strcmp(argv[i], "-bug") == 0) {
             bug = 1;
@@ -100,8 +101,10 @@ int main(int argc, char **argv)
             capacity = atol(argv[++i]);
         } else if (strncmp(argv[i], "--capacity=", 11) == 0) {
             capacity = atol(argv[i] + 11);
+        } else if (strcmp(argv[i], "--exit-after") == 0 && i + 1 < argc) {
+            exit_after = strtoull(argv[++i], NULL, 10);
         } else {
-            fprintf(stderr, "usage: %s [--capacity N] [--bug]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--capacity N] [--bug] [--exit-after SECONDS]\n", argv[0]);
             return 2;
         }
     }
@@ -132,5 +135,9 @@ int main(int argc, char **argv)
         printf("reads/s=%llu writes/s=%llu\n", (unsigned long long)(r - last_r), (unsigned long long)(w - last_w));
         last_r = r;
         last_w = w;
+        if (second == exit_after) {
+            printf("exiting\n");
+            return 0;
+        }
     }
 }

@@ -73,6 +73,7 @@ func Never(b *Ring) uint64 {
 func main() {
 	capacity := flag.Int("capacity", 20000, "number of slots in the ring")
 	bug := flag.Bool("bug", false, "put an off-by-one into the writer's full check")
+	exitAfter := flag.Uint64("exit-after", 0, "exit (status 0) after this many seconds; 0: run until killed")
 	flag.Parse()
 	if *capacity < 1 {
 		fmt.Fprintln(os.Stderr, "ringbuf: --capacity must be at least 1")
@@ -114,5 +115,9 @@ func main() {
 		}
 		fmt.Printf("reads/s=%d writes/s=%d\n", r-lastR, w-lastW)
 		lastR, lastW = r, w
+		if second == *exitAfter {
+			fmt.Println("exiting")
+			os.Exit(0)
+		}
 	}
 }

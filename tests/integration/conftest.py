@@ -18,8 +18,9 @@ def built_targets() -> None:
 def start_target(built_targets: None) -> Iterator[Callable[..., Target]]:
     started: list[Target] = []
 
-    def start(name: str, *args: str, env: dict[str, str] | None = None) -> Target:
-        target = Target([str(BIN / name), *args], env=env)
+    def start(name: str, *args: str, env: dict[str, str] | None = None, binary: bool = True) -> Target:
+        """Start targets/bin/NAME ARGS (or, with binary=False, the command NAME ARGS)."""
+        target = Target([str(BIN / name) if binary else name, *args], env=env)
         started.append(target)
         return target
 

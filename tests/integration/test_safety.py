@@ -29,20 +29,40 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, timeout=60)
 
 
-def kill_while_armed(target: Target, tmp_path: Path, *extra: str) -> None:
-    """Start sampler with a breakpoint that is never hit (armed all the time), SIGKILL it."""
-    proc = subprocess.Popen([sys.executable, "-m", "sampler", "attach", "--backend", "ptrace",
-                             "--pid", str(target.pid), "--at", "never", "--expr", "b->w",
+def start_armed(target: Target, tmp_path: Path, *extra: str, backend: str = "ptrace",
+                at: str = "never") -> subprocess.Popen[bytes]:
+    """Start sampler on a breakpoint that is never hit (armed all the time); return once it is armed."""
+    expr = "b.w" if backend.startswith("delve") else "b->w"
+    proc = subprocess.Popen([sys.executable, "-m", "sampler", "attach", "--backend", backend,
+                             "--pid", str(target.pid), "--at", at, "--expr", expr,
                              "--hit-timeout", "10s", "--out", str(tmp_path / "k.csv"), "--quiet", *extra],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 30
     folder = journal.journal_dir()
-    while not (folder.exists() and any(folder.glob(f"{target.pid}-*.json"))):
+    while not (backend.startswith("delve") or (folder.exists() and any(folder.glob(f"{target.pid}-*.json")))):
         assert proc.poll() is None and time.monotonic() < deadline, "sampler never armed its breakpoint"
         time.sleep(0.02)
-    time.sleep(0.2)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(10)
+    time.sleep(0.2 if backend == "ptrace" else 2.0)  # delve: attached and continued
+    return proc
+
+
+def worker_of(proc: subprocess.Popen[bytes]) -> int:
+    """The forked worker of sampler's front process: the one that traces."""
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+    assert len(children) == 1, children
+    return int(children[0])
+
+
+def kill_while_armed(target: Target, tmp_path: Path, *extra: str, backend: str = "ptrace",
+                     at: str = "never") -> None:
+    """SIGKILL sampler's tracing worker while its breakpoint is armed (what the OOM killer does)."""
+    proc = start_armed(target, tmp_path, *extra, backend=backend, at=at)
+    os.kill(worker_of(proc), signal.SIGKILL)
+    assert proc.wait(10) == 128 + signal.SIGKILL
+    assert proc.stderr is not None
+    said = proc.stderr.read().decode()
+    assert said.startswith("sampler: the sampling process (PID") and "killed by SIGKILL" in said, said
+    proc.stderr.close()
     target.wait_for(lambda: target.status()["TracerPid"].strip() == "0", 10, "the dead tracer did not let go")
 
 
@@ -61,6 +81,33 @@ def test_the_guardian_restores_the_byte_when_sampler_is_killed(
     target.wait_for(lambda: not code_differs(target), 5, "the guardian did not restore the code")
     target.wait_for(lambda: not list(own_journal.glob("*.json")), 5, "the journal entry stayed")
     target.assert_untouched()
+
+
+def test_killing_sampler_itself_leaves_the_target_clean(
+        start_target: Callable[..., Target], tmp_path: Path, own_journal: Path) -> None:
+    # GIVEN sampler with its int3 armed
+    target = start_target("ringbuf-c")
+    proc = start_armed(target, tmp_path, "--no-guardian")
+    # WHEN the process the user started is SIGKILLed
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait(10) == -signal.SIGKILL
+    # THEN its worker restores the byte and detaches by itself (no guardian here)
+    target.wait_for(lambda: target.status()["TracerPid"].strip() == "0", 10, "the worker did not detach")
+    assert_text_matches_file(target)
+    assert not list(own_journal.glob("*.json"))
+    target.assert_untouched()
+    if proc.stderr is not None:
+        proc.stderr.close()
+
+
+@pytest.mark.parametrize("backend", ["delve", "delve-rpc"])
+def test_the_guardian_leaves_dlv_safely_when_sampler_is_killed(go_target: Target, tmp_path: Path,
+                                                              backend: str) -> None:
+    # GIVEN sampler driving dlv, its breakpoint armed, killed without a word
+    kill_while_armed(go_target, tmp_path, backend=backend, at="main.Never")
+    # THEN the guardian took dlv out: no breakpoint left, target running, dlv gone
+    assert_text_matches_file(go_target)
+    go_target.assert_untouched()
 
 
 def test_without_guardian_repair_puts_the_byte_back(

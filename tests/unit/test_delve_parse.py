@@ -4,10 +4,10 @@ import pytest
 
 from sampler.backends.delve import parse
 from sampler.errors import (
-    AlreadyTraced,
     DebuggerError,
     ExpressionError,
     LocationNotFound,
+    PermissionDenied,
     ProcessNotFound,
     TargetExited,
     UnsupportedTarget,
@@ -84,7 +84,7 @@ def test_a_failure_of_one_moment_is_data() -> None:
 @pytest.mark.parametrize("name, error", [
     ("attach_no_process", ProcessNotFound),
     ("attach_not_go", UnsupportedTarget),
-    ("attach_not_permitted", AlreadyTraced),
+    ("attach_not_permitted", PermissionDenied),
 ])
 def test_attach_failures(name: str, error: type) -> None:
     assert isinstance(parse.attach_error(recorded(name), 1), error)

@@ -19,6 +19,7 @@ from sampler.backends.delve.leave import settle_before_detach
 from sampler.backends.delve.transport import COMMAND_TIMEOUT_S, DelveTerminal
 from sampler.config import SessionConfig
 from sampler.errors import BackendUnavailable, DebuggerError, TargetExited, UnsupportedTarget
+from sampler.guardian import Guardian
 from sampler.process import TargetProcess
 from sampler.sample import Reading, Value
 
@@ -39,6 +40,7 @@ class DelveBackend:
         self._armed = False  # our breakpoint is set
         self._attached = False
         self._exited = False  # dlv said the target process ended
+        self.guardian: Guardian | None = None
 
     @classmethod
     def create(cls, config: SessionConfig, target: TargetProcess, dlv: str | None) -> DelveBackend:
@@ -58,6 +60,8 @@ class DelveBackend:
         self.term.start()
         self._attached = self._stopped = True
         try:
+            if self.config.guardian:
+                self.guardian = Guardian(self.config.pid, self.term.guardian_rescue())
             self._batch(["config source-list-line-count 0"])
             if self.config.location is not None:  # refuse an unknown location before the first tick
                 self._armed = True
@@ -114,6 +118,9 @@ class DelveBackend:
             self.term.quit_leaving_target()
         finally:
             self.term.close()
+            if self.guardian is not None:
+                guardian, self.guardian = self.guardian, None
+                guardian.dismiss()
 
     def _clear_and_resume(self) -> None:
         self._batch([self._clear_command()], then_continue=True)

@@ -10,12 +10,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from sampler import permission
 from sampler.errors import (
-    AlreadyTraced,
     DebuggerError,
     ExpressionError,
     LocationNotFound,
-    PermissionDenied,
     ProcessNotFound,
     SamplerError,
     TargetExited,
@@ -140,8 +139,7 @@ def attach_error(text: str, pid: int) -> SamplerError:
     if "no such process" in lowered:
         return ProcessNotFound(f"no process with PID {pid}")
     if "operation not permitted" in lowered:
-        return AlreadyTraced(f"dlv may not trace process {pid} ({message}); is another debugger "
-                             "attached?", PermissionDenied.hint + ", and that no debugger is attached")
+        return permission.denied(pid, "trace")
     if "could not open debug info" in lowered or "dwarf" in lowered or "not an executable" in lowered:
         return UnsupportedTarget(f"dlv cannot debug process {pid}: {message}",
                                  "the delve backend needs a Go program with debug info")

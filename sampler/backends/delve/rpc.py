@@ -13,11 +13,12 @@ import select
 import signal
 import socket
 import subprocess
+import tempfile
 import time
-from typing import Any
+from typing import IO, Any
 
 from sampler.backends.delve import parse
-from sampler.errors import DebuggerError
+from sampler.errors import DebuggerError, TargetExited
 
 _LISTENING = re.compile(r"API server listening at: (?P<host>[\d.]+):(?P<port>\d+)")
 ATTACH_TIMEOUT_S = 60.0
@@ -32,7 +33,9 @@ class DelveRpc:
     def __init__(self, dlv: str, pid: int) -> None:
         self.dlv = dlv
         self.pid = pid
-        self.process: subprocess.Popen[str] | None = None
+        self.process: subprocess.Popen[bytes] | None = None
+        self.address = ""
+        self._log: IO[bytes] | None = None
         self._sock: socket.socket | None = None
         self._buffer = b""
         self._answers: dict[int, dict[str, Any]] = {}
@@ -40,29 +43,33 @@ class DelveRpc:
 
     def start(self) -> None:
         """Start headless dlv on a port of its choosing on 127.0.0.1 and connect (target halted)."""
+        # dlv writes to a file, not a pipe: if sampler dies, dlv must not die of
+        # SIGPIPE with the target in its hands (the guardian still talks to it)
+        self._log = tempfile.TemporaryFile()
         self.process = subprocess.Popen(
             [self.dlv, "attach", str(self.pid), "--headless", "--api-version=2", "--accept-multiclient",
              "--listen=127.0.0.1:0"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
             start_new_session=True)  # its own session: a Ctrl-C meant for sampler never reaches it
-        assert self.process.stdout is not None
-        seen: list[str] = []
+        text = ""
         deadline = time.monotonic() + ATTACH_TIMEOUT_S
         while time.monotonic() < deadline:
-            ready, _, _ = select.select([self.process.stdout], [], [], 0.5)
-            if not ready:
-                continue
-            line = self.process.stdout.readline()
-            if not line:
-                break
-            seen.append(line)
-            match = _LISTENING.search(line)
+            text = os.pread(self._log.fileno(), 65536, 0).decode(errors="replace")
+            match = _LISTENING.search(text)
             if match:
-                self._sock = socket.create_connection((match.group("host"), int(match.group("port"))), 10)
-                self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                self.address = f"{match.group('host')}:{match.group('port')}"
+                self.connect(match.group("host"), int(match.group("port")))
                 return
+            if self.process.poll() is not None:
+                text = os.pread(self._log.fileno(), 65536, 0).decode(errors="replace")
+                break
+            time.sleep(0.01)
         self.close()
-        raise parse.attach_error("".join(seen), self.pid)
+        raise parse.attach_error(text, self.pid)
+
+    def connect(self, host: str, port: int) -> None:
+        self._sock = socket.create_connection((host, port), 10)
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def send(self, method: str, params: dict[str, Any]) -> int:
         """Send a request; return its id (the answer is collected with ``answer``)."""
@@ -84,7 +91,11 @@ class DelveRpc:
             self._read(remaining)
         reply = self._answers.pop(request)
         if reply.get("error"):
-            raise RpcError(str(reply["error"]))
+            message = str(reply["error"])
+            parse.check_exited(message)
+            if "no such process" in message:
+                raise TargetExited(f"target process {self.pid} is gone (dlv: {message})")
+            raise RpcError(message)
         result = reply.get("result") or {}
         return result if isinstance(result, dict) else {}
 
@@ -122,8 +133,9 @@ class DelveRpc:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(10)
-        if process.stdout is not None:
-            process.stdout.close()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
     def _require(self) -> socket.socket:
         if self._sock is None:

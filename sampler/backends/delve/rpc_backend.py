@@ -14,6 +14,7 @@ from sampler.backends.delve.leave import settle_before_detach
 from sampler.backends.delve.rpc import DelveRpc, RpcError
 from sampler.config import SessionConfig
 from sampler.errors import DebuggerError, LocationNotFound, TargetExited
+from sampler.guardian import Guardian
 from sampler.process import TargetProcess
 from sampler.sample import Reading, Value
 
@@ -36,6 +37,7 @@ class DelveRpcBackend:
         self._address = 0
         self._attached = False
         self._exited = False
+        self.guardian: Guardian | None = None
 
     @classmethod
     def create(cls, config: SessionConfig, target: TargetProcess, dlv: str | None) -> DelveRpcBackend:
@@ -51,6 +53,8 @@ class DelveRpcBackend:
         self.rpc.start()
         self._attached = True
         try:
+            if self.config.guardian:
+                self.guardian = Guardian(self.config.pid, ["delve-rpc", self.rpc.address])
             if self.config.location is not None:
                 try:
                     found = self.rpc.call("FindLocation", {"Scope": SCOPE, "Loc": self.config.location})
@@ -140,6 +144,9 @@ class DelveRpcBackend:
                 pass  # dlv is gone, or the target is: nothing left to detach from
         finally:
             self.rpc.close()
+            if self.guardian is not None:
+                guardian, self.guardian = self.guardian, None
+                guardian.dismiss()
 
     # -- steps ------------------------------------------------------------------
 

@@ -27,6 +27,11 @@ class DelveTerminal:
     def alive(self) -> bool:
         return self._child is not None and self._child.isalive()
 
+    def guardian_rescue(self) -> list[str]:
+        """How a guardian (a fork: it keeps the pty open) reaches this dlv if sampler dies."""
+        child = self._require()
+        return ["delve", str(child.pid), str(child.child_fd)]
+
     def start(self) -> None:
         """Run ``dlv attach``; return at its first prompt (target halted), or raise."""
         env = dict(os.environ, TERM="dumb")  # plain line input: no line editor, no escapes

@@ -91,6 +91,9 @@ class PtraceBackend:
     def sample(self, stop: threading.Event) -> Reading:
         if self.tracer is None or self.address is None:
             values, errors = self._evaluate(None)
+            if errors:  # reads fail once it is gone
+                assert self.memory is not None
+                self.memory.check_alive()
             return Reading(values, error="; ".join(errors))
         tracer = self.tracer
         armed = time.monotonic()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 
-from sampler.errors import PermissionDenied, ProcessNotFound
+from sampler import permission
+from sampler.errors import DebuggerError, ProcessNotFound, TargetExited
+from sampler.process import is_running
 
 
 class UnreadableMemory(Exception):
@@ -19,7 +21,7 @@ class Memory:
         except FileNotFoundError:
             raise ProcessNotFound(f"no process with PID {pid}") from None
         except PermissionError:
-            raise PermissionDenied(f"not allowed to read the memory of process {pid}") from None
+            raise permission.denied(pid, "read the memory of") from None
 
     def read(self, address: int, size: int) -> bytes:
         if address <= 0:
@@ -34,8 +36,18 @@ class Memory:
 
     def write(self, address: int, data: bytes) -> None:
         """Only ever used for the breakpoint byte and for putting the original back."""
-        if os.pwrite(self._fd, data, address) != len(data):
-            raise OSError(f"short write at {address:#x}")
+        try:
+            written = os.pwrite(self._fd, data, address)
+        except OSError:
+            written = -1
+        if written != len(data):
+            self.check_alive()
+            raise DebuggerError(f"cannot write {len(data)} byte(s) at {address:#x} of process {self.pid}")
+
+    def check_alive(self) -> None:
+        """Raise TargetExited when the process is gone (why a read or write failed)."""
+        if not is_running(self.pid):
+            raise TargetExited(f"target process {self.pid} exited")
 
     def close(self) -> None:
         if self._fd >= 0:

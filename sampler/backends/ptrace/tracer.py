@@ -17,8 +17,9 @@ from typing import Any
 from ptrace.binding import func as ptrace_func  # type: ignore[import-untyped]
 from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
-from sampler.backends.ptrace.memory import Memory
-from sampler.errors import AlreadyTraced, DebuggerError, PermissionDenied, TargetExited
+from sampler import permission
+from sampler.backends.ptrace.memory import Memory, UnreadableMemory
+from sampler.errors import DebuggerError, TargetExited
 from sampler.journal import Journal
 
 PTRACE_SEIZE = 0x4206
@@ -84,10 +85,7 @@ class Tracer:
             if e.errno == errno.ESRCH:
                 return  # the thread ended meanwhile
             if e.errno == errno.EPERM:
-                tracer = _tracer_of(tid)
-                if tracer:
-                    raise AlreadyTraced(f"process {self.pid} is already traced by PID {tracer}") from None
-                raise PermissionDenied(f"not allowed to trace process {self.pid}") from None
+                raise permission.denied(self.pid, "trace") from None  # names a tracer already there
             raise DebuggerError(f"PTRACE_SEIZE of thread {tid} failed: {e}") from None
         self.threads.add(tid)
 
@@ -137,7 +135,11 @@ class Tracer:
     def arm(self, address: int) -> None:
         if address in self.armed:
             return
-        original = self.memory.read(address, 1)
+        try:
+            original = self.memory.read(address, 1)
+        except UnreadableMemory:
+            self.memory.check_alive()
+            raise
         if self.journal is not None:
             self.journal.record(address, original[0])
         self.armed[address] = original
@@ -149,7 +151,7 @@ class Tracer:
         if original is not None:
             try:
                 self.memory.write(address, original)
-            except OSError:
+            except TargetExited:
                 pass  # the process is gone
             if self.journal is not None:
                 self.journal.forget(address)
@@ -327,13 +329,3 @@ def _tasks(pid: int) -> list[int]:
     except FileNotFoundError:
         raise TargetExited(f"target process {pid} exited") from None
 
-
-def _tracer_of(tid: int) -> int:
-    try:
-        with open(f"/proc/{tid}/status") as f:
-            for line in f:
-                if line.startswith("TracerPid:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0

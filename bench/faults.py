@@ -1,0 +1,527 @@
+"""The fault suite: does the target survive everything the sampler goes through?
+
+For each way of sampling (delve, delve-rpc, ptrace with a breakpoint, ptrace
+zero-stop) and each target (Go, C -O2), many trials of one fault each, on a run
+sampling at 100 Hz: signals to sampler at a random moment (SIGINT, SIGTERM,
+SIGKILL; SIGKILL of the tracing worker itself, as the OOM killer would, with and
+without the guardian), with a breakpoint on a hot function and on one called once
+a second; the target exiting, killed, or stopped with SIGSTOP; a second sampler
+and gdb attaching; the output disk full; the output file removed.
+
+After each trial it waits two seconds and checks: the target still runs (a new
+throughput line came, it never printed SIGTRAP, it is neither stopped nor traced),
+its code in memory is byte for byte its file, the CSV parses with every row whole,
+and sampler's exit code and message are the ones expected.
+
+    .venv/bin/python bench/faults.py            # make faults (about 70 minutes)
+    .venv/bin/python bench/faults.py --quick    # make faults-quick (the tests run it)
+
+Writes bench/results/faults.csv (one row per trial) and FAULTS.md (or under --results).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import os
+import platform
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = ROOT / "targets" / "bin"
+CHECK_AFTER_S = 2.0
+"""How long after the trial the target must still be running."""
+
+
+@dataclass(frozen=True)
+class Target:
+    key: str
+    label: str
+    binary: str
+    hot: str
+    """Called millions of times a second: the breakpoint is hit at once."""
+    rare: str
+    """Called once a second: the breakpoint sits armed most of each tick."""
+    at_expr: str
+    global_expr: str
+
+
+TARGETS = {
+    "go": Target("go", "Go", "ringbuf-go", "main.(*Ring).Read", "main.Tick", "b.w", "main.ring.w - main.ring.r"),
+    "c": Target("c", "C -O2", "ringbuf-c", "ring_read", "tick", "b->w", "ring->w - ring->r"),
+}
+
+
+@dataclass(frozen=True)
+class Way:
+    name: str
+    backend: str
+    zero_stop: bool = False
+    go_only: bool = False
+
+
+WAYS = [Way("delve", "delve", go_only=True), Way("delve-rpc", "delve-rpc", go_only=True),
+        Way("ptrace", "ptrace"), Way("ptrace zero-stop", "ptrace", zero_stop=True)]
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    expected_exit: tuple[int, ...]
+    where: str = "hot"
+    """hot, rare, or none (zero-stop has no breakpoint)."""
+    guardian: bool = True
+    target_lives: bool = True
+    says: int = 0
+    """Lines sampler should print (all with --quiet): one for an error or a notice, none otherwise."""
+
+
+def faults_for(way: Way) -> list[Fault]:
+    wheres = ["none"] if way.zero_stop else ["hot", "rare"]
+    faults = []
+    for where in wheres:
+        faults += [Fault("SIGINT", (0,), where), Fault("SIGTERM", (0,), where),
+                   Fault("SIGKILL", (-9,), where), Fault("SIGKILL worker", (137,), where, says=1)]
+        if not way.zero_stop:
+            faults.append(Fault("SIGKILL worker", (137,), where, guardian=False, says=1))
+    return faults + [
+        Fault("target exits", (1,), wheres[0], target_lives=False, says=1),
+        Fault("target killed", (1,), wheres[0], target_lives=False, says=1),
+        Fault("target SIGSTOP", (0,), wheres[0]),
+        Fault("second sampler", (0,), wheres[0]),
+        Fault("gdb attaches", (0,), wheres[0]),
+        Fault("disk full", (1,), wheres[0], says=1),
+        Fault("output removed", (0,), wheres[0], says=1),
+    ]
+
+
+QUICK = {  # (way, target, fault, where, guardian): one trial each, a couple of minutes in all
+    ("ptrace", "c", "SIGINT", "hot", True), ("ptrace", "c", "SIGKILL", "hot", True),
+    ("ptrace", "c", "SIGKILL worker", "rare", True), ("ptrace", "c", "target exits", "hot", True),
+    ("ptrace", "c", "target SIGSTOP", "hot", True), ("ptrace", "c", "second sampler", "hot", True),
+    ("ptrace", "c", "gdb attaches", "hot", True), ("ptrace", "c", "disk full", "hot", True),
+    ("ptrace", "c", "output removed", "hot", True),
+    ("ptrace zero-stop", "c", "target killed", "none", True),
+    ("delve", "go", "SIGKILL worker", "hot", True), ("delve", "go", "target killed", "hot", True),
+    ("delve-rpc", "go", "SIGKILL worker", "rare", True), ("delve-rpc", "go", "SIGTERM", "hot", True),
+}
+
+
+def trials_for(fault: Fault, way: Way, target: Target, quick: bool) -> int:
+    if quick:
+        return int((way.name, target.key, fault.name, fault.where, fault.guardian) in QUICK)
+    if fault.name == "SIGKILL worker" and fault.guardian and way.name == "ptrace":
+        return 50  # 2 targets x 2 places x 50 = 200 kills of the tracer, guardian on
+    if fault.name.startswith("SIGKILL"):
+        return 10
+    return 5 if fault.name in ("SIGINT", "SIGTERM") else 3
+
+
+class RunningTarget:
+    """The target, its output lines timestamped as they come."""
+
+    def __init__(self, target: Target, exit_after: int = 0) -> None:
+        command = [str(BIN / target.binary)] + (["--exit-after", str(exit_after)] if exit_after else [])
+        self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.pid = self.proc.pid
+        self.lines: list[tuple[float, str]] = []
+        assert self.proc.stdout is not None
+        ready = self.proc.stdout.readline()
+        if not ready.startswith("ready pid="):
+            raise SystemExit(f"faults: {target.binary} did not start: {ready!r}")
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append((time.monotonic(), line.rstrip("\n")))
+
+    def status(self) -> dict[str, str]:
+        try:
+            text = Path(f"/proc/{self.pid}/status").read_text()
+        except OSError:
+            return {}
+        return dict(line.split(":\t", 1) for line in text.splitlines() if ":\t" in line)
+
+    def trapped(self) -> bool:
+        return any("SIGTRAP" in line or "Trace/breakpoint trap" in line for _, line in self.lines)
+
+    def healthy(self, since: float) -> bool:
+        """Alive, running, untraced, never trapped, printed throughput since ``since``."""
+        status = self.status()
+        return (self.proc.poll() is None and not self.trapped()
+                and status.get("State", "T").split()[0] not in ("T", "t", "Z")
+                and status.get("TracerPid", "1").strip() == "0"
+                and any(t > since and line.startswith("reads/s=") for t, line in self.lines))
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.pid, signal.SIGCONT)
+            self.proc.kill()
+        self.proc.wait()
+
+
+def code_intact(pid: int) -> bool:
+    """The executable mappings of ``pid`` in memory equal the file, byte for byte."""
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe")
+        binary = Path(exe).read_bytes()
+        with open(f"/proc/{pid}/mem", "rb") as mem:
+            for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+                fields = line.split()
+                if len(fields) >= 6 and "x" in fields[1] and fields[5] == exe:
+                    start, end = (int(x, 16) for x in fields[0].split("-"))
+                    offset = int(fields[2], 16)
+                    mem.seek(start)
+                    if mem.read(end - start) != binary[offset:offset + end - start]:
+                        return False
+    except OSError:
+        return False
+    return True
+
+
+def csv_whole(path: Path) -> tuple[bool, int]:
+    """(every row has the header's fields and seq rises, rows)."""
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.reader(f))
+    except FileNotFoundError:
+        return False, 0
+    except (OSError, csv.Error, UnicodeDecodeError):
+        return False, 0
+    if not rows or rows[0][:1] != ["seq"]:
+        return False, 0
+    body = rows[1:]
+    whole = all(len(row) == len(rows[0]) for row in body)
+    try:
+        seqs = [int(row[0]) for row in body]
+    except ValueError:
+        return False, len(body)
+    return whole and seqs == sorted(set(seqs)), len(body)
+
+
+@dataclass
+class Trial:
+    way: str
+    target: str
+    fault: str
+    where: str
+    guardian: bool
+    trial: int
+    target_survived: bool | None = None
+    """None where the fault ends the target."""
+    code_intact: bool | None = None
+    csv_whole: bool = False
+    rows: int = 0
+    exit_code: int | None = None
+    exit_expected: bool = False
+    message: str = ""
+    message_clean: bool = False
+    others_as_expected: bool = True
+    """second sampler / gdb: refused (or, zero-stop, served) as expected."""
+    note: str = ""
+    ok: bool = field(default=False)
+
+
+class Runner:
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.targets: dict[str, RunningTarget] = {}
+
+    def target(self, target: Target, fresh: bool = False, exit_after: int = 0) -> RunningTarget:
+        running = self.targets.get(target.key)
+        if fresh or running is None:
+            if running is not None:
+                self.drop(target)
+            running = RunningTarget(target, exit_after)
+            self.targets[target.key] = running
+            time.sleep(0.3)
+        return running
+
+    def drop(self, target: Target) -> None:
+        running = self.targets.pop(target.key, None)
+        if running is not None:
+            _kill_debuggers_of(running.pid)
+            running.stop()
+
+    def close(self) -> None:
+        for key in list(self.targets):
+            self.drop(TARGETS[key])
+
+    def command(self, way: Way, target: Target, fault: Fault, pid: int, out: Path, count: int = 0) -> list[str]:
+        command = [sys.executable, "-m", "sampler", "attach", "--backend", way.backend, "--pid", str(pid),
+                   "--rate", "100", "--hit-timeout", "2s", "--out", str(out), "--quiet"]
+        if count:
+            command += ["--count", str(count)]
+        if not fault.guardian:
+            command.append("--no-guardian")
+        if way.zero_stop:
+            return command + ["--expr", f"d={target.global_expr}"]
+        return command + ["--at", target.hot if fault.where == "hot" else target.rare, "--expr", target.at_expr]
+
+    def run(self, way: Way, target: Target, fault: Fault, index: int) -> Trial:
+        trial = Trial(way.name, target.key, fault.name, fault.where, fault.guardian, index)
+        exits = fault.name == "target exits"
+        running = self.target(target, fresh=exits or not fault.target_lives, exit_after=4 if exits else 0)
+        folder = Path(tempfile.mkdtemp(dir=self.tmp))
+        out = folder / "samples.csv"
+        if fault.name == "disk full":
+            out = _tiny_filesystem(folder) / "samples.csv"
+        stderr_path = folder / "stderr"
+        with open(stderr_path, "w") as stderr:
+            sampler = subprocess.Popen(self.command(way, target, fault, running.pid, out), cwd=ROOT,
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
+        try:
+            if not _wait(lambda: csv_whole(out)[1] >= 1, sampler, 60):
+                trial.note = "no sample came"
+            else:
+                trial.others_as_expected, trial.note = self._inflict(fault, way, target, running, sampler, out)
+            try:
+                trial.exit_code = sampler.wait(40)
+            except subprocess.TimeoutExpired:
+                trial.note += " sampler hung: killed"
+                _kill_tree(sampler.pid)
+                trial.exit_code = sampler.wait()
+            ended = time.monotonic()
+            time.sleep(CHECK_AFTER_S)
+            if fault.target_lives:
+                trial.target_survived = running.healthy(ended + 0.2)
+                trial.code_intact = code_intact(running.pid)
+            trial.csv_whole, trial.rows = csv_whole(out)
+            trial.exit_expected = trial.exit_code in fault.expected_exit
+            lines = [line for line in stderr_path.read_text(errors="replace").splitlines() if line.strip()]
+            trial.message = " | ".join(lines)[-300:]
+            trial.message_clean = len(lines) == fault.says and all(line.startswith("sampler: ") for line in lines)
+            trial.ok = trial.target_survived is not False and trial.code_intact is not False and \
+                trial.csv_whole and trial.exit_expected and trial.message_clean and trial.others_as_expected
+        finally:
+            if sampler.poll() is None:
+                _kill_tree(sampler.pid)
+                sampler.wait()
+            _unmount(folder)
+            if not fault.target_lives or not (trial.target_survived and trial.code_intact):
+                self.drop(target)
+        return trial
+
+    def _inflict(self, fault: Fault, way: Way, target: Target, running: RunningTarget,
+                 sampler: subprocess.Popen[bytes], out: Path) -> tuple[bool, str]:
+        time.sleep(random.uniform(0.05, 1.2))
+        name = fault.name
+        if name in ("SIGINT", "SIGTERM", "SIGKILL"):
+            sampler.send_signal(getattr(signal, name))
+        elif name == "SIGKILL worker":
+            worker = _worker_of(sampler.pid)
+            if worker is None:
+                return False, "no worker found"
+            os.kill(worker, signal.SIGKILL)
+        elif name == "target exits":
+            pass  # it exits 4 s after it started, while sampler samples it
+        elif name == "target killed":
+            running.proc.kill()
+        elif name == "target SIGSTOP":
+            os.kill(running.pid, signal.SIGSTOP)
+            time.sleep(1.0)
+            os.kill(running.pid, signal.SIGCONT)
+            time.sleep(0.3)
+            sampler.send_signal(signal.SIGINT)
+        elif name == "second sampler":
+            second = subprocess.run(self.command(way, target, fault, running.pid, out.with_name("second.csv"), 3),
+                                    cwd=ROOT, capture_output=True, text=True, timeout=60)
+            sampler.send_signal(signal.SIGINT)
+            expected = 0 if way.zero_stop else 2
+            said = second.stderr.strip().replace("\n", " | ")
+            return second.returncode == expected, \
+                f"second sampler exit {second.returncode} (expected {expected}): {said}"[:300]
+        elif name == "gdb attaches":
+            gdb = subprocess.run(["gdb", "-p", str(running.pid), "-batch", "-ex", "info threads"],
+                                 capture_output=True, text=True, timeout=60)
+            sampler.send_signal(signal.SIGINT)
+            said = [line for line in (gdb.stdout + gdb.stderr).splitlines() if "ptrace" in line.lower()]
+            refused = any("Operation not permitted" in line for line in said)
+            return refused != way.zero_stop, f"gdb exit {gdb.returncode}: {' | '.join(said)[:200] or 'attached'}"
+        elif name == "disk full":
+            pass  # the tiny file system fills within a few seconds
+        elif name == "output removed":
+            out.unlink()
+            time.sleep(0.5)
+            sampler.send_signal(signal.SIGINT)
+        return True, ""
+
+
+def _wait(condition: Callable[[], bool], proc: subprocess.Popen[bytes], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _worker_of(front: int) -> int | None:
+    """The forked worker of sampler's front process (the one that traces)."""
+    for child in _children(front):
+        try:
+            if "sampler" in Path(f"/proc/{child}/cmdline").read_text():
+                return child
+        except OSError:
+            pass
+    return None
+
+
+def _kill_tree(pid: int) -> None:
+    for child in _children(pid):
+        _kill_tree(child)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _kill_debuggers_of(pid: int) -> None:
+    """A dlv left holding the target (a failed rescue) goes with it."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                command = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if command[0].endswith(b"dlv") and str(pid).encode() in command:
+                try:
+                    os.kill(int(entry.name), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
+def _tiny_filesystem(folder: Path) -> Path:
+    mount = folder / "full"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", str(mount)], check=True)
+    return mount
+
+
+def _unmount(folder: Path) -> None:
+    mount = folder / "full"
+    if mount.is_dir() and os.path.ismount(mount):
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _pct(n: int, of: int) -> str:
+    return f"{n}/{of} ({100 * n / of:.0f} %)" if of else "-"
+
+
+def report(trials: list[Trial], path: Path, quick: bool, seconds: float) -> None:
+    groups: dict[tuple[str, str, str, str, bool], list[Trial]] = {}
+    for t in trials:
+        groups.setdefault((t.way, t.target, t.fault, t.where, t.guardian), []).append(t)
+    lines = [
+        "# Fault suite: does the target survive what sampler goes through?",
+        "",
+        f"{'faults-quick' if quick else 'make faults'}, {datetime.date.today()}, {platform.node() or 'this machine'} "
+        f"({os.cpu_count()} CPUs, Linux {platform.release()}), {len(trials)} trials in {seconds / 60:.1f} min. "
+        "Written by `bench/faults.py`; one row per trial in `faults.csv`.",
+        "",
+        "Every trial samples at 100 Hz, waits for the first row, lets a random 0.05-1.2 s pass, inflicts the fault, "
+        f"waits for sampler to end, then {CHECK_AFTER_S:g} s more. *Target survived*: it still runs (a new "
+        "throughput line), never printed SIGTRAP, is neither stopped nor traced. *Code intact*: its executable "
+        "mappings in /proc/PID/mem equal the file. *CSV whole*: it parses and every row has every column. "
+        "*Exit as expected*: the exit code, and one `sampler: ...` line where an error is due.",
+        "",
+        "*hot*: the breakpoint is on the reader's read function (hit at once); *rare*: on a function called "
+        "once a second (armed most of each tick). *SIGKILL*: of the process the user started; *SIGKILL "
+        "worker*: of the forked worker that traces (what the OOM killer or a kill of the process group does).",
+        "",
+    ]
+    for title, pick in (("SIGKILL: target survival with and without the guardian",
+                         lambda k: k[2].startswith("SIGKILL")),
+                        ("Every fault", lambda k: True)):
+        lines += [f"## {title}", "",
+                  "| way | target | fault | breakpoint | guardian | trials | target survived | code intact "
+                  "| CSV whole | exit as expected |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for key, group in groups.items():
+            if not pick(key):
+                continue
+            way, target, fault, where, guardian = key
+            lives = [t for t in group if t.target_survived is not None]
+            lines.append(
+                f"| {way} | {TARGETS[target].label} | {fault} | {where} | {'on' if guardian else 'off'} "
+                f"| {len(group)} | {_pct(sum(bool(t.target_survived) for t in lives), len(lives))} "
+                f"| {_pct(sum(bool(t.code_intact) for t in lives), len(lives))} "
+                f"| {_pct(sum(t.csv_whole for t in group), len(group))} "
+                f"| {_pct(sum(t.exit_expected and t.message_clean for t in group), len(group))} |")
+        lines.append("")
+    failed = [t for t in trials if not t.ok]
+    lines += ["## Trials that did not pass every check", ""]
+    lines += [f"- {t.way} / {TARGETS[t.target].label} / {t.fault} / {t.where} / guardian "
+              f"{'on' if t.guardian else 'off'} #{t.trial}: survived={t.target_survived} "
+              f"intact={t.code_intact} csv={t.csv_whole} exit={t.exit_code} message={t.message!r} {t.note}"
+              for t in failed] or ["None."]
+    notes = sorted({f"- {t.fault}: {t.note}" for t in trials if t.note and t.fault in ("second sampler",
+                                                                                         "gdb attaches")})
+    lines += ["", "## What the second sampler and gdb were told (distinct answers)", "", *notes, ""]
+    path.write_text("\n".join(lines))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one trial per fault (the tests run this)")
+    parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument("--only", help="run only ways whose name contains this")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("faults: run as root (ptrace of other processes, a tmpfs for the disk-full trial)")
+    have_dlv = shutil.which("dlv") is not None
+    started = time.monotonic()
+    trials: list[Trial] = []
+    args.results.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["SAMPLER_JOURNAL_DIR"] = str(Path(tmp) / "journal")  # this run's own journal
+        runner = Runner(Path(tmp))
+        try:
+            for way in WAYS:
+                if (way.go_only and not have_dlv) or (args.only and args.only not in way.name):
+                    continue
+                for target in TARGETS.values():
+                    if way.go_only and target.binary != "ringbuf-go":
+                        continue
+                    for fault in faults_for(way):
+                        for index in range(trials_for(fault, way, target, args.quick)):
+                            trial = runner.run(way, target, fault, index)
+                            trials.append(trial)
+                            if not trial.ok:
+                                print(f"faults: not passed: {asdict(trial)}", flush=True)
+                    print(f"faults: {way.name} / {target.label}: {len(trials)} trials so far, "
+                          f"{(time.monotonic() - started) / 60:.1f} min", flush=True)
+        finally:
+            runner.close()
+    columns = list(asdict(trials[0])) if trials else []
+    with open(args.results / "faults.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, columns)
+        writer.writeheader()
+        writer.writerows(asdict(t) for t in trials)
+    report(trials, args.results / "FAULTS.md", args.quick, time.monotonic() - started)
+    passed = sum(t.ok for t in trials)
+    print(f"faults: {passed}/{len(trials)} trials passed every check; see {args.results / 'FAULTS.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""sampler runs as two processes, so that killing sampler never kills the target.
+
+The process the user started (and may kill with SIGKILL) only waits; the worker it
+forks does the attaching, sampling and writing. However the front process ends,
+the kernel then sends the worker SIGTERM (PR_SET_PDEATHSIG), and the worker ends
+the run as Ctrl-C does: it finishes the sample in hand, restores every byte, lets
+every thread go and detaches. A SIGKILL of the tracing worker itself (the OOM
+killer, a kill of the whole process group) is what the guardian is for.
+
+SIGINT, SIGTERM and SIGHUP sent to the front process are passed on to the worker;
+the front exits with the worker's exit code.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+from collections.abc import Callable
+
+PR_SET_PDEATHSIG = 1
+PR_SET_NAME = 15
+PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def run_in_worker(work: Callable[[], int], target: int) -> int:
+    """Run ``work`` (sampling PID ``target``) in a forked worker; return its exit code (in the front)."""
+    front = os.getpid()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    worker = os.fork()
+    if worker == 0:
+        code = 70
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+            libc.prctl(PR_SET_NAME, b"sampler-worker", 0, 0, 0)  # what ps and TracerPid show
+            if os.getppid() != front:  # the front died before the line above
+                os.kill(os.getpid(), signal.SIGTERM)
+            code = work()
+        finally:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(code)
+
+    def pass_on(signum: int, _frame: object) -> None:
+        try:
+            os.kill(worker, signum)
+        except ProcessLookupError:
+            pass
+
+    for signum in PASSED_ON:
+        signal.signal(signum, pass_on)
+    _, status = os.waitpid(worker, 0)  # retried by Python when a signal interrupts it
+    code = os.waitstatus_to_exitcode(status)
+    if code >= 0:
+        return code
+    name = signal.Signals(-code).name
+    print(f"sampler: the sampling process (PID {worker}) was killed by {name}; its guardian puts back what "
+          f"it left in PID {target}; to check: sampler repair --pid {target}", file=sys.stderr, flush=True)
+    return 128 - code

@@ -1,0 +1,31 @@
+"""The fault suite runs end to end (faults-quick) and every trial in it passes every check."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.integration.targets import ROOT, have_delve
+
+
+def test_faults_quick_harms_no_target(built_targets: None, tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "bench/faults.py", "--quick", "--results", str(tmp_path)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    with open(tmp_path / "faults.csv", newline="") as f:
+        trials = list(csv.DictReader(f))
+    faults = {row["fault"] for row in trials}
+    assert {"SIGKILL", "SIGKILL worker", "target exits", "target SIGSTOP", "second sampler", "gdb attaches",
+            "disk full", "output removed"} <= faults
+    if have_delve():
+        assert {"delve", "delve-rpc"} <= {row["way"] for row in trials}
+    failed = [row for row in trials if row["ok"] != "True"]
+    assert not failed, failed
+    for row in trials:
+        assert row["csv_whole"] == "True" and int(row["rows"]) >= 1, row
+        if row["target_survived"] != "":
+            assert row["target_survived"] == "True" and row["code_intact"] == "True", row
+    report = (tmp_path / "FAULTS.md").read_text()
+    assert "| way | target | fault |" in report and "## Trials that did not pass every check\n\nNone." in report

@@ -480,11 +480,29 @@ def report(trials: list[Trial], path: Path, quick: bool, seconds: float) -> None
     path.write_text("\n".join(lines))
 
 
+def _load(path: Path) -> list[Trial]:
+    """The trials of an earlier faults.csv, typed again."""
+    def typed(name: str, text: str) -> object:
+        kind = Trial.__dataclass_fields__[name].type
+        if "bool" in str(kind):
+            return None if text == "" else text == "True"
+        if "int" in str(kind):
+            return None if text == "" else int(text)
+        return text
+
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        return [Trial(**{k: typed(k, v) for k, v in row.items()}) for row in csv.DictReader(f)]  # type: ignore[arg-type]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one trial per fault (the tests run this)")
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
-    parser.add_argument("--only", help="run only ways whose name contains this")
+    parser.add_argument("--only", help="run only these ways, comma-separated (e.g. delve,delve-rpc)")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the trials of the other ways from the faults.csv already there")
     args = parser.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("faults: run as root (ptrace of other processes, a tmpfs for the disk-full trial)")
@@ -497,7 +515,7 @@ def main() -> int:
         runner = Runner(Path(tmp))
         try:
             for way in WAYS:
-                if (way.go_only and not have_dlv) or (args.only and args.only not in way.name):
+                if (way.go_only and not have_dlv) or (args.only and way.name not in args.only.split(",")):
                     continue
                 for target in TARGETS.values():
                     if way.go_only and target.binary != "ringbuf-go":
@@ -512,6 +530,10 @@ def main() -> int:
                           f"{(time.monotonic() - started) / 60:.1f} min", flush=True)
         finally:
             runner.close()
+    if args.merge:
+        trials = [t for t in _load(args.results / "faults.csv") if t.way not in {n.way for n in trials}] + trials
+        order = [w.name for w in WAYS]
+        trials.sort(key=lambda t: order.index(t.way))  # stable: each way's own order stays
     columns = list(asdict(trials[0])) if trials else []
     with open(args.results / "faults.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, columns)

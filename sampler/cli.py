@@ -57,7 +57,7 @@ def target_options(command: F) -> F:
         click.option("--backend", type=click.Choice(CHOICES), default="auto", show_default=True),
         click.option("--quiet", is_flag=True, help="No per-sample lines on stderr."),
         click.option("--no-guardian", "no_guardian", is_flag=True, hidden=True,
-                     help="ptrace: no guardian process (for measuring what it is worth)."),
+                     help="No guardian process (for measuring what it is worth)."),
     ]):
         command = option(command)
     return command

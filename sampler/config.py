@@ -26,7 +26,7 @@ class SessionConfig:
     backend: str = "auto"
     """Which debugger drives the target: auto, delve, delve-rpc, ptrace."""
     guardian: bool = True
-    """ptrace: start a guardian that restores patched bytes if sampler is killed."""
+    """Fork a guardian that restores patched bytes (or takes dlv out) if the worker is killed."""
     every_hit: bool = False
     """Trace mode: a row for every hit of the breakpoint instead of one per tick
     (``count`` then limits events; ``interval_s`` is unused)."""

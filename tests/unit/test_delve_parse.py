@@ -47,6 +47,11 @@ def test_exit_is_a_typed_error_wherever_it_shows() -> None:
         parse.parse_value("Command failed: " + recorded("exited"), "x")
 
 
+def test_a_target_killed_while_halted_is_gone() -> None:
+    with pytest.raises(TargetExited, match="no such process"):
+        parse.check_exited(recorded("gone"))
+
+
 def test_unparseable_stop_is_a_debugger_error() -> None:
     with pytest.raises(DebuggerError):
         parse.parse_stop("something else entirely")

@@ -33,6 +33,7 @@ _STOP = re.compile(r"^> (?:\[(?P<bp>[^\]]+)\] )?(?P<func>\S+) (?P<file>\S+?):(?P
                    r"(?: \(hits goroutine\((?P<goroutine>\d+)\):\d+ total:\d+\))?", re.M)
 _STOP_NO_SOURCE = re.compile(r"^Stopped at: (?P<pc>0x[0-9a-f]+)", re.M)  # e.g. in the vDSO
 _EXITED = re.compile(r"Process (?P<pid>\d+) has exited with status (?P<status>-?\d+)")
+_GONE = re.compile(r"^Command failed: .*no such process\s*$", re.M)
 _FAILED = re.compile(r"^Command failed: (?P<message>.*)$", re.M)
 _BP_SET = re.compile(r"^Breakpoint \S+ set at (?P<addr>0x[0-9a-f]+)", re.M)
 _INT = re.compile(r"^-?\d+$")
@@ -68,6 +69,8 @@ def check_exited(text: str) -> None:
     if match:
         raise TargetExited(f"target process {match.group('pid')} exited with status "
                            f"{match.group('status')}")
+    if _GONE.search(text):  # killed while halted: dlv learns it from the next ptrace call
+        raise TargetExited("the target process is gone (dlv: no such process)")
 
 
 def failure(text: str) -> str | None:

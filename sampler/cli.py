@@ -139,7 +139,8 @@ def _location(location: str | None) -> str | None:
 
 def _run(config: SessionConfig, out: str, quiet: bool, how: str) -> int:
     """In a worker process (supervisor.py): check the target, pick the backend, run, report."""
-    return supervisor.run_in_worker(lambda: _exit_code(lambda: _sample(config, out, quiet, how)), config.pid)
+    return supervisor.run_in_worker(lambda: _exit_code(lambda: _sample(config, out, quiet, how)), config.pid,
+                                   config.guardian)
 
 
 def _sample(config: SessionConfig, out: str, quiet: bool, how: str) -> int:

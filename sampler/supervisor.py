@@ -8,7 +8,9 @@ every thread go and detaches. A SIGKILL of the tracing worker itself (the OOM
 killer, a kill of the whole process group) is what the guardian is for.
 
 SIGINT, SIGTERM and SIGHUP sent to the front process are passed on to the worker;
-the front exits with the worker's exit code.
+the front exits with the worker's exit code. The front asks the OOM killer to take
+it first (oom_score_adj 1000, set after the fork: the worker keeps its own), so
+that memory pressure ends a run cleanly rather than by killing the tracer.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ PR_SET_NAME = 15
 PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def run_in_worker(work: Callable[[], int], target: int) -> int:
+def run_in_worker(work: Callable[[], int], target: int, guarded: bool = True) -> int:
     """Run ``work`` (sampling PID ``target``) in a forked worker; return its exit code (in the front)."""
     front = os.getpid()
     sys.stdout.flush()
@@ -46,6 +48,12 @@ def run_in_worker(work: Callable[[], int], target: int) -> int:
             finally:
                 os._exit(code)
 
+    try:  # under memory pressure the OOM killer takes the front first: the worker then leaves cleanly
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:
+        pass
+
     def pass_on(signum: int, _frame: object) -> None:
         try:
             os.kill(worker, signum)
@@ -59,6 +67,7 @@ def run_in_worker(work: Callable[[], int], target: int) -> int:
     if code >= 0:
         return code
     name = signal.Signals(-code).name
-    print(f"sampler: the sampling process (PID {worker}) was killed by {name}; its guardian puts back what "
-          f"it left in PID {target}; to check: sampler repair --pid {target}", file=sys.stderr, flush=True)
+    then = f"its guardian puts back what it left in PID {target}; to check" if guarded else "no guardian: run"
+    print(f"sampler: the sampling process (PID {worker}) was killed by {name}; {then}: sampler repair --pid "
+          f"{target}", file=sys.stderr, flush=True)
     return 128 - code

@@ -40,6 +40,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = ROOT / "targets" / "bin"
+COMMIT = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True,
+                        text=True).stdout.strip()
 CHECK_AFTER_S = 2.0
 """How long after the trial the target must still be running."""
 
@@ -232,6 +234,8 @@ class Trial:
     """second sampler / gdb: refused (or, zero-stop, served) as expected."""
     note: str = ""
     ok: bool = field(default=False)
+    commit: str = ""
+    """The sampler commit the trial ran (git describe of the tree)."""
 
 
 class Runner:
@@ -271,7 +275,7 @@ class Runner:
         return command + ["--at", target.hot if fault.where == "hot" else target.rare, "--expr", target.at_expr]
 
     def run(self, way: Way, target: Target, fault: Fault, index: int) -> Trial:
-        trial = Trial(way.name, target.key, fault.name, fault.where, fault.guardian, index)
+        trial = Trial(way.name, target.key, fault.name, fault.where, fault.guardian, index, commit=COMMIT)
         exits = fault.name == "target exits"
         running = self.target(target, fresh=exits or not fault.target_lives, exit_after=4 if exits else 0)
         folder = Path(tempfile.mkdtemp(dir=self.tmp))
@@ -468,6 +472,8 @@ def report(trials: list[Trial], path: Path, quick: bool, seconds: float) -> None
                 f"| {_pct(sum(t.csv_whole for t in group), len(group))} "
                 f"| {_pct(sum(t.exit_expected and t.message_clean for t in group), len(group))} |")
         lines.append("")
+    runs = sorted({(t.way, t.commit) for t in trials}, key=lambda wc: [w.name for w in WAYS].index(wc[0]))
+    lines += ["Sampler commit per way: " + ", ".join(f"{way} `{commit or '?'}`" for way, commit in runs) + ".", ""]
     failed = [t for t in trials if not t.ok]
     lines += ["## Trials that did not pass every check", ""]
     lines += [f"- {t.way} / {TARGETS[t.target].label} / {t.fault} / {t.where} / guardian "

@@ -60,13 +60,14 @@ def _watch(pid: int, fd: int, rescue: list[str]) -> int:
         said += chunk
     if b"done" in said:
         return 0
-    if rescue[:1] == ["delve"]:  # delve DLV_PID PTY_FD: the terminal sampler drove
-        from sampler.backends.delve.rescue import rescue_terminal
+    if rescue[:1] in (["delve"], ["delve-rpc"]):
+        from sampler.backends.delve import rescue as delve
 
-        rescue_terminal(int(rescue[1]), int(rescue[2]))
-    elif rescue[:1] == ["delve-rpc"]:  # delve-rpc HOST:PORT
-        from sampler.backends.delve.rescue import rescue_rpc
-
-        rescue_rpc(pid, rescue[1])
+        # delve DLV_PID PTY_FD: the terminal sampler drove; delve-rpc DLV_PID HOST:PORT
+        dlv = int(rescue[1])
+        left = delve.rescue_terminal(dlv, int(rescue[2])) if rescue[0] == "delve" \
+            else delve.rescue_rpc(pid, rescue[2])
+        if not left:  # dlv does not answer: take it out, then undo what it left
+            delve.kill_dlv(dlv, pid)
     repair(pid)
     return 0

@@ -144,3 +144,34 @@ def _traced(pid: int) -> bool:
     except OSError:
         pass
     return False
+
+
+def restore_code(pid: int) -> int:
+    """Put back, from the program file, every int3 in the program's code that the file does not have.
+
+    For when a debugger had to be killed with its breakpoints (its own internal ones
+    too) still in the target: sampler does not know their original bytes, the file does.
+    Returns the bytes restored.
+    """
+    restored = 0
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe")
+        with open(f"/proc/{pid}/exe", "rb") as f:  # the file even in another mount namespace
+            binary = f.read()
+        with open(f"/proc/{pid}/mem", "r+b", buffering=0) as mem:
+            for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+                fields = line.split()
+                if len(fields) < 6 or "x" not in fields[1] or fields[5] != exe:
+                    continue
+                start, end = (int(x, 16) for x in fields[0].split("-"))
+                offset = int(fields[2], 16)
+                mem.seek(start)
+                code = mem.read(end - start)
+                for index, byte in enumerate(code):
+                    if byte == INT3 and binary[offset + index] != INT3:
+                        mem.seek(start + index)
+                        mem.write(binary[offset + index:offset + index + 1])
+                        restored += 1
+    except OSError:
+        pass  # gone, or not ours to write
+    return restored

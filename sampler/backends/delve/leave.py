@@ -9,10 +9,14 @@ The caller then detaches (quit, answering no; or RPCServer.Detach Kill=false).
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable
 
-from sampler.errors import TargetExited
+from sampler.errors import SamplerError, TargetExited
+from sampler.journal import restore_code
+from sampler.process import status_fields
 
 SETTLE_S = 0.05
 
@@ -29,3 +33,17 @@ def settle_before_detach(*, running: bool, armed: bool, halt: Callable[[], objec
             halt()
     except TargetExited:
         pass  # nothing left to protect
+
+
+def after_dlv_killed(pid: int) -> None:
+    """dlv had to be killed: put back the int3s it left, and let go threads it had stopped.
+
+    Delve halts threads with SIGSTOP; when dlv dies, the kernel delivers those and the
+    whole process would stay stopped.
+    """
+    restore_code(pid)
+    try:
+        if status_fields(pid).get("State", "").startswith("T"):
+            os.kill(pid, signal.SIGCONT)
+    except (OSError, SamplerError):
+        pass

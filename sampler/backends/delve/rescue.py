@@ -22,7 +22,7 @@ import signal
 import time
 
 from sampler.backends.delve import parse
-from sampler.backends.delve.leave import SETTLE_S
+from sampler.backends.delve.leave import SETTLE_S, after_dlv_killed
 from sampler.backends.delve.rpc import DelveRpc, RpcError
 from sampler.errors import SamplerError
 
@@ -117,6 +117,17 @@ def rescue_rpc(pid: int, address: str) -> bool:
         return False
     finally:
         rpc.close()
+
+
+def kill_dlv(dlv_pid: int, pid: int) -> None:
+    """The last resort: SIGKILL dlv, then put back its int3s and let stopped threads go."""
+    try:
+        os.kill(dlv_pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    _gone(dlv_pid, 5)
+    time.sleep(0.1)
+    after_dlv_killed(pid)
 
 
 def _gone(pid: int, timeout: float) -> bool:

@@ -18,6 +18,7 @@ import time
 from typing import IO, Any
 
 from sampler.backends.delve import parse
+from sampler.backends.delve.leave import after_dlv_killed
 from sampler.errors import DebuggerError, TargetExited
 
 _LISTENING = re.compile(r"API server listening at: (?P<host>[\d.]+):(?P<port>\d+)")
@@ -66,6 +67,10 @@ class DelveRpc:
             time.sleep(0.01)
         self.close()
         raise parse.attach_error(text, self.pid)
+
+    @property
+    def dlv_pid(self) -> int:
+        return self.process.pid if self.process is not None else 0
 
     def connect(self, host: str, port: int) -> None:
         self._sock = socket.create_connection((host, port), 10)
@@ -133,6 +138,8 @@ class DelveRpc:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(10)
+            time.sleep(0.1)  # the kernel lets the threads go
+            after_dlv_killed(self.pid)
         if self._log is not None:
             self._log.close()
             self._log = None

@@ -54,7 +54,7 @@ class DelveRpcBackend:
         self._attached = True
         try:
             if self.config.guardian:
-                self.guardian = Guardian(self.config.pid, ["delve-rpc", self.rpc.address])
+                self.guardian = Guardian(self.config.pid, ["delve-rpc", str(self.rpc.dlv_pid), self.rpc.address])
             if self.config.location is not None:
                 try:
                     found = self.rpc.call("FindLocation", {"Scope": SCOPE, "Loc": self.config.location})

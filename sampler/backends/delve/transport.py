@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import pexpect
 
 from sampler.backends.delve import parse
+from sampler.backends.delve.leave import after_dlv_killed
 from sampler.errors import DebuggerError
 
 ATTACH_TIMEOUT_S = 60.0
@@ -111,10 +113,14 @@ class DelveTerminal:
         child, self._child = self._child, None
         if child is None:
             return
+        killed = child.isalive()  # not quit: close() kills it
         try:
             child.close(force=True)
         except pexpect.ExceptionPexpect:
             pass
+        if killed:
+            time.sleep(0.1)  # the kernel lets the threads go
+            after_dlv_killed(self.pid)
 
     def _require(self) -> "pexpect.spawn[str]":
         if self._child is None:

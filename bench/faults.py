@@ -13,7 +13,7 @@ throughput line came, it never printed SIGTRAP, it is neither stopped nor traced
 its code in memory is byte for byte its file, the CSV parses with every row whole,
 and sampler's exit code and message are the ones expected.
 
-    .venv/bin/python bench/faults.py            # make faults (about 70 minutes)
+    .venv/bin/python bench/faults.py            # make faults (45 minutes here)
     .venv/bin/python bench/faults.py --quick    # make faults-quick (the tests run it)
 
 Writes bench/results/faults.csv (one row per trial) and FAULTS.md (or under --results).
@@ -27,6 +27,7 @@ import datetime
 import os
 import platform
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -431,7 +432,7 @@ def _pct(n: int, of: int) -> str:
     return f"{n}/{of} ({100 * n / of:.0f} %)" if of else "-"
 
 
-def report(trials: list[Trial], path: Path, quick: bool, seconds: float) -> None:
+def report(trials: list[Trial], path: Path, quick: bool, seconds: float, ran: int) -> None:
     groups: dict[tuple[str, str, str, str, bool], list[Trial]] = {}
     for t in trials:
         groups.setdefault((t.way, t.target, t.fault, t.where, t.guardian), []).append(t)
@@ -439,7 +440,8 @@ def report(trials: list[Trial], path: Path, quick: bool, seconds: float) -> None
         "# Fault suite: does the target survive what sampler goes through?",
         "",
         f"{'faults-quick' if quick else 'make faults'}, {datetime.date.today()}, {platform.node() or 'this machine'} "
-        f"({os.cpu_count()} CPUs, Linux {platform.release()}), {len(trials)} trials in {seconds / 60:.1f} min. "
+        f"({os.cpu_count()} CPUs, Linux {platform.release()}), {len(trials)} trials"
+        + (f"; the last invocation ran {ran} of them in {seconds / 60:.1f} min. " if ran else ". ") +
         "Written by `bench/faults.py`; one row per trial in `faults.csv`.",
         "",
         "Every trial samples at 100 Hz, waits for the first row, lets a random 0.05-1.2 s pass, inflicts the fault, "
@@ -480,8 +482,8 @@ def report(trials: list[Trial], path: Path, quick: bool, seconds: float) -> None
               f"{'on' if t.guardian else 'off'} #{t.trial}: survived={t.target_survived} "
               f"intact={t.code_intact} csv={t.csv_whole} exit={t.exit_code} message={t.message!r} {t.note}"
               for t in failed] or ["None."]
-    notes = sorted({f"- {t.fault}: {t.note}" for t in trials if t.note and t.fault in ("second sampler",
-                                                                                         "gdb attaches")})
+    notes = sorted({re.sub(r"(?<=PID )\d+|(?<=process )\d+", "N", f"- {t.way}: {t.fault}: {t.note}") for t in trials
+                    if t.note and t.fault in ("second sampler", "gdb attaches")})
     lines += ["", "## What the second sampler and gdb were told (distinct answers)", "", *notes, ""]
     path.write_text("\n".join(lines))
 
@@ -507,9 +509,13 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="one trial per fault (the tests run this)")
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--only", help="run only these ways, comma-separated (e.g. delve,delve-rpc)")
+    parser.add_argument("--report-only", action="store_true", help="write FAULTS.md again from faults.csv")
     parser.add_argument("--merge", action="store_true",
                         help="keep the trials of the other ways from the faults.csv already there")
     args = parser.parse_args()
+    if args.report_only:
+        report(_load(args.results / "faults.csv"), args.results / "FAULTS.md", False, 0.0, 0)
+        return 0
     if os.geteuid() != 0:
         raise SystemExit("faults: run as root (ptrace of other processes, a tmpfs for the disk-full trial)")
     have_dlv = shutil.which("dlv") is not None
@@ -536,6 +542,7 @@ def main() -> int:
                           f"{(time.monotonic() - started) / 60:.1f} min", flush=True)
         finally:
             runner.close()
+    ran = len(trials)
     if args.merge:
         trials = [t for t in _load(args.results / "faults.csv") if t.way not in {n.way for n in trials}] + trials
         order = [w.name for w in WAYS]
@@ -545,7 +552,7 @@ def main() -> int:
         writer = csv.DictWriter(f, columns)
         writer.writeheader()
         writer.writerows(asdict(t) for t in trials)
-    report(trials, args.results / "FAULTS.md", args.quick, time.monotonic() - started)
+    report(trials, args.results / "FAULTS.md", args.quick, time.monotonic() - started, ran)
     passed = sum(t.ok for t in trials)
     print(f"faults: {passed}/{len(trials)} trials passed every check; see {args.results / 'FAULTS.md'}")
     return 0

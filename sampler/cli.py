@@ -103,10 +103,15 @@ def trace(pid: int, location: str, exprs: Sequence[str], max_events: int | None,
 @cli.command()
 @click.option("--pid", type=int, help="Repair this process.")
 @click.option("--all", "everything", is_flag=True, help="Repair every process in the journal.")
-def repair(pid: int | None, everything: bool) -> int:
-    """Put back breakpoint bytes that a killed sampler left in a process."""
+@click.option("--code-from-file", is_flag=True,
+              help="With --pid: also put back every int3 in the program's code that its file does not have "
+                   "(what a killed dlv or gdb leaves).")
+def repair(pid: int | None, everything: bool, code_from_file: bool) -> int:
+    """Put back breakpoint bytes that a killed sampler (or debugger) left in a process."""
     if (pid is None) == (not everything):
         raise UsageError("give --pid PID or --all", "sampler repair --pid 4242")
+    if code_from_file and pid is None:
+        raise UsageError("--code-from-file needs --pid", "sampler repair --pid 4242 --code-from-file")
     if pid is not None:
         fields = process.status_fields(pid)
         tracer = int(fields.get("TracerPid", "0") or 0)
@@ -116,7 +121,10 @@ def repair(pid: int | None, everything: bool) -> int:
     fixed = journal.repair(pid, skip_traced=True)
     for entry in fixed:
         click.echo(f"sampler: PID {entry.pid}: {entry.note}", err=True)
-    if not fixed:
+    if code_from_file and pid is not None:
+        click.echo(f"sampler: PID {pid}: {journal.restore_code(pid)} int3 byte(s) put back from the program file",
+                   err=True)
+    elif not fixed:
         click.echo("sampler: nothing to repair", err=True)
     return 0
 

@@ -180,3 +180,24 @@ def test_repair_refuses_a_process_a_sampler_holds(start_target: Callable[..., Ta
     finally:
         seizer.release()
     assert os.path.exists(f"/proc/{target.pid}")
+
+
+def test_repair_puts_back_from_the_file_what_a_killed_debugger_left(
+        start_target: Callable[..., Target]) -> None:
+    # GIVEN an int3 a dead debugger left at a function that is never called (not in the journal)
+    target = start_target("ringbuf-c")
+    symbols = subprocess.run(["nm", os.readlink(f"/proc/{target.pid}/exe")], capture_output=True,
+                             text=True, check=True).stdout
+    offset = int(next(line.split()[0] for line in symbols.splitlines() if line.endswith(" never")), 16)
+    base = int(Path(f"/proc/{target.pid}/maps").read_text().split("-", 1)[0], 16)
+    with open(f"/proc/{target.pid}/mem", "r+b", buffering=0) as mem:
+        mem.seek(base + offset)
+        mem.write(b"\xcc")
+    assert code_differs(target)
+    # WHEN repairing from the file
+    result = run("repair", "--pid", str(target.pid), "--code-from-file")
+    # THEN the byte is the file's again
+    assert result.returncode == 0, result.stderr
+    assert f"PID {target.pid}: 1 int3 byte(s) put back from the program file" in result.stderr
+    assert_text_matches_file(target)
+    target.assert_untouched()

@@ -96,8 +96,8 @@ class PtraceBackend:
                 self.memory.check_alive()
             return Reading(values, error="; ".join(errors))
         tracer = self.tracer
+        tracer.arm(self.address)  # journaled first (fsynced): not counted in wait_us
         armed = time.monotonic()
-        tracer.arm(self.address)
         try:
             hit = tracer.wait_for_hit(armed + self.config.hit_timeout_s, stop)
         finally:

@@ -13,7 +13,7 @@ throughput line came, it never printed SIGTRAP, it is neither stopped nor traced
 its code in memory is byte for byte its file, the CSV parses with every row whole,
 and sampler's exit code and message are the ones expected.
 
-    .venv/bin/python bench/faults.py            # make faults (45 minutes here)
+    .venv/bin/python bench/faults.py            # make faults (41 minutes here)
     .venv/bin/python bench/faults.py --quick    # make faults-quick (the tests run it)
 
 Writes bench/results/faults.csv (one row per trial) and FAULTS.md (or under --results).

@@ -14,7 +14,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from sampler.errors import SamplerError
+from sampler import process
+from sampler.errors import ProcessNotFound, SamplerError
 
 INT3 = 0xCC
 
@@ -138,12 +139,9 @@ def repair(pid: int | None = None, skip_traced: bool = False) -> list[Repair]:
 
 def _traced(pid: int) -> bool:
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("TracerPid:"):
-                return int(line.split()[1]) != 0
-    except OSError:
-        pass
-    return False
+        return int(process.status_fields(pid).get("TracerPid", "0") or 0) != 0
+    except ProcessNotFound:
+        return False
 
 
 def restore_code(pid: int) -> int:

@@ -14,7 +14,8 @@ import pwd
 from dataclasses import dataclass
 from pathlib import Path
 
-from sampler.errors import AlreadyTraced, PermissionDenied, UsageError
+from sampler import process
+from sampler.errors import AlreadyTraced, PermissionDenied, ProcessNotFound, UsageError
 
 CAP_SYS_PTRACE = 19
 YAMA = Path("/proc/sys/kernel/yama/ptrace_scope")
@@ -36,8 +37,8 @@ class Facts:
 
 
 def gather(pid: int) -> Facts:
-    ours = _status("self")
-    theirs = _status(str(pid))
+    ours = _status(os.getpid())
+    theirs = _status(pid)
     return Facts(
         pid=pid,
         our_uid=os.geteuid(),
@@ -84,12 +85,11 @@ def denied(pid: int, action: str, facts: Facts | None = None) -> UsageError:
     return PermissionDenied(what)
 
 
-def _status(pid: str) -> dict[str, str]:
+def _status(pid: int) -> dict[str, str]:
     try:
-        text = Path(f"/proc/{pid}/status").read_text(errors="replace")
-    except OSError:
+        return process.status_fields(pid)
+    except ProcessNotFound:
         return {}
-    return {k: v.strip() for k, _, v in (line.partition(":") for line in text.splitlines())}
 
 
 def _yama() -> int | None:

@@ -6,7 +6,7 @@ import csv
 import io
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from sampler.errors import OutputError, OutputLost
 from sampler.sample import Sample, Value
@@ -34,12 +34,11 @@ class CsvWriter:
     A file removed while sampler runs is created anew, with the header, and said once.
     """
 
-    def __init__(self, path: str, names: Sequence[str], warn: Callable[[str], None] | None = None) -> None:
+    def __init__(self, path: str, names: Sequence[str]) -> None:
         """Open ``path`` ('-' for stdout) and write the header; raise OutputError if it cannot."""
         self.path = path
         self._header = columns(names)
         self._own = path != "-"
-        self._warn = warn or (lambda line: print(f"sampler: {line}", file=sys.stderr, flush=True))
         self._fd = self._open() if self._own else sys.stdout.fileno()
         if not self._own:
             sys.stdout.flush()
@@ -54,7 +53,8 @@ class CsvWriter:
             self._fd = self._open()
             self._good = 0
             self._emit(self._header)
-            self._warn(f"--out {self.path} was removed while sampling: writing a new one from sample {sample.seq}")
+            print(f"sampler: --out {self.path} was removed while sampling: writing a new one from sample "
+                  f"{sample.seq}", file=sys.stderr, flush=True)
         self._emit([
             sample.seq,
             sample.time.isoformat(timespec="microseconds").replace("+00:00", "Z"),

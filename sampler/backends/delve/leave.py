@@ -41,6 +41,7 @@ def after_dlv_killed(pid: int) -> None:
     Delve halts threads with SIGSTOP; when dlv dies, the kernel delivers those and the
     whole process would stay stopped.
     """
+    time.sleep(0.1)  # the kernel lets the threads go
     restore_code(pid)
     try:
         if status_fields(pid).get("State", "").startswith("T"):

@@ -33,7 +33,8 @@ _STOP = re.compile(r"^> (?:\[(?P<bp>[^\]]+)\] )?(?P<func>\S+) (?P<file>\S+?):(?P
                    r"(?: \(hits goroutine\((?P<goroutine>\d+)\):\d+ total:\d+\))?", re.M)
 _STOP_NO_SOURCE = re.compile(r"^Stopped at: (?P<pc>0x[0-9a-f]+)", re.M)  # e.g. in the vDSO
 _EXITED = re.compile(r"Process (?P<pid>\d+) has exited with status (?P<status>-?\d+)")
-_GONE = re.compile(r"^Command failed: .*no such process\s*$", re.M)
+_GONE = re.compile(r"no such process\s*$", re.M)
+"""Ends a line of dlv's when the target vanished while halted ('Command failed: ...', or an RPC error)."""
 _FAILED = re.compile(r"^Command failed: (?P<message>.*)$", re.M)
 _BP_SET = re.compile(r"^Breakpoint \S+ set at (?P<addr>0x[0-9a-f]+)", re.M)
 _INT = re.compile(r"^-?\d+$")
@@ -63,14 +64,14 @@ class Stop:
     file_line: str = ""
 
 
-def check_exited(text: str) -> None:
+def check_exited(text: str, pid: int | None = None) -> None:
     """Raise TargetExited when the output says the target process is gone."""
     match = _EXITED.search(text)
     if match:
         raise TargetExited(f"target process {match.group('pid')} exited with status "
                            f"{match.group('status')}")
     if _GONE.search(text):  # killed while halted: dlv learns it from the next ptrace call
-        raise TargetExited("the target process is gone (dlv: no such process)")
+        raise TargetExited(f"the target process{f' {pid}' if pid else ''} is gone (dlv: no such process)")
 
 
 def failure(text: str) -> str | None:

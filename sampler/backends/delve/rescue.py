@@ -25,6 +25,7 @@ from sampler.backends.delve import parse
 from sampler.backends.delve.leave import SETTLE_S, after_dlv_killed
 from sampler.backends.delve.rpc import DelveRpc, RpcError
 from sampler.errors import SamplerError
+from sampler.process import is_running
 
 MARK = 7340218865
 """A number no target state prints: ``print MARK`` shows dlv is at its prompt with nothing queued."""
@@ -126,22 +127,14 @@ def kill_dlv(dlv_pid: int, pid: int) -> None:
     except ProcessLookupError:
         pass
     _gone(dlv_pid, 5)
-    time.sleep(0.1)
     after_dlv_killed(pid)
 
 
 def _gone(pid: int, timeout: float) -> bool:
+    """dlv has ended (a zombie counts: its parent, sampler, died and init reaps it)."""
     deadline = time.monotonic() + timeout
-    while True:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        try:  # a zombie is gone too (its parent, sampler, died; init reaps it)
-            if open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z":
-                return True
-        except OSError:
-            return True
+    while is_running(pid):
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.05)
+    return True

@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from sampler.backends.delve import parse
 from sampler.backends.delve.leave import after_dlv_killed
-from sampler.errors import DebuggerError, TargetExited
+from sampler.errors import DebuggerError
 
 _LISTENING = re.compile(r"API server listening at: (?P<host>[\d.]+):(?P<port>\d+)")
 ATTACH_TIMEOUT_S = 60.0
@@ -97,9 +97,7 @@ class DelveRpc:
         reply = self._answers.pop(request)
         if reply.get("error"):
             message = str(reply["error"])
-            parse.check_exited(message)
-            if "no such process" in message:
-                raise TargetExited(f"target process {self.pid} is gone (dlv: {message})")
+            parse.check_exited(message, self.pid)
             raise RpcError(message)
         result = reply.get("result") or {}
         return result if isinstance(result, dict) else {}
@@ -138,7 +136,6 @@ class DelveRpc:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(10)
-            time.sleep(0.1)  # the kernel lets the threads go
             after_dlv_killed(self.pid)
         if self._log is not None:
             self._log.close()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 
 import pexpect
 
@@ -119,7 +118,6 @@ class DelveTerminal:
         except pexpect.ExceptionPexpect:
             pass
         if killed:
-            time.sleep(0.1)  # the kernel lets the threads go
             after_dlv_killed(self.pid)
 
     def _require(self) -> "pexpect.spawn[str]":

@@ -157,9 +157,9 @@ def measure(target: Target, running: RunningTarget, mode: Mode, rate: float | No
             counts: list[int] = []
             if mode.kind == "bpftrace":
                 threading.Thread(target=_bpf_counts, args=(proc, counts), daemon=True).start()
-                _wait_until(lambda: bool(counts), proc, 60)
+                _wait_until(lambda counts=counts: bool(counts), proc, 60)
             else:
-                _wait_until(lambda: _rows(out) >= 1, proc, 60)
+                _wait_until(lambda out=out: _rows(out) >= 1, proc, 60)
             begin, rows_before = time.monotonic(), _rows(out)
             time.sleep(seconds)
             end, rows_after = time.monotonic(), _rows(out)
@@ -324,7 +324,7 @@ def report(frame: pd.DataFrame, path: Path, args: argparse.Namespace, seconds_ta
     text = f"""# sampler overhead report
 
 Made by `.venv/bin/python bench/overhead.py{' --quick' if args.quick else ''}` on
-{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC in {seconds_taken / 60:.1f} minutes.
+{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC in {seconds_taken / 60:.1f} minutes.
 
 Machine: {os.cpu_count()} cores, shared by the target and the sampler (no pinning);
 kernel {platform.release()}; {_version(["go", "version"])}; Delve {dlv_version};

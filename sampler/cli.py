@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -11,14 +10,17 @@ from typing import Any, TypeVar
 
 import click
 
-from sampler import __version__, expr, journal, process, supervisor
-from sampler.backends.base import CHOICES, select
+from sampler import __version__, expr, process, procfs, supervisor
+from sampler.backends.select import CHOICES, build, pick
 from sampler.config import SessionConfig
 from sampler.durations import format_duration, parse_duration
 from sampler.errors import AlreadyTraced, SamplerError, UsageError
 from sampler.output import Writer
 from sampler.output.console import ConsoleWriter
-from sampler.output.csv import RESERVED, CsvWriter
+from sampler.output.csv import CsvWriter
+from sampler.repair import repair as repair_journal
+from sampler.repair import restore_code
+from sampler.sample import RESERVED
 from sampler.session import Session
 
 
@@ -113,16 +115,15 @@ def repair(pid: int | None, everything: bool, code_from_file: bool) -> int:
     if code_from_file and pid is None:
         raise UsageError("--code-from-file needs --pid", "sampler repair --pid 4242 --code-from-file")
     if pid is not None:
-        fields = process.status_fields(pid)
-        tracer = int(fields.get("TracerPid", "0") or 0)
+        tracer = procfs.tracer_pid(pid)
         if tracer:
             raise AlreadyTraced(f"process {pid} is traced by PID {tracer}: a sampler may still be running",
                                 "stop that sampler first; it restores its bytes itself")
-    fixed = journal.repair(pid, skip_traced=True)
+    fixed = repair_journal(pid, skip_traced=True)
     for entry in fixed:
         click.echo(f"sampler: PID {entry.pid}: {entry.note}", err=True)
     if code_from_file and pid is not None:
-        click.echo(f"sampler: PID {pid}: {journal.restore_code(pid)} int3 byte(s) put back from the program file",
+        click.echo(f"sampler: PID {pid}: {restore_code(pid)} int3 byte(s) put back from the program file",
                    err=True)
     elif not fixed:
         click.echo("sampler: nothing to repair", err=True)
@@ -154,28 +155,29 @@ def _run(config: SessionConfig, out: str, quiet: bool, how: str) -> int:
 def _sample(config: SessionConfig, out: str, quiet: bool, how: str) -> int:
     """Check the target, pick the backend, open the output, run the session, report."""
     target = process.inspect(config.pid)  # refuses a traced target: no live sampler holds it
-    for fixed in journal.repair(config.pid):
-        if fixed.restored:
-            click.echo(f"sampler: an earlier run left PID {fixed.pid} patched: {fixed.note}", err=True)
-    choice = select(config, target)
     names = [e.name for e in config.expressions]
-    writers: list[Writer] = [CsvWriter(out, names)]
-    if not quiet:
-        writers.append(ConsoleWriter(names))
-        click.echo(f"sampler: {choice.backend.name} backend ({choice.reason}); sampling PID "
-                   f"{config.pid} {how}", err=True)
-    session = Session(config, choice.backend, writers)
+    writers: list[Writer] = [CsvWriter(out, names)]  # a bad --out is refused before any work
     try:
-        summary = session.run()
-    except SamplerError as e:
-        if session.summary.samples:
-            e.message += f" ({session.summary.samples} samples kept in {_where(out)})"
-        raise
+        for fixed in repair_journal(config.pid):
+            if fixed.restored or fixed.problem:
+                click.echo(f"sampler: an earlier run left PID {fixed.pid} patched: {fixed.note}", err=True)
+        choice = pick(config, target)
+        if not quiet:
+            writers.append(ConsoleWriter(names))
+            click.echo(f"sampler: {choice.name} backend ({choice.reason}); sampling PID {config.pid} {how}",
+                       err=True)
+        session = Session(config, build(choice, config, target), writers)  # run() detaches it
+        try:
+            summary = session.run()
+        except SamplerError as e:
+            if session.summary.samples:
+                e.message += f" ({session.summary.samples} samples kept in {_where(out)})"
+            raise
     finally:
         for writer in writers:
             writer.close()
     if not quiet:
-        median = statistics.median(summary.pause_us) / 1000 if summary.pause_us else 0.0
+        median = summary.pause_us.median() / 1000
         ended = f", stopped by {summary.stopped_by}" if summary.stopped_by else ""
         click.echo(f"sampler: {summary.samples} samples ({summary.misses} with errors) to "
                    f"{_where(out)}; median pause {median:.2f}ms{ended}; target left running", err=True)

@@ -93,3 +93,13 @@ class TargetExited(SamplerError):
     """The target process ended while sampler was attached."""
 
     hint = "the samples taken before it exited are kept in the output"
+
+
+class JournalError(UsageError):
+    """The journal of patched bytes cannot be written, or is not to be trusted."""
+
+    hint = "remove it, or set SAMPLER_JOURNAL_DIR to a folder of your own (mode 0700)"
+
+
+class UntrustedJournal(JournalError):
+    """A journal folder or file that someone else owns or may write: sampler will not act on it."""

@@ -60,15 +60,25 @@ def parse_option(option: str) -> Expression:
     return Expression(name=name or text, text=text, tree=tree)
 
 
+MAX_LENGTH = 1000
+"""Characters in one expression."""
+MAX_DEPTH = 64
+"""Nesting of one expression's tree (parentheses, operators, fields)."""
+
+
 def parse(text: str) -> ast.Expression:
     """Check ``text`` and return its tree; raise ExpressionError saying what is wrong."""
     if not text:
         raise ExpressionError("empty expression")
+    if len(text) > MAX_LENGTH:
+        raise ExpressionError(f"an expression of {len(text)} characters is too long (at most {MAX_LENGTH})")
     if "\n" in text or "\r" in text or ";" in text:
         raise ExpressionError(f"{text!r}: one expression only (no newline, no ';')")
     if _ASSIGNMENT.search(text):
         raise ExpressionError(f"{text!r}: assignment and increments are not allowed")
     tree = _python_tree(_to_python(text), text)
+    if _depth(tree) > MAX_DEPTH:
+        raise ExpressionError(f"{text!r} is nested too deeply (at most {MAX_DEPTH} levels)")
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             if not (isinstance(node.func, ast.Name) and node.func.id == DEREF):
@@ -87,8 +97,21 @@ def parse(text: str) -> ast.Expression:
 def _python_tree(source: str, text: str) -> ast.Expression:
     try:
         return ast.parse(source, mode="eval")
-    except SyntaxError:
+    except (SyntaxError, ValueError):  # ValueError: e.g. an integer literal of thousands of digits
         raise ExpressionError(f"{text!r} is not a valid expression") from None
+    except (RecursionError, MemoryError):
+        raise ExpressionError(f"{text!r} is nested too deeply") from None
+
+
+def _depth(tree: ast.AST) -> int:
+    """The tree's depth, without recursion."""
+    deepest = 0
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:

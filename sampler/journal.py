@@ -1,28 +1,37 @@
-"""Which bytes of which process sampler has patched, kept on disk so that a later
-`sampler repair` (or the guardian) can put them back after sampler itself died.
+"""The durable log of the bytes sampler has patched, so that a later `sampler repair`
+(or the next attach) can put them back after sampler itself died.
 
-One JSON file per target process under /run/sampler (SAMPLER_JOURNAL_DIR overrides),
-named PID-STARTTIME, written atomically and fsynced before the byte is patched, and
-removed once every byte is restored. The process start time (field 22 of
-/proc/PID/stat) makes sure a reused PID is never touched.
+One JSON file per target process, named PID-STARTTIME.json, written atomically and
+fsynced before the byte is patched, removed once every byte is restored. The process
+start time (procfs.start_time) makes sure a reused PID is never touched.
+
+The folder is /run/sampler for root, else $XDG_RUNTIME_DIR/sampler or
+/tmp/sampler-UID (SAMPLER_JOURNAL_DIR overrides). A name in /tmp can be created
+first by anyone, so the journal trusts a folder only when it belongs to the user and
+no one else may write to it, and a file only when it belongs to the user, is a
+regular file, and is opened without following a link. Anything else is refused with
+JournalError and left untouched.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from sampler import process
-from sampler.errors import ProcessNotFound, SamplerError
+from sampler import procfs
+from sampler.errors import JournalError, ProcessNotFound, UntrustedJournal
 
-INT3 = 0xCC
+SUFFIX = ".json"
 
 
 def journal_dir() -> Path:
     """/run/sampler for root; a user's own runtime folder otherwise (SAMPLER_JOURNAL_DIR overrides)."""
-    if "SAMPLER_JOURNAL_DIR" in os.environ:
+    if os.environ.get("SAMPLER_JOURNAL_DIR"):
         return Path(os.environ["SAMPLER_JOURNAL_DIR"])
     if os.geteuid() == 0:
         return Path("/run/sampler")
@@ -30,13 +39,105 @@ def journal_dir() -> Path:
     return Path(runtime) / "sampler" if runtime else Path(f"/tmp/sampler-{os.geteuid()}")
 
 
-def start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot, or None when it is gone."""
+@contextmanager
+def open_folder(create: bool) -> Iterator[int | None]:
+    """A descriptor of the journal folder, once it is known to be the user's own.
+
+    None when it does not exist and ``create`` is false. JournalError when it is not
+    to be trusted (another owner, writable by group or others, a link) or cannot be made.
+    """
+    folder = journal_dir()
+    if create:
+        try:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as e:
+            raise JournalError(f"cannot create the journal folder {folder}: {e.strerror}") from None
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        if create:
+            raise JournalError(f"the journal folder {folder} vanished") from None
+        yield None
+        return
+    except OSError as e:
+        raise JournalError(f"cannot open the journal folder {folder}: {e.strerror}") from None
+    try:
+        _check_owned(os.fstat(fd), f"the journal folder {folder}")
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _check_owned(info: os.stat_result, what: str) -> None:
+    if info.st_uid != os.geteuid():
+        raise UntrustedJournal(f"{what} belongs to uid {info.st_uid}, not to sampler's user (uid {os.geteuid()}): "
+                           "sampler does not trust it and touched nothing")
+    if info.st_mode & 0o022:
+        raise UntrustedJournal(f"{what} may be written by others (mode {stat.S_IMODE(info.st_mode):o}): "
+                           "sampler does not trust it and touched nothing")
+
+
+def read_entry(folder: int, name: str) -> dict[str, object]:
+    """The parsed JSON of one entry in the (checked) folder; JournalError if it is not to be trusted."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=folder)
+    except OSError as e:
+        raise JournalError(f"cannot open journal entry {name}: {e.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise JournalError(f"journal entry {name} is not a regular file")
+        _check_owned(info, f"journal entry {name}")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = json.loads(f.read(1 << 20))
+    except (OSError, ValueError) as e:
+        raise JournalError(f"journal entry {name} cannot be read: {e}") from None
+    finally:
+        os.close(fd)
+    if not isinstance(data, dict):
+        raise JournalError(f"journal entry {name} is not a journal entry")
+    return data
+
+
+def entry_names(folder: int) -> list[str]:
+    try:
+        return sorted(n for n in os.listdir(folder) if n.endswith(SUFFIX))
+    except OSError as e:
+        raise JournalError(f"cannot list the journal folder {journal_dir()}: {e.strerror}") from None
+
+
+def remove_entry(folder: int, name: str) -> None:
+    try:
+        os.unlink(name, dir_fd=folder)
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        raise JournalError(f"cannot remove journal entry {name}: {e.strerror}") from None
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One journal file, checked: which process, and which bytes to put back."""
+
+    name: str
+    pid: int
+    start_time: int
+    patches: dict[int, int]
+    """address -> original byte."""
+
+
+def parse_entry(name: str, data: dict[str, object]) -> Entry:
+    """Check the fields of an entry; JournalError saying what is missing or wrong."""
+    try:
+        pid, started, patches = data["pid"], data["start_time"], data["patches"]
+        if not isinstance(pid, int) or not isinstance(started, int) or not isinstance(patches, dict):
+            raise TypeError("pid, start_time and patches have the wrong types")
+        parsed = {int(a, 16): int(b) for a, b in patches.items()}
+        if pid <= 0 or any(not 0 <= b <= 255 or a <= 0 for a, b in parsed.items()):
+            raise ValueError("an address or byte out of range")
+    except (KeyError, TypeError, ValueError) as e:
+        raise JournalError(f"journal entry {name} is malformed ({e})") from None
+    return Entry(name, pid, started, parsed)
 
 
 class Journal:
@@ -44,10 +145,11 @@ class Journal:
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
-        started = start_time(pid)
+        started = procfs.start_time(pid)
         if started is None:
-            raise ProcessLookupError(pid)
-        self.path = journal_dir() / f"{pid}-{started}.json"
+            raise ProcessNotFound(f"no process with PID {pid}")
+        self.name = f"{pid}-{started}{SUFFIX}"
+        self.path = journal_dir() / self.name
         self.start_time = started
         self.patches: dict[int, int] = {}
 
@@ -64,112 +166,29 @@ class Journal:
             return
         if self.patches:
             self._write()
-        else:
-            self.path.unlink(missing_ok=True)
+            return
+        with open_folder(create=False) as folder:
+            if folder is not None:
+                remove_entry(folder, self.name)
 
     def _write(self) -> None:
-        folder = self.path.parent
-        try:
-            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-            if folder.stat().st_uid != os.geteuid():
-                raise JournalError(f"the journal folder {folder} belongs to another user")
-            data = {"pid": self.pid, "start_time": self.start_time,
-                    "patches": {f"{a:#x}": b for a, b in self.patches.items()}}
-            tmp = self.path.with_suffix(".tmp")
-            with open(tmp, "w") as f:
-                json.dump(data, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except OSError as e:
-            raise JournalError(f"cannot write the journal {self.path}: {e.strerror}") from None
-
-
-class JournalError(SamplerError):
-    """The journal cannot be written: sampler will not patch what it could not put back."""
-
-    hint = "set SAMPLER_JOURNAL_DIR to a folder of your own"
-
-
-@dataclass(frozen=True)
-class Repair:
-    pid: int
-    restored: int
-    """Bytes put back."""
-    note: str
-
-
-def repair(pid: int | None = None, skip_traced: bool = False) -> list[Repair]:
-    """Put back what earlier runs left patched: for ``pid``, or every entry when None.
-
-    An entry whose process is gone, or whose PID now belongs to another process
-    (another start time), is dropped without touching anything. With ``skip_traced``,
-    a process that is traced right now (a sampler may still own it) is left alone.
-    """
-    results = []
-    folder = journal_dir()
-    for path in sorted(folder.glob("*.json")) if folder.exists() else []:
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        entry_pid = int(data["pid"])
-        if pid is not None and entry_pid != pid:
-            continue
-        if start_time(entry_pid) != int(data["start_time"]):
-            path.unlink(missing_ok=True)
-            results.append(Repair(entry_pid, 0, "process gone or PID reused: entry dropped"))
-            continue
-        if skip_traced and _traced(entry_pid):
-            results.append(Repair(entry_pid, 0, "traced right now (a sampler may own it): left alone"))
-            continue
-        restored = 0
-        with open(f"/proc/{entry_pid}/mem", "r+b", buffering=0) as mem:
-            for address_text, original in data["patches"].items():
-                address = int(address_text, 16)
-                mem.seek(address)
-                if mem.read(1) == bytes([INT3]) and original != INT3:
-                    mem.seek(address)
-                    mem.write(bytes([original]))
-                    restored += 1
-        path.unlink(missing_ok=True)
-        results.append(Repair(entry_pid, restored, f"{restored} byte(s) restored"))
-    return results
-
-
-def _traced(pid: int) -> bool:
-    try:
-        return int(process.status_fields(pid).get("TracerPid", "0") or 0) != 0
-    except ProcessNotFound:
-        return False
-
-
-def restore_code(pid: int) -> int:
-    """Put back, from the program file, every int3 in the program's code that the file does not have.
-
-    For when a debugger had to be killed with its breakpoints (its own internal ones
-    too) still in the target: sampler does not know their original bytes, the file does.
-    Returns the bytes restored.
-    """
-    restored = 0
-    try:
-        exe = os.readlink(f"/proc/{pid}/exe")
-        with open(f"/proc/{pid}/exe", "rb") as f:  # the file even in another mount namespace
-            binary = f.read()
-        with open(f"/proc/{pid}/mem", "r+b", buffering=0) as mem:
-            for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
-                fields = line.split()
-                if len(fields) < 6 or "x" not in fields[1] or fields[5] != exe:
-                    continue
-                start, end = (int(x, 16) for x in fields[0].split("-"))
-                offset = int(fields[2], 16)
-                mem.seek(start)
-                code = mem.read(end - start)
-                for index, byte in enumerate(code):
-                    if byte == INT3 and binary[offset + index] != INT3:
-                        mem.seek(start + index)
-                        mem.write(binary[offset + index:offset + index + 1])
-                        restored += 1
-    except OSError:
-        pass  # gone, or not ours to write
-    return restored
+        data = json.dumps({"pid": self.pid, "start_time": self.start_time,
+                           "patches": {f"{a:#x}": b for a, b in self.patches.items()}}).encode()
+        tmp = self.name + ".tmp"
+        with open_folder(create=True) as folder:
+            assert folder is not None
+            try:
+                try:
+                    os.unlink(tmp, dir_fd=folder)
+                except FileNotFoundError:
+                    pass
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                             dir_fd=folder)
+                try:
+                    os.write(fd, data)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                os.replace(tmp, self.name, src_dir_fd=folder, dst_dir_fd=folder)
+            except OSError as e:
+                raise JournalError(f"cannot write the journal {self.path}: {e.strerror}") from None

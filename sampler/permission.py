@@ -14,11 +14,10 @@ import pwd
 from dataclasses import dataclass
 from pathlib import Path
 
-from sampler import process
+from sampler import procfs
 from sampler.errors import AlreadyTraced, PermissionDenied, ProcessNotFound, UsageError
 
 CAP_SYS_PTRACE = 19
-YAMA = Path("/proc/sys/kernel/yama/ptrace_scope")
 
 
 @dataclass(frozen=True)
@@ -45,7 +44,7 @@ def gather(pid: int) -> Facts:
         our_caps=int(ours.get("CapEff", "0"), 16),
         target_uid=int(theirs["Uid"].split()[1]) if "Uid" in theirs else None,
         target_caps=int(theirs["CapPrm"], 16) if "CapPrm" in theirs else None,
-        yama_scope=_yama(),
+        yama_scope=procfs.yama_scope(),
         in_container=any(Path(p).exists() for p in ("/.dockerenv", "/run/.containerenv"))
         or os.environ.get("container") is not None,
         tracer=int(theirs.get("TracerPid", "0") or 0),
@@ -56,7 +55,7 @@ def denied(pid: int, action: str, facts: Facts | None = None) -> UsageError:
     """The error for ``action`` (e.g. 'trace') refused on ``pid``: what is wrong, what to do."""
     f = facts or gather(pid)
     if f.tracer:
-        return AlreadyTraced(f"process {f.pid} is already traced by PID {f.tracer} ({_comm(f.tracer)})")
+        return AlreadyTraced(f"process {f.pid} is already traced by PID {f.tracer} ({procfs.comm(f.tracer)})")
     can_ptrace = bool(f.our_caps >> CAP_SYS_PTRACE & 1)
     what = f"not allowed to {action} process {f.pid}"
     if f.yama_scope == 3:
@@ -87,16 +86,9 @@ def denied(pid: int, action: str, facts: Facts | None = None) -> UsageError:
 
 def _status(pid: int) -> dict[str, str]:
     try:
-        return process.status_fields(pid)
+        return procfs.status(pid)
     except ProcessNotFound:
         return {}
-
-
-def _yama() -> int | None:
-    try:
-        return int(YAMA.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def _user(uid: int) -> str:
@@ -104,10 +96,3 @@ def _user(uid: int) -> str:
         return f"user {pwd.getpwuid(uid).pw_name} (uid {uid})"
     except KeyError:
         return f"uid {uid}"
-
-
-def _comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text(errors="replace").strip()
-    except OSError:
-        return "unknown"

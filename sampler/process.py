@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
-from sampler import permission
+from sampler import permission, procfs
 from sampler.errors import ProcessNotFound, UnsupportedTarget
 
 
@@ -23,28 +23,6 @@ class TargetProcess:
     """Carries DWARF (.debug_info), which every backend needs to find names."""
 
 
-def status_fields(pid: int) -> dict[str, str]:
-    """/proc/PID/status as a dict; raise ProcessNotFound when the process is gone."""
-    try:
-        with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
-    except (FileNotFoundError, ProcessLookupError):
-        raise ProcessNotFound(f"no process with PID {pid}") from None
-    fields = {}
-    for line in lines:
-        key, _, value = line.partition(":")
-        fields[key] = value.strip()
-    return fields
-
-
-def is_running(pid: int) -> bool:
-    """True while the process exists and is not a zombie."""
-    try:
-        return not status_fields(pid).get("State", "").startswith(("Z", "X"))
-    except ProcessNotFound:
-        return False
-
-
 def inspect(pid: int) -> TargetProcess:
     """Check that ``pid`` can be sampled; raise a SamplerError that says why not."""
     if pid <= 0:
@@ -52,7 +30,7 @@ def inspect(pid: int) -> TargetProcess:
     if pid in (os.getpid(), os.getppid()):
         raise UnsupportedTarget(f"PID {pid} is sampler itself or its parent",
                                 "sample another process")
-    fields = status_fields(pid)
+    fields = procfs.status(pid)
     if fields.get("State", "").startswith(("Z", "X")):
         raise ProcessNotFound(f"process {pid} has exited (it is a zombie)")
     if int(fields.get("TracerPid", "0") or 0):

@@ -1,11 +1,20 @@
-"""What one sample is: backends return a Reading, the session makes it a Sample."""
+"""What one sample is: backends return a Reading, the session makes it a Sample.
+
+The column schema every writer shares, and how a value is written, live here too.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 Value = int | float | str | None
+
+FIXED_BEFORE = ("seq", "time", "elapsed_s", "pid", "thread")
+FIXED_AFTER = ("pause_us", "wait_us", "late_us", "error")
+RESERVED = frozenset(FIXED_BEFORE + FIXED_AFTER)
+"""Column names an expression may not take."""
 
 
 @dataclass(frozen=True)
@@ -34,3 +43,34 @@ class Sample:
     pid: int
     reading: Reading
     late_us: float
+
+
+def columns(names: Sequence[str]) -> list[str]:
+    """The header: fixed columns around one column per expression."""
+    return [*FIXED_BEFORE, *names, *FIXED_AFTER]
+
+
+def format_value(value: Value) -> str:
+    """A value as every writer shows it: '' for none, floats exactly."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def row(sample: Sample) -> list[str]:
+    """The sample's fields in the order of ``columns``, as text."""
+    r = sample.reading
+    return [
+        str(sample.seq),
+        sample.time.isoformat(timespec="microseconds").replace("+00:00", "Z"),
+        f"{sample.elapsed_s:.6f}",
+        str(sample.pid),
+        r.thread,
+        *(format_value(v) for v in r.values),
+        f"{r.pause_us:.0f}",
+        f"{r.wait_us:.0f}",
+        f"{sample.late_us:.0f}",
+        r.error,
+    ]

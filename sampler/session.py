@@ -12,12 +12,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from types import FrameType
 
 from sampler.backends.base import Backend
 from sampler.config import SessionConfig
 from sampler.output import Writer
+from sampler.quantile import LogHistogram
 from sampler.sample import Reading, Sample
 from sampler.schedule import Schedule
 
@@ -36,7 +37,8 @@ class Summary:
     """Ticks passed over because a sample took longer than the interval."""
     stopped_by: str = ""
     """The signal that ended the run, if one did."""
-    pause_us: list[float] = field(default_factory=list)
+    pause_us: LogHistogram = field(default_factory=LogHistogram)
+    """Every sample's pause, in bounded memory (for the median at the end)."""
 
 
 class Session:
@@ -50,12 +52,17 @@ class Session:
         self.summary = Summary()
 
     def run(self) -> Summary:
-        """Attach, sample until count/duration/signal, detach. Errors propagate after detach."""
+        """Attach, sample until count/duration/signal, detach. Errors propagate after detach.
+
+        The backend is detached on every way out, a failed or interrupted attach included:
+        this is the one place that guarantees it."""
         with self._stop_on_signals():
-            if self.stop.is_set():
-                return self.summary
-            self.backend.attach()
             try:
+                if self.stop.is_set():
+                    return self.summary
+                self.backend.attach()
+                for writer in self.writers:
+                    writer.begin()
                 self._trace_loop() if self.config.every_hit else self._loop()
             finally:
                 self.backend.detach()
@@ -64,7 +71,7 @@ class Session:
     def _loop(self) -> None:
         config = self.config
         schedule = Schedule(config.interval_s, self.clock, config.duration_s)
-        started_wall = datetime.now(timezone.utc)
+        started_wall = datetime.now(UTC)
         while not self.stop.is_set():
             if config.count is not None and self.summary.samples >= config.count:
                 return
@@ -85,7 +92,7 @@ class Session:
         """A row for every hit, until count (events), duration or a signal."""
         config = self.config
         start = self.clock()
-        started_wall = datetime.now(timezone.utc)
+        started_wall = datetime.now(UTC)
         end = start + config.duration_s if config.duration_s is not None else None
         while not self.stop.is_set():
             if config.count is not None and self.summary.samples >= config.count:
@@ -101,7 +108,7 @@ class Session:
     def _emit(self, reading: Reading, started_wall: datetime, elapsed: float, late_s: float) -> None:
         self.summary.samples += 1
         self.summary.misses += bool(reading.error)
-        self.summary.pause_us.append(reading.pause_us)
+        self.summary.pause_us.add(reading.pause_us)
         sample = Sample(seq=self.summary.samples, time=started_wall + timedelta(seconds=elapsed),
                         elapsed_s=elapsed, pid=self.config.pid, reading=reading, late_us=late_s * 1e6)
         for writer in self.writers:

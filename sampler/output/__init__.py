@@ -8,6 +8,9 @@ from sampler.sample import Sample
 
 
 class Writer(Protocol):
+    def begin(self) -> None:
+        """Sampling starts (the target is attached): write what comes before the first row."""
+
     def write(self, sample: Sample) -> None:
         """Record one sample; it must be durable (flushed) when this returns."""
 

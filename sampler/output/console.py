@@ -6,8 +6,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from sampler.output.csv import format_value
-from sampler.sample import Sample
+from sampler.sample import Sample, format_value
 
 
 def format_line(sample: Sample, names: Sequence[str]) -> str:
@@ -26,6 +25,9 @@ class ConsoleWriter:
     def __init__(self, names: Sequence[str], stream: TextIO | None = None) -> None:
         self.names = list(names)
         self.stream = stream or sys.stderr
+
+    def begin(self) -> None:
+        pass
 
     def write(self, sample: Sample) -> None:
         try:

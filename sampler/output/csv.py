@@ -1,4 +1,4 @@
-"""CSV output: header once, one row per sample, each row written whole and at once."""
+"""CSV output: header once sampling starts, one row per sample, each row written whole and at once."""
 
 from __future__ import annotations
 
@@ -9,68 +9,54 @@ import sys
 from collections.abc import Sequence
 
 from sampler.errors import OutputError, OutputLost
-from sampler.sample import Sample, Value
-
-FIXED_BEFORE = ("seq", "time", "elapsed_s", "pid", "thread")
-FIXED_AFTER = ("pause_us", "wait_us", "late_us", "error")
-RESERVED = frozenset(FIXED_BEFORE + FIXED_AFTER)
-
-
-def columns(names: Sequence[str]) -> list[str]:
-    return [*FIXED_BEFORE, *names, *FIXED_AFTER]
-
-
-def format_value(value: Value) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
+from sampler.sample import Sample, columns, row
 
 
 class CsvWriter:
     """Rows go out whole or not at all: each row is one write, and when a write fails
     (disk full) the file is cut back to the last whole row before the error is raised.
     A file removed while sampler runs is created anew, with the header, and said once.
+
+    The file is opened (so a bad --out is refused) before anything touches the target,
+    but left as it was until sampling starts: a run that never starts leaves an existing
+    file unchanged and removes one it created.
     """
 
     def __init__(self, path: str, names: Sequence[str]) -> None:
-        """Open ``path`` ('-' for stdout) and write the header; raise OutputError if it cannot."""
+        """Open ``path`` ('-' for stdout); raise OutputError if it cannot be written."""
         self.path = path
         self._header = columns(names)
         self._own = path != "-"
-        self._fd = self._open() if self._own else sys.stdout.fileno()
-        if not self._own:
-            sys.stdout.flush()
+        self._created = self._own and not os.path.lexists(path)
+        self._fd = self._open(truncate=False) if self._own else sys.stdout.fileno()
         self._good = 0  # bytes of whole rows in the file
-        self._begun = False  # the header went out once: later failures are mid-run
+        self._begun = False  # the header went out: later failures are mid-run
+
+    def begin(self) -> None:
+        """Sampling starts: empty the file and write the header."""
+        if self._own:
+            try:
+                os.ftruncate(self._fd, 0)
+            except OSError as e:
+                raise OutputError(f"cannot write --out {self.path}: {e.strerror}") from None
+        else:
+            sys.stdout.flush()
         self._emit(self._header)
         self._begun = True
 
     def write(self, sample: Sample) -> None:
-        r = sample.reading
         if self._own and self._removed():
-            self._fd = self._open()
+            self._fd = self._open(truncate=True)
             self._good = 0
             self._emit(self._header)
             print(f"sampler: --out {self.path} was removed while sampling: writing a new one from sample "
                   f"{sample.seq}", file=sys.stderr, flush=True)
-        self._emit([
-            sample.seq,
-            sample.time.isoformat(timespec="microseconds").replace("+00:00", "Z"),
-            f"{sample.elapsed_s:.6f}",
-            sample.pid,
-            r.thread,
-            *(format_value(v) for v in r.values),
-            f"{r.pause_us:.0f}",
-            f"{r.wait_us:.0f}",
-            f"{sample.late_us:.0f}",
-            r.error,
-        ])
+        self._emit(row(sample))
 
-    def _open(self) -> int:
+    def _open(self, truncate: bool) -> int:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_TRUNC if truncate else 0)
         try:
-            return os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            return os.open(self.path, flags, 0o644)
         except OSError as e:
             raise OutputError(f"cannot write --out {self.path}: {e.strerror}") from None
 
@@ -80,9 +66,9 @@ class CsvWriter:
         except OSError:
             return False
 
-    def _emit(self, row: Sequence[object]) -> None:
+    def _emit(self, fields: Sequence[object]) -> None:
         line = io.StringIO()
-        csv.writer(line, lineterminator="\n").writerow(row)
+        csv.writer(line, lineterminator="\n").writerow(fields)
         data = line.getvalue().encode("utf-8")
         try:
             written = 0
@@ -105,3 +91,8 @@ class CsvWriter:
                 os.close(fd)
             except OSError:
                 pass
+            if self._created and not self._begun:
+                try:
+                    os.unlink(self.path)
+                except OSError:
+                    pass

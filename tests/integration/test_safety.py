@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sampler import journal
+from sampler import journal, procfs, repair
 from tests.integration.targets import ROOT, Target, assert_text_matches_file, one_line_error
 
 
@@ -118,7 +118,7 @@ def test_without_guardian_repair_puts_the_byte_back(
     assert code_differs(target)
     entry = next(own_journal.glob(f"{target.pid}-*.json"))
     patches = json.loads(entry.read_text())["patches"]
-    assert len(patches) == 1 and list(patches.values())[0] != 0xCC
+    assert len(patches) == 1 and next(iter(patches.values())) != 0xCC
     # WHEN repairing it
     result = run("repair", "--pid", str(target.pid))
     # THEN the code is the file's again and the entry is gone
@@ -147,13 +147,13 @@ def test_a_reused_pid_is_never_touched(own_journal: Path) -> None:
     sleeper = subprocess.Popen(["sleep", "30"])
     try:
         own_journal.mkdir(parents=True)
-        started = journal.start_time(sleeper.pid)
+        started = procfs.start_time(sleeper.pid)
         assert started is not None
         entry = own_journal / f"{sleeper.pid}-{started - 1}.json"
         entry.write_text(json.dumps({"pid": sleeper.pid, "start_time": started - 1,
                                      "patches": {"0x1": 0x90}}))
         # WHEN repairing everything
-        fixed = journal.repair()
+        fixed = repair.repair()
         # THEN the entry is dropped and nothing was written
         assert [(f.pid, f.restored) for f in fixed] == [(sleeper.pid, 0)]
         assert "PID reused" in fixed[0].note

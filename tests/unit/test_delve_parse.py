@@ -59,7 +59,7 @@ def test_unparseable_stop_is_a_debugger_error() -> None:
 
 def test_breakpoints() -> None:
     assert parse.parse_breakpoint_set(recorded("bp_set"), "main.(*Ring).Read") == 0x48C780
-    with pytest.raises(LocationNotFound, match='location "main.nope" not found'):
+    with pytest.raises(LocationNotFound, match=r'location "main\.nope" not found'):
         parse.parse_breakpoint_set(recorded("bp_unknown"), "main.nope")
     with pytest.raises(LocationNotFound, match="could not find statement"):
         parse.parse_breakpoint_set(recorded("bp_no_statement"), "main.go:9999")

@@ -1,6 +1,6 @@
 import csv
 import io
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -10,7 +10,7 @@ from sampler.output.console import ConsoleWriter, format_line
 from sampler.output.csv import CsvWriter
 from sampler.sample import Reading, Sample
 
-WHEN = datetime(2026, 11, 30, 2, 3, 4, 500000, tzinfo=timezone.utc)
+WHEN = datetime(2026, 11, 30, 2, 3, 4, 500000, tzinfo=UTC)
 
 
 def sample(seq: int, values: tuple, error: str = "") -> Sample:
@@ -21,6 +21,7 @@ def sample(seq: int, values: tuple, error: str = "") -> Sample:
 def test_header_once_and_one_flushed_row_per_sample(tmp_path: Path) -> None:
     path = tmp_path / "s.csv"
     writer = CsvWriter(str(path), ["delta", "b.r"])
+    writer.begin()
     writer.write(sample(1, (448, 7)))
     # flushed: readable before close
     rows = list(csv.reader(path.read_text().splitlines()))
@@ -45,3 +46,24 @@ def test_console_line() -> None:
     stream = io.StringIO()
     ConsoleWriter(["d"], stream).write(sample(1, (None,), error="not hit"))
     assert stream.getvalue() == "#1 pause=5.1ms late=1.5ms error: not hit\n"
+
+
+def test_no_header_until_sampling_starts(tmp_path: Path) -> None:
+    # GIVEN an --out file that exists, and one that does not
+    kept = tmp_path / "kept.csv"
+    kept.write_text("an earlier run\n")
+    new = tmp_path / "new.csv"
+    # WHEN writers are opened and closed without sampling ever starting (an attach error)
+    for path in (kept, new):
+        CsvWriter(str(path), ["x"]).close()
+    # THEN the existing file is as it was, and the new one is not left behind
+    assert kept.read_text() == "an earlier run\n"
+    assert not new.exists()
+
+
+def test_stdout_gets_the_header_only_at_begin(capfd: pytest.CaptureFixture[str]) -> None:
+    writer = CsvWriter("-", ["x"])
+    assert capfd.readouterr().out == ""
+    writer.begin()
+    writer.close()
+    assert capfd.readouterr().out.splitlines()[0].startswith("seq,time,")

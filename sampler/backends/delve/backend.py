@@ -14,17 +14,16 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from sampler.backends.base import Capabilities
+from sampler.backends.cycle import CALL_TIMEOUT_S, HALT_TIMEOUT_S, POLL_S, miss
 from sampler.backends.delve import parse
 from sampler.backends.delve.leave import settle_before_detach
-from sampler.backends.delve.transport import COMMAND_TIMEOUT_S, DelveTerminal
+from sampler.backends.delve.target import check
+from sampler.backends.delve.transport import DelveTerminal
 from sampler.config import SessionConfig
-from sampler.errors import BackendUnavailable, DebuggerError, TargetExited, UnsupportedTarget
+from sampler.errors import DebuggerError, TargetExited
 from sampler.guardian import Guardian
 from sampler.process import TargetProcess
 from sampler.sample import Reading, Value
-
-HALT_TIMEOUT_S = 5.0
-POLL_S = 0.05
 
 
 class DelveBackend:
@@ -44,36 +43,24 @@ class DelveBackend:
 
     @classmethod
     def create(cls, config: SessionConfig, target: TargetProcess, dlv: str | None) -> DelveBackend:
-        if dlv is None:
-            raise BackendUnavailable("the delve backend needs dlv, which is not on PATH")
-        if not target.is_go:
-            raise UnsupportedTarget(f"process {target.pid} ({target.exe}) is not a Go program",
-                                    "the delve backend samples Go programs only")
-        if not target.has_debug_info:
-            raise UnsupportedTarget(f"{target.exe} has no DWARF debug info (built with -ldflags=-s -w?)",
-                                    "rebuild without stripping, or sample an unstripped build")
-        return cls(config, DelveTerminal(dlv, target.pid))
+        return cls(config, DelveTerminal(check(target, dlv), target.pid))
 
     # -- the Backend interface -------------------------------------------------
 
     def attach(self) -> None:
         self.term.start()
         self._attached = self._stopped = True
-        try:
-            if self.config.guardian:
-                self.guardian = Guardian(self.config.pid, self.term.guardian_rescue())
-            self._batch(["config source-list-line-count 0"])
-            if self.config.location is not None:  # refuse an unknown location before the first tick
-                self._armed = True
-                answer, _ = self._batch([self._break_command(), self._clear_command()])
-                self._armed = False
-                parse.parse_breakpoint_set(answer, self.config.location)
-            else:  # refuse an unknown global before the first tick
-                self._values(self._batch(self._prints()))
-            self._batch([], then_continue=True)
-        except BaseException:
-            self.detach()
-            raise
+        if self.config.guardian:
+            self.guardian = Guardian(self.term.rescue())
+        self._batch(["config source-list-line-count 0"])
+        if self.config.location is not None:  # refuse an unknown location before the first tick
+            self._armed = True
+            answer, _ = self._batch([self._break_command(), self._clear_command()])
+            self._armed = False
+            parse.parse_breakpoint_set(answer, self.config.location)
+        else:  # refuse an unknown global before the first tick
+            self._values(self._batch(self._prints()))
+        self._batch([], then_continue=True)
 
     def sample(self, stop: threading.Event) -> Reading:
         if self.config.location is None:
@@ -159,10 +146,8 @@ class DelveBackend:
         if hit:
             values, errors = self._values(outputs[:-1])
             error = "; ".join(errors)
-        elif stop.is_set():
-            error = "stopped before the breakpoint was hit"
-        elif "received SIGINT" in text:
-            error = f"breakpoint not hit within {self.config.hit_timeout_s:g}s"
+        elif stop.is_set() or "received SIGINT" in text:
+            error = miss(stop, self.config.hit_timeout_s)
         else:
             error = f"target stopped at {where.function} ({where.file_line}) instead"
         return Reading(values, thread=where.goroutine, pause_us=((resumed - start) + (done - stopped)) * 1e6,
@@ -211,9 +196,9 @@ class DelveBackend:
         self.term.send("\n".join([*commands, *(["continue"] if then_continue else [])]))
         outputs = []
         for command in commands:
-            text = self.term.wait(COMMAND_TIMEOUT_S)
+            text = self.term.wait(CALL_TIMEOUT_S)
             if text is None:
-                raise DebuggerError(f"dlv did not answer {command!r} within {COMMAND_TIMEOUT_S:g}s")
+                raise DebuggerError(f"dlv did not answer {command!r} within {CALL_TIMEOUT_S:g}s")
             self._stopped_with(text)
             outputs.append(text)
         if then_continue:

@@ -14,9 +14,9 @@ import signal
 import time
 from collections.abc import Callable
 
-from sampler.errors import SamplerError, TargetExited
-from sampler.journal import restore_code
-from sampler.process import status_fields
+from sampler import procfs
+from sampler.errors import TargetExited
+from sampler.repair import restore_code
 
 SETTLE_S = 0.05
 
@@ -43,8 +43,8 @@ def after_dlv_killed(pid: int) -> None:
     """
     time.sleep(0.1)  # the kernel lets the threads go
     restore_code(pid)
-    try:
-        if status_fields(pid).get("State", "").startswith("T"):
+    if procfs.state(pid) == "T":
+        try:
             os.kill(pid, signal.SIGCONT)
-    except (OSError, SamplerError):
-        pass
+        except OSError:
+            pass

@@ -25,7 +25,7 @@ from sampler.backends.delve import parse
 from sampler.backends.delve.leave import SETTLE_S, after_dlv_killed
 from sampler.backends.delve.rpc import DelveRpc, RpcError
 from sampler.errors import SamplerError
-from sampler.process import is_running
+from sampler.procfs import is_running
 
 MARK = 7340218865
 """A number no target state prints: ``print MARK`` shows dlv is at its prompt with nothing queued."""
@@ -118,6 +118,42 @@ def rescue_rpc(pid: int, address: str) -> bool:
         return False
     finally:
         rpc.close()
+
+
+class TerminalRescue:
+    """For the guardian: take over the terminal dlv sampler drove (the guardian, a fork,
+    holds the pty open) and leave; kill dlv and undo what it left if it does not answer."""
+
+    def __init__(self, pid: int, dlv_pid: int, pty_fd: int) -> None:
+        self.pid, self.dlv_pid, self.pty_fd = pid, dlv_pid, pty_fd
+
+    def ready(self) -> None:
+        pass
+
+    def run(self, patches: dict[int, int]) -> None:
+        if not rescue_terminal(self.dlv_pid, self.pty_fd):
+            kill_dlv(self.dlv_pid, self.pid)
+
+    def cleanup(self) -> None:
+        pass
+
+
+class RpcRescue:
+    """For the guardian: connect to the headless dlv sampler drove and leave; kill dlv
+    and undo what it left if it does not answer."""
+
+    def __init__(self, pid: int, dlv_pid: int, address: str) -> None:
+        self.pid, self.dlv_pid, self.address = pid, dlv_pid, address
+
+    def ready(self) -> None:
+        pass
+
+    def run(self, patches: dict[int, int]) -> None:
+        if not rescue_rpc(self.pid, self.address):
+            kill_dlv(self.dlv_pid, self.pid)
+
+    def cleanup(self) -> None:
+        pass
 
 
 def kill_dlv(dlv_pid: int, pid: int) -> None:

@@ -17,13 +17,13 @@ import tempfile
 import time
 from typing import IO, Any
 
+from sampler.backends.cycle import CALL_TIMEOUT_S
 from sampler.backends.delve import parse
 from sampler.backends.delve.leave import after_dlv_killed
 from sampler.errors import DebuggerError
 
 _LISTENING = re.compile(r"API server listening at: (?P<host>[\d.]+):(?P<port>\d+)")
 ATTACH_TIMEOUT_S = 60.0
-CALL_TIMEOUT_S = 10.0
 
 
 class RpcError(Exception):
@@ -46,7 +46,7 @@ class DelveRpc:
         """Start headless dlv on a port of its choosing on 127.0.0.1 and connect (target halted)."""
         # dlv writes to a file, not a pipe: if sampler dies, dlv must not die of
         # SIGPIPE with the target in its hands (the guardian still talks to it)
-        self._log = tempfile.TemporaryFile()
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 (lives with dlv)
         self.process = subprocess.Popen(
             [self.dlv, "attach", str(self.pid), "--headless", "--api-version=2", "--accept-multiclient",
              "--listen=127.0.0.1:0"],

@@ -9,17 +9,18 @@ import time
 from typing import Any, ClassVar
 
 from sampler.backends.base import Capabilities
+from sampler.backends.cycle import CALL_TIMEOUT_S, HALT_TIMEOUT_S, POLL_S, miss
 from sampler.backends.delve import parse
 from sampler.backends.delve.leave import settle_before_detach
+from sampler.backends.delve.rescue import RpcRescue
 from sampler.backends.delve.rpc import DelveRpc, RpcError
+from sampler.backends.delve.target import check
 from sampler.config import SessionConfig
 from sampler.errors import DebuggerError, LocationNotFound, TargetExited
 from sampler.guardian import Guardian
 from sampler.process import TargetProcess
 from sampler.sample import Reading, Value
 
-HALT_TIMEOUT_S = 5.0
-POLL_S = 0.05
 SCOPE = {"GoroutineID": -1, "Frame": 0, "DeferredCall": 0}
 LOAD = {"FollowPointers": True, "MaxVariableRecurse": 1, "MaxStringLen": 64, "MaxArrayValues": 16,
         "MaxStructFields": -1}
@@ -41,35 +42,27 @@ class DelveRpcBackend:
 
     @classmethod
     def create(cls, config: SessionConfig, target: TargetProcess, dlv: str | None) -> DelveRpcBackend:
-        from sampler.backends.delve.backend import DelveBackend
-
-        DelveBackend.create(config, target, dlv)  # the same checks: dlv found, a Go program, DWARF
-        assert dlv is not None
-        return cls(config, DelveRpc(dlv, target.pid))
+        return cls(config, DelveRpc(check(target, dlv), target.pid))
 
     # -- the Backend interface -------------------------------------------------
 
     def attach(self) -> None:
         self.rpc.start()
         self._attached = True
-        try:
-            if self.config.guardian:
-                self.guardian = Guardian(self.config.pid, ["delve-rpc", str(self.rpc.dlv_pid), self.rpc.address])
-            if self.config.location is not None:
-                try:
-                    found = self.rpc.call("FindLocation", {"Scope": SCOPE, "Loc": self.config.location})
-                except RpcError as e:
-                    raise LocationNotFound(f"dlv cannot break at {self.config.location!r}: {e}") from None
-                locations = found.get("Locations") or []
-                if not locations:
-                    raise LocationNotFound(f"dlv cannot break at {self.config.location!r}")
-                self._address = int(locations[0]["pc"])
-            else:
-                self._evaluate()  # refuse an unknown global before the first tick
-            self._continue()
-        except BaseException:
-            self.detach()
-            raise
+        if self.config.guardian:
+            self.guardian = Guardian(RpcRescue(self.config.pid, self.rpc.dlv_pid, self.rpc.address))
+        if self.config.location is not None:
+            try:
+                found = self.rpc.call("FindLocation", {"Scope": SCOPE, "Loc": self.config.location})
+            except RpcError as e:
+                raise LocationNotFound(f"dlv cannot break at {self.config.location!r}: {e}") from None
+            locations = found.get("Locations") or []
+            if not locations:
+                raise LocationNotFound(f"dlv cannot break at {self.config.location!r}")
+            self._address = int(locations[0]["pc"])
+        else:
+            self._evaluate()  # refuse an unknown global before the first tick
+        self._continue()
 
     def sample(self, stop: threading.Event) -> Reading:
         start = time.monotonic()
@@ -93,10 +86,8 @@ class DelveRpcBackend:
         if hit:
             values, errors = self._evaluate()
             error = "; ".join(errors)
-        elif stop.is_set():
-            error = "stopped before the breakpoint was hit"
         else:
-            error = f"breakpoint not hit within {self.config.hit_timeout_s:g}s"
+            error = miss(stop, self.config.hit_timeout_s)
         self._clear()
         self._continue()
         done = time.monotonic()
@@ -196,13 +187,13 @@ class DelveRpcBackend:
         errors: list[str] = []
         for expression, request in zip(self.config.expressions, requests):
             try:
-                result = self.rpc.answer(request, 10.0)
+                result = self.rpc.answer(request, CALL_TIMEOUT_S)
             except RpcError as e:
                 values.append(None)
                 errors.append(f"{expression.name}: {parse.classify_failure(str(e), expression.text)}")
                 continue
             if result is None:
-                raise DebuggerError(f"dlv did not evaluate {expression.text!r} within 10s")
+                raise DebuggerError(f"dlv did not evaluate {expression.text!r} within {CALL_TIMEOUT_S:g}s")
             variable = result.get("Variable") or {}
             text = str(variable.get("value") or variable.get("type") or "")
             values.append(parse.number(text))

@@ -7,12 +7,13 @@ import signal
 
 import pexpect
 
+from sampler.backends.cycle import CALL_TIMEOUT_S
 from sampler.backends.delve import parse
 from sampler.backends.delve.leave import after_dlv_killed
+from sampler.backends.delve.rescue import TerminalRescue
 from sampler.errors import DebuggerError
 
 ATTACH_TIMEOUT_S = 60.0
-COMMAND_TIMEOUT_S = 10.0
 POLL_FLOOR_S = 0.002
 
 
@@ -22,16 +23,18 @@ class DelveTerminal:
     def __init__(self, dlv: str, pid: int) -> None:
         self.dlv = dlv
         self.pid = pid
-        self._child: "pexpect.spawn[str]" | None = None
+        self._child: pexpect.spawn[str] | None = None
 
     @property
     def alive(self) -> bool:
         return self._child is not None and self._child.isalive()
 
-    def guardian_rescue(self) -> list[str]:
-        """How a guardian (a fork: it keeps the pty open) reaches this dlv if sampler dies."""
+    def rescue(self) -> TerminalRescue:
+        """What a guardian (a fork: it keeps the pty open) does with this dlv if sampler dies."""
         child = self._require()
-        return ["delve", str(child.pid), str(child.child_fd)]
+        if child.pid is None:
+            raise DebuggerError("dlv is gone")
+        return TerminalRescue(self.pid, child.pid, child.child_fd)
 
     def start(self) -> None:
         """Run ``dlv attach``; return at its first prompt (target halted), or raise."""
@@ -78,7 +81,7 @@ class DelveTerminal:
             raise DebuggerError(f"dlv ended unexpectedly: {text.splitlines()[-1] if text else 'no output'}")
         return text
 
-    def run(self, command: str, timeout: float = COMMAND_TIMEOUT_S) -> str:
+    def run(self, command: str, timeout: float = CALL_TIMEOUT_S) -> str:
         """Send a command and return what it printed before the next prompt."""
         self.send(command)
         text = self.wait(timeout)
@@ -96,7 +99,7 @@ class DelveTerminal:
         except ProcessLookupError:
             raise DebuggerError("dlv is gone") from None
 
-    def quit_leaving_target(self, timeout: float = COMMAND_TIMEOUT_S) -> None:
+    def quit_leaving_target(self, timeout: float = CALL_TIMEOUT_S) -> None:
         """Quit dlv, answering its 'kill the process?' question with no (detach only)."""
         child = self._require()
         self.send("quit")
@@ -120,7 +123,7 @@ class DelveTerminal:
         if killed:
             after_dlv_killed(self.pid)
 
-    def _require(self) -> "pexpect.spawn[str]":
+    def _require(self) -> pexpect.spawn[str]:
         if self._child is None:
             raise DebuggerError("dlv is not running")
         return self._child

@@ -16,9 +16,11 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from sampler.backends.base import Capabilities
+from sampler.backends.cycle import miss
 from sampler.backends.ptrace.dwarf import REGISTERS, Debug, Frame, Function, OptimizedOut, Variable
 from sampler.backends.ptrace.evaluate import Evaluator, Object, SampleError
 from sampler.backends.ptrace.memory import Memory
+from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.symbols import Program
 from sampler.backends.ptrace.tracer import Hit, Tracer
 from sampler.config import SessionConfig
@@ -38,8 +40,12 @@ class PtraceBackend:
     capabilities: ClassVar[Capabilities] = Capabilities(
         stops_all_threads=False, languages=("c", "c++", "rust", "go"))
 
-    def __init__(self, config: SessionConfig, program: Program, debug: Debug | None) -> None:
+    def __init__(self, config: SessionConfig, program: Program, debug: Debug | None,
+                 is_go: bool = False) -> None:
         self.config = config
+        self.name_hint = "check the spelling; Go globals are package-qualified (main.ring)" if is_go \
+            else "check the spelling"
+        """What to do about an unknown name: the Go advice only for Go programs."""
         self.program = program
         self.debug = debug
         self.address: int | None = None
@@ -60,11 +66,8 @@ class PtraceBackend:
             if not program.has_symbols and not program.has_dwarf:
                 raise UnsupportedTarget(f"{program.path} has no symbols (it is stripped)",
                                         "sample an unstripped build, or one with debug info (-g)")
-            debug = None
-            if program.has_dwarf:
-                debug = Debug(program.elf)
-                debug.bias = program.bias
-            return cls(config, program, debug)
+            debug = Debug(program.elf, program.bias) if program.has_dwarf else None
+            return cls(config, program, debug, target.is_go)
         except BaseException:
             program.close()
             raise
@@ -74,19 +77,15 @@ class PtraceBackend:
     def attach(self) -> None:
         zero_stop = self.address is None
         self.memory = Memory(self.config.pid, writable=not zero_stop)
-        try:
-            if zero_stop:
-                self._evaluate(None)  # every name must be a global: refuse others now
-                return
-            self._check_names()
-            journal = Journal(self.config.pid)
-            if self.config.guardian:
-                self.guardian = Guardian(self.config.pid)
-            self.tracer = Tracer(self.config.pid, self.memory, journal)
-            self.tracer.seize()
-        except BaseException:
-            self.detach()
-            raise
+        if zero_stop:
+            self._evaluate(None)  # every name must be a global: refuse others now
+            return
+        self._check_names()
+        journal = Journal(self.config.pid)
+        if self.config.guardian:
+            self.guardian = Guardian(PatchRescue(self.config.pid))
+        self.tracer = Tracer(self.config.pid, self.memory, journal, self.guardian)
+        self.tracer.seize()
 
     def sample(self, stop: threading.Event) -> Reading:
         if self.tracer is None or self.address is None:
@@ -104,9 +103,8 @@ class PtraceBackend:
             tracer.disarm(self.address)  # before the hitting thread goes on
         if hit is None:
             waited = time.monotonic() - armed
-            error = "stopped before the breakpoint was hit" if stop.is_set() \
-                else f"breakpoint not hit within {self.config.hit_timeout_s:g}s"
-            return Reading((None,) * len(self.config.expressions), wait_us=waited * 1e6, error=error)
+            return Reading((None,) * len(self.config.expressions), wait_us=waited * 1e6,
+                           error=miss(stop, self.config.hit_timeout_s))
         return self._read_hit(hit, armed, tracer.resume)
 
     def trace(self, stop: threading.Event, until: float) -> Reading | None:
@@ -216,7 +214,7 @@ class PtraceBackend:
                 raise SampleError("registers are only known at a breakpoint")
             return frame.registers[name]
 
-        evaluator = Evaluator(resolve, memory.read, register, self._where())
+        evaluator = Evaluator(resolve, memory.read, register, self._where(), self.name_hint)
         values: list[Value] = []
         errors: list[str] = []
         for expression in self.config.expressions:
@@ -257,8 +255,7 @@ class PtraceBackend:
                     name = source_name(node.id)
                     if name not in names and name not in self.debug.globals \
                             and not any(g.startswith(name + ".") for g in self.debug.globals):
-                        raise ExpressionError(f"no variable {name!r} {self._where()}",
-                                              "check the spelling; Go globals are package-qualified (main.ring)")
+                        raise ExpressionError(f"no variable {name!r} {self._where()}", self.name_hint)
 
 
 class _Lazy:

@@ -123,7 +123,9 @@ class Variable:
 
 
 class Debug:
-    def __init__(self, elf: ELFFile) -> None:
+    def __init__(self, elf: ELFFile, bias: int) -> None:
+        """``bias``: where the program is loaded in the process, less its file addresses
+        (0 for a fixed-address executable); added to static addresses (DW_OP_addr)."""
         self.info: DWARFInfo = elf.get_dwarf_info()
         self._expr = DWARFExprParser(self.info.structs)
         self._locations = LocationParser(self.info.location_lists())
@@ -131,8 +133,7 @@ class Debug:
         self.functions: dict[str, Function] = {}
         self.globals: dict[str, DIE] = {}
         self._fdes: list[FDE] | None = None
-        self.bias = 0
-        """Load bias of the program in the process: added to DW_OP_addr (static addresses)."""
+        self.bias = bias
         self._index()
 
     # -- index ------------------------------------------------------------
@@ -275,7 +276,7 @@ class Debug:
             names = {c.attributes["DW_AT_const_value"].value: _name(c) or ""
                      for c in die.iter_children() if c.tag == "DW_TAG_enumerator"}
             underlying = self.type_of(die)
-            signed = isinstance(underlying, Scalar) and underlying.kind == "signed" \
+            signed = (isinstance(underlying, Scalar) and underlying.kind == "signed") \
                 or any(v < 0 for v in names)
             result = Enum(name or "enum", size or 4, signed, names)
         else:
@@ -380,8 +381,10 @@ class Debug:
         attr = function.die.attributes.get("DW_AT_frame_base")
         if attr is None:
             raise OptimizedOut(f"{name}: the function has no frame base")
-        location = self._evaluate(list(self._expr.parse_expr(attr.value)), name, frame, None) \
-            if "DW_OP_fbreg" not in str(attr.value) else _optimized(name)
+        ops = list(self._expr.parse_expr(attr.value))
+        if any(op.op_name == "DW_OP_fbreg" for op in ops):  # a frame base defined by itself
+            raise OptimizedOut(f"{name}: the function's frame base refers to itself")
+        location = self._evaluate(ops, name, frame, None)
         if isinstance(location, InRegister):
             return frame.registers[location.register]
         if isinstance(location, InMemory):

@@ -59,12 +59,15 @@ RegisterValue = Callable[[str], int]
 
 
 class Evaluator:
-    def __init__(self, resolve: Resolve, read: Read, register: RegisterValue, where: str) -> None:
+    def __init__(self, resolve: Resolve, read: Read, register: RegisterValue, where: str,
+                 name_hint: str = "check the spelling") -> None:
         self.resolve = resolve
         self.read = read
         self.register = register
         self.where = where
         """Where names were looked up, for the error when one is missing."""
+        self.name_hint = name_hint
+        """What to do about a missing name."""
 
     def value(self, tree: ast.Expression) -> Value:
         """Evaluate; SampleError for problems of this sample, ExpressionError for unknown names."""
@@ -77,6 +80,8 @@ class Evaluator:
             raise SampleError(str(e)) from None
         except ZeroDivisionError:
             raise SampleError("division by zero") from None
+        except OverflowError:
+            raise SampleError("a number too large for a float") from None
 
     # -- the tree ---------------------------------------------------------------
 
@@ -126,8 +131,7 @@ class Evaluator:
     def _name(self, name: str) -> Object:
         found = self.resolve(name)
         if found is None:
-            raise ExpressionError(f"no variable {name!r} {self.where}",
-                                  "check the spelling; globals of Go programs are package-qualified (main.ring)")
+            raise ExpressionError(f"no variable {name!r} {self.where}", self.name_hint)
         return found
 
     def _object(self, node: ast.AST) -> Object:
@@ -192,7 +196,9 @@ class Evaluator:
         else:
             raw = (obj.location.value & (1 << 64) - 1).to_bytes(8, "little")[:size]
         if isinstance(t, Scalar) and t.kind == "float":
-            return Num(struct.unpack("<d" if size == 8 else "<f", raw)[0], size * 8)
+            if len(raw) not in _FLOAT_FORMATS:
+                raise ExpressionError(f"{t.name}: {size}-byte floats are not supported")
+            return Num(struct.unpack(_FLOAT_FORMATS[len(raw)], raw)[0], size * 8)
         signed = (isinstance(t, Scalar) and t.kind == "signed") or (isinstance(t, Enum) and t.signed)
         value = int.from_bytes(raw, "little", signed=signed)
         return Num(value, size * 8, signed, is_bool=isinstance(t, Scalar) and t.kind == "bool")
@@ -250,7 +256,7 @@ def _c_mod(a: int, b: int) -> int:
 
 _INT_OPS: dict[type, Callable[[int, int], int]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: _c_div,
-    ast.Mod: _c_mod, ast.LShift: operator.lshift, ast.RShift: operator.rshift,
+    ast.Mod: _c_mod,
     ast.BitOr: operator.or_, ast.BitXor: operator.xor, ast.BitAnd: operator.and_,
 }
 _FLOAT_OPS: dict[type, Callable[[float, float], float]] = {
@@ -260,6 +266,22 @@ _COMPARE: dict[type, Callable[[object, object], bool]] = {
     ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,  # type: ignore[dict-item]
     ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,  # type: ignore[dict-item]
 }
+
+
+_FLOAT_FORMATS = {4: "<f", 8: "<d"}
+UNTYPED_BITS = 64
+"""The width a shift of two untyped numbers (literals) works at."""
+
+
+def _shift(op: ast.operator, value: int, count: int, like: Num) -> int:
+    """A shift as Go defines it: a negative count is an error of this sample; a count of the
+    operand's width or more shifts every bit out (0, or -1 for a negative value shifted right)."""
+    if count < 0:
+        raise SampleError(f"negative shift count {count}")
+    width = like.bits or UNTYPED_BITS
+    if count >= width:
+        return -1 if isinstance(op, ast.RShift) and value < 0 else 0
+    return value << count if isinstance(op, ast.LShift) else value >> count
 
 
 def _binary(op: ast.operator, a: Num, b: Num) -> Num:
@@ -276,4 +298,6 @@ def _binary(op: ast.operator, a: Num, b: Num) -> Num:
         like = b
     else:
         like = Num(0, a.bits, a.signed and b.signed)
+    if isinstance(op, (ast.LShift, ast.RShift)):  # the result has the left operand's type
+        return _wrap(_shift(op, int(a.value), int(b.value), a), a)
     return _wrap(_INT_OPS[type(op)](int(a.value), int(b.value)), like)

@@ -6,7 +6,11 @@ import os
 
 from sampler import permission
 from sampler.errors import DebuggerError, ProcessNotFound, TargetExited
-from sampler.process import is_running
+from sampler.procfs import is_running
+
+LAST_ADDRESS = 1 << 63
+"""/proc/PID/mem takes offsets below this (off_t); user space on x86-64 ends far lower."""
+MAX_READ = 1 << 20
 
 
 class UnreadableMemory(Exception):
@@ -26,6 +30,8 @@ class Memory:
     def read(self, address: int, size: int) -> bytes:
         if address <= 0:
             raise UnreadableMemory(f"cannot read {size} bytes at {address:#x} (null pointer)")
+        if address + size > LAST_ADDRESS or not 0 < size <= MAX_READ:
+            raise UnreadableMemory(f"cannot read {size} bytes at {address:#x} (out of the address space)")
         try:
             data = os.pread(self._fd, size, address)
         except OSError:

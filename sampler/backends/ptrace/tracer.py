@@ -17,9 +17,10 @@ from typing import Any
 from ptrace.binding import func as ptrace_func  # type: ignore[import-untyped]
 from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
-from sampler import permission
+from sampler import permission, procfs
 from sampler.backends.ptrace.memory import Memory, UnreadableMemory
-from sampler.errors import DebuggerError, TargetExited
+from sampler.errors import DebuggerError, ProcessNotFound, TargetExited
+from sampler.guardian import Guardian
 from sampler.journal import Journal
 
 PTRACE_SEIZE = 0x4206
@@ -46,11 +47,14 @@ class Hit:
 
 
 class Tracer:
-    def __init__(self, pid: int, memory: Memory, journal: Journal | None = None) -> None:
+    def __init__(self, pid: int, memory: Memory, journal: Journal | None = None,
+                 guardian: Guardian | None = None) -> None:
         self.pid = pid
         self.memory = memory
         self.journal = journal
         """Where each patched byte is noted before it is patched (for repair after a crash)."""
+        self.guardian = guardian
+        """Told each patched byte before it is patched (it puts them back if the worker dies)."""
         self.threads: set[int] = set()
         self.armed: dict[int, bytes] = {}
         """Breakpoints in place: address -> original byte."""
@@ -142,6 +146,8 @@ class Tracer:
             raise
         if self.journal is not None:
             self.journal.record(address, original[0])
+        if self.guardian is not None:
+            self.guardian.note_patch(address, original[0])
         self.armed[address] = original
         self.known.add(address)
         self.memory.write(address, INT3)
@@ -159,13 +165,18 @@ class Tracer:
     def resume(self, hit: Hit) -> None:
         """Rewind the hitting thread onto the original instruction and let it go."""
         hit.registers.rip = hit.address
+        if self._set_registers(hit):
+            self._request(ptrace_func.PTRACE_CONT, hit.tid, 0, 0)
+
+    def _set_registers(self, hit: Hit) -> bool:
+        """Write the hit's registers back; False when the thread vanished meanwhile (ESRCH)."""
         try:
             ptrace_func.ptrace_setregs(hit.tid, hit.registers)
         except PtraceError as e:
             if e.errno != errno.ESRCH:
-                raise
-            return
-        self._request(ptrace_func.PTRACE_CONT, hit.tid, 0, 0)
+                raise DebuggerError(f"cannot set the registers of thread {hit.tid}: {e}") from None
+            return False
+        return True
 
     def step_over(self, hit: Hit) -> None:
         """Every-hit mode: run the hitting thread over the original instruction with the
@@ -174,9 +185,9 @@ class Tracer:
         original = self.armed.pop(hit.address)
         self.memory.write(hit.address, original)
         hit.registers.rip = hit.address
-        ptrace_func.ptrace_setregs(hit.tid, hit.registers)
         signum = 0
-        while True:
+        stepping = self._set_registers(hit)  # False: the thread vanished (ESRCH)
+        while stepping:
             if not self._request(PTRACE_SINGLESTEP, hit.tid, 0, signum):
                 break  # the thread is gone
             status = self._wait_for(hit.tid)
@@ -325,7 +336,7 @@ class Tracer:
 
 def _tasks(pid: int) -> list[int]:
     try:
-        return [int(name) for name in os.listdir(f"/proc/{pid}/task")]
-    except FileNotFoundError:
+        return procfs.tasks(pid)
+    except ProcessNotFound:
         raise TargetExited(f"target process {pid} exited") from None
 

@@ -1,0 +1,55 @@
+"""The one place that picks and builds a backend for a target."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+
+from sampler.backends.base import Backend
+from sampler.config import SessionConfig
+from sampler.errors import UsageError
+from sampler.process import TargetProcess
+
+CHOICES = ("auto", "delve", "delve-rpc", "ptrace")
+
+
+@dataclass(frozen=True)
+class Choice:
+    name: str
+    """delve, delve-rpc or ptrace."""
+    reason: str
+    """Why this backend, for the user: printed unless --quiet."""
+
+
+def pick(config: SessionConfig, target: TargetProcess) -> Choice:
+    """Which backend samples this target, and why (nothing is built or loaded)."""
+    if config.backend not in CHOICES:
+        raise UsageError(f"unknown backend {config.backend!r}", f"choose one of {', '.join(CHOICES)}")
+    dlv = shutil.which("dlv")
+    choice = config.backend
+    if choice == "auto":
+        if target.is_go and dlv is not None:
+            choice, reason = "delve", "Go program and dlv found"
+        elif target.is_go:
+            choice, reason = "ptrace", "Go program, but no dlv on PATH"
+        else:
+            choice, reason = "ptrace", "not a Go program"
+    else:
+        reason = "chosen with --backend"
+    return Choice(choice, reason)
+
+
+def build(choice: Choice, config: SessionConfig, target: TargetProcess) -> Backend:
+    """Build the chosen backend (only its code is loaded). The caller hands it to a Session
+    at once: the session detaches it on every way out."""
+    if choice.name == "delve":
+        from sampler.backends.delve.backend import DelveBackend
+
+        return DelveBackend.create(config, target, shutil.which("dlv"))
+    if choice.name == "delve-rpc":
+        from sampler.backends.delve.rpc_backend import DelveRpcBackend
+
+        return DelveRpcBackend.create(config, target, shutil.which("dlv"))
+    from sampler.backends.ptrace.backend import PtraceBackend
+
+    return PtraceBackend.create(config, target)

@@ -1,0 +1,150 @@
+"""The one reader of /proc: every fact sampler reads about a process is parsed here, typed.
+
+Nothing here changes a process. A process that is gone raises ProcessNotFound where
+the caller needs the fact, and gives None or False where "gone" is an answer.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from sampler.errors import ProcessNotFound
+
+YAMA = Path("/proc/sys/kernel/yama/ptrace_scope")
+
+
+def status(pid: int) -> dict[str, str]:
+    """/proc/PID/status as a dict; raise ProcessNotFound when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except (FileNotFoundError, ProcessLookupError):
+        raise ProcessNotFound(f"no process with PID {pid}") from None
+    fields = {}
+    for line in lines:
+        key, _, value = line.partition(":")
+        fields[key] = value.strip()
+    return fields
+
+
+def tracer_pid(pid: int) -> int:
+    """The PID of the process tracing ``pid`` (0: none); ProcessNotFound when it is gone."""
+    return int(status(pid).get("TracerPid", "0") or 0)
+
+
+def traced(pid: int) -> bool:
+    """True when something traces ``pid`` right now (False when it is gone)."""
+    try:
+        return tracer_pid(pid) != 0
+    except ProcessNotFound:
+        return False
+
+
+def state(pid: int) -> str:
+    """The one-letter state (R, S, T, t, Z...), '' when the process is gone."""
+    try:
+        return status(pid).get("State", "")[:1]
+    except ProcessNotFound:
+        return ""
+
+
+def is_running(pid: int) -> bool:
+    """True while the process exists and is not a zombie."""
+    return state(pid) not in ("", "Z", "X")
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (field 22 of stat), None when it is gone.
+
+    With the PID it names one process for good: a reused PID has another start time.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            text = f.read()
+        return int(text.rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def comm(pid: int) -> str:
+    """The process's short name, or 'unknown'."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text(errors="replace").strip()
+    except OSError:
+        return "unknown"
+
+
+def tasks(pid: int) -> list[int]:
+    """Thread ids of the process; ProcessNotFound when it is gone."""
+    try:
+        return [int(name) for name in os.listdir(f"/proc/{pid}/task")]
+    except (FileNotFoundError, ProcessLookupError):
+        raise ProcessNotFound(f"no process with PID {pid}") from None
+
+
+def children(pid: int) -> list[int]:
+    """Child processes of ``pid`` (of its main thread); empty when it is gone."""
+    try:
+        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def exe_path(pid: int) -> str:
+    """The program's path as the process sees it (/proc/PID/exe); ProcessNotFound when gone."""
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except (FileNotFoundError, ProcessLookupError):
+        raise ProcessNotFound(f"no process with PID {pid}") from None
+
+
+def in_root(pid: int, path: str) -> str:
+    """``path`` as seen from the process's root (works across mount namespaces)."""
+    return f"/proc/{pid}/root{path}"
+
+
+def yama_scope() -> int | None:
+    """kernel.yama.ptrace_scope, or None when the kernel has no Yama."""
+    try:
+        return int(YAMA.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class Mapping:
+    """One line of /proc/PID/maps."""
+
+    start: int
+    end: int
+    perms: str
+    """'r-xp' and the like."""
+    offset: int
+    """Offset in the mapped file."""
+    inode: int
+    path: str
+    """The file, or '' / '[heap]' / '[vdso]' ..."""
+
+    @property
+    def executable(self) -> bool:
+        return "x" in self.perms
+
+
+def maps(pid: int) -> list[Mapping]:
+    """The process's memory mappings; ProcessNotFound when it is gone."""
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except (FileNotFoundError, ProcessLookupError):
+        raise ProcessNotFound(f"no process with PID {pid}") from None
+    found = []
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        if len(fields) < 5:
+            continue
+        start, end = (int(x, 16) for x in fields[0].split("-"))
+        found.append(Mapping(start, end, fields[1], int(fields[2], 16), int(fields[4]),
+                             fields[5].strip() if len(fields) > 5 else ""))
+    return found

@@ -1,0 +1,124 @@
+"""Putting back what an earlier run (or a killed debugger) left in a process's code.
+
+From the journal (journal.py): the bytes sampler patched, with their originals.
+From the program file: every int3 in the program's code that the file does not have,
+for when a debugger was killed with its own breakpoints in the target (sampler does
+not know their original bytes; the file does).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from sampler import journal, procfs
+from sampler.errors import JournalError, SamplerError, UntrustedJournal
+
+INT3 = 0xCC
+
+
+@dataclass(frozen=True)
+class Repair:
+    pid: int
+    restored: int
+    """Bytes put back."""
+    note: str
+    problem: bool = False
+    """The entry was bad or its bytes could not all be put back (said to the user once)."""
+
+
+def repair(pid: int | None = None, skip_traced: bool = False) -> list[Repair]:
+    """Put back what earlier runs left patched: for ``pid``, or every entry when None.
+
+    An entry whose process is gone, or whose PID now belongs to another process
+    (another start time), is dropped without touching anything. With ``skip_traced``,
+    a process that is traced right now (a sampler may still own it) is left alone.
+    A malformed or unreadable entry, or one whose bytes cannot be put back, is said
+    once in the result and removed: it never blocks a later attach. A folder or file
+    that is not the user's own raises JournalError and nothing is touched.
+    """
+    results = []
+    with journal.open_folder(create=False) as folder:
+        if folder is None:
+            return []
+        for name in journal.entry_names(folder):
+            if pid is not None and not name.startswith(f"{pid}-"):
+                continue
+            try:
+                entry = journal.parse_entry(name, journal.read_entry(folder, name))
+            except UntrustedJournal:
+                raise
+            except JournalError as e:
+                journal.remove_entry(folder, name)
+                results.append(Repair(pid or 0, 0, f"{e.message}: entry removed", problem=True))
+                continue
+            if pid is not None and entry.pid != pid:
+                continue
+            if procfs.start_time(entry.pid) != entry.start_time:
+                journal.remove_entry(folder, name)
+                results.append(Repair(entry.pid, 0, "process gone or PID reused: entry dropped"))
+                continue
+            if skip_traced and procfs.traced(entry.pid):
+                results.append(Repair(entry.pid, 0, "traced right now (a sampler may own it): left alone"))
+                continue
+            restored, problem = put_back(entry.pid, entry.patches)
+            journal.remove_entry(folder, name)
+            note = f"{restored} byte(s) restored"
+            if problem:
+                note += f"; {problem}: entry removed"
+            results.append(Repair(entry.pid, restored, note, problem=bool(problem)))
+    return results
+
+
+def put_back(pid: int, patches: dict[int, int]) -> tuple[int, str]:
+    """Write each original byte where an int3 stands; (bytes restored, what failed or '')."""
+    try:
+        fd = os.open(f"/proc/{pid}/mem", os.O_RDWR | os.O_CLOEXEC)
+    except OSError as e:
+        return 0, f"cannot open the memory of process {pid}: {e.strerror}"
+    try:
+        restored, failed = put_back_through(fd, patches)
+    finally:
+        os.close(fd)
+    return restored, f"could not put back {', '.join(failed)}" if failed else ""
+
+
+def put_back_through(fd: int, patches: dict[int, int]) -> tuple[int, list[str]]:
+    """``put_back`` on an open /proc/PID/mem: (bytes restored, 'ADDRESS: reason' of each failure)."""
+    restored = 0
+    failed: list[str] = []
+    for address, original in patches.items():
+        try:
+            if os.pread(fd, 1, address) == bytes([INT3]) and original != INT3:
+                os.pwrite(fd, bytes([original]), address)
+                restored += 1
+        except OSError as e:  # unmapped since (a library closed), or the process is going
+            failed.append(f"{address:#x}: {e.strerror}")
+    return restored, failed
+
+
+def restore_code(pid: int) -> int:
+    """Put back, from the program file, every int3 in the program's code that the file does not have.
+
+    Returns the bytes restored (0 when the process is gone or not ours to write).
+    """
+    restored = 0
+    try:
+        exe = procfs.exe_path(pid)
+        with open(f"/proc/{pid}/exe", "rb") as f:  # the file even in another mount namespace
+            binary = f.read()
+        with open(f"/proc/{pid}/mem", "r+b", buffering=0) as mem:
+            for mapping in procfs.maps(pid):
+                if not mapping.executable or mapping.path != exe:
+                    continue
+                mem.seek(mapping.start)
+                code = mem.read(mapping.end - mapping.start)
+                for index, byte in enumerate(code):
+                    original = binary[mapping.offset + index:mapping.offset + index + 1]
+                    if byte == INT3 and original and original[0] != INT3:
+                        mem.seek(mapping.start + index)
+                        mem.write(original)
+                        restored += 1
+    except (OSError, SamplerError):
+        pass  # gone, or not ours to write
+    return restored

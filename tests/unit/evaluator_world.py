@@ -1,0 +1,87 @@
+"""A small made-up program for the evaluator's unit and property tests: types, globals, memory."""
+
+from __future__ import annotations
+
+from sampler.backends.ptrace.dwarf import Array, Computed, Enum, InMemory, InRegister, Member, Pointer, Scalar, Struct
+from sampler.backends.ptrace.evaluate import Evaluator, Object
+from sampler.backends.ptrace.memory import UnreadableMemory
+
+U64 = Scalar("uint64_t", 8, "unsigned")
+I32 = Scalar("int", 4, "signed")
+I8 = Scalar("int8_t", 1, "signed")
+F64 = Scalar("double", 8, "float")
+F32 = Scalar("float", 4, "float")
+F128 = Scalar("long double", 16, "float")
+BOOL = Scalar("bool", 1, "bool")
+COLOUR = Enum("colour", 4, False, {0: "RED", 1: "GREEN"})
+RING = Struct("ring", 40, {})
+RING_P = Pointer("ring*", 8, RING)
+RING.members.update({
+    "r": Member("r", 0, U64), "w": Member("w", 8, U64), "n": Member("n", 16, I32),
+    "c": Member("c", 20, COLOUR), "next": Member("next", 24, RING_P), "f": Member("f", 32, F64),
+})
+ARRAY = Array("int[4]", 16, I32, 4)
+SLICE = Struct("[]uint64", 24, {"array": Member("array", 0, Pointer("*uint64", 8, U64)),
+                                "len": Member("len", 8, U64), "cap": Member("cap", 16, U64)})
+VOIDP = Pointer("void*", 8, None)
+
+GLOBALS = {
+    "ring": Object(RING_P, InMemory(0x1000)),
+    "r0": Object(RING, InMemory(0x2000)),
+    "arr": Object(ARRAY, InMemory(0x3000)),
+    "s": Object(SLICE, InMemory(0x4000)),
+    "small": Object(I8, InMemory(0x5000)),
+    "flag": Object(BOOL, InMemory(0x5001)),
+    "half": Object(F32, InMemory(0x5004)),
+    "wide": Object(F128, InMemory(0x5010)),
+    "v": Object(VOIDP, InMemory(0x5020)),
+    "inreg": Object(U64, InRegister("rdi")),
+    "konst": Object(I32, Computed(-7)),
+    "main.ring": Object(RING_P, InMemory(0x1000)),
+}
+NAMES = sorted(GLOBALS)
+FIELDS = sorted(RING.members)
+
+
+def standard_memory() -> dict[int, int]:
+    """ring -> r0 {r=5, w=12, n=-3, c=GREEN, next=null, f=2.5}; arr = 1,2,3,4; s = 3 elements."""
+    memory: dict[int, int] = {}
+
+    def put(address: int, value: int | bytes, size: int = 8) -> None:
+        data = value if isinstance(value, bytes) else value.to_bytes(size, "little", signed=value < 0)
+        for i, byte in enumerate(data):
+            memory[address + i] = byte
+
+    import struct
+
+    put(0x1000, 0x2000)
+    put(0x2000, 5)
+    put(0x2008, 12)
+    put(0x2010, -3, 4)
+    put(0x2014, 1, 4)
+    put(0x2018, 0)
+    put(0x2020, struct.pack("<d", 2.5))
+    for i in range(4):
+        put(0x3000 + 4 * i, i + 1, 4)
+    put(0x4000, 0x6000)
+    put(0x4008, 3)
+    put(0x4010, 3)
+    for i in range(3):
+        put(0x6000 + 8 * i, 100 + i)
+    put(0x5000, -128, 1)
+    put(0x5001, 1, 1)
+    put(0x5004, struct.pack("<f", 0.5))
+    put(0x5010, bytes(16))
+    put(0x5020, 0x1234)
+    return memory
+
+
+def evaluator(memory: dict[int, int], registers: dict[str, int] | None = None) -> Evaluator:
+    def read(address: int, size: int) -> bytes:
+        try:
+            return bytes(memory[address + i] for i in range(size))
+        except KeyError:
+            raise UnreadableMemory(f"cannot read {size} bytes at {address:#x}") from None
+
+    regs = registers if registers is not None else {"rdi": 41}
+    return Evaluator(GLOBALS.get, read, lambda name: regs[name], "among the globals")

@@ -1,0 +1,98 @@
+"""The ptrace evaluator over a made-up program: values, C/Go arithmetic, per-sample errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from sampler import expr
+from sampler.backends.ptrace.evaluate import SampleError
+from sampler.errors import ExpressionError
+from tests.unit.evaluator_world import evaluator, standard_memory
+
+
+def value(text: str, memory: dict[int, int] | None = None) -> object:
+    return evaluator(standard_memory() if memory is None else memory).value(expr.parse(text))
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("ring->w - ring->r", 7),
+    ("ring.w - ring.r", 7),  # '.' on a pointer dereferences it
+    ("main.ring.w - main.ring.r", 7),  # a package-qualified global
+    ("(*ring).w", 12),
+    ("ring->r - ring->w", 2**64 - 7),  # unsigned wraps at 64 bits
+    ("ring->n", -3),
+    ("ring->n * 2", -6),
+    ("-7 / 2", -3),  # C truncates toward zero
+    ("-7 % 2", -1),
+    ("ring->n / 2", -1),
+    ("ring->c", "GREEN"),  # enums by name
+    ("ring->next", "0x0"),  # pointers in hex
+    ("ring->f * 2", 5.0),
+    ("arr[2]", 3),
+    ("s[1]", 101),
+    ("small - 1", 127),  # int8 wraps
+    ("flag", "true"),
+    ("!flag", "false"),
+    ("ring->w > ring->r && ring->n < 0", "true"),
+    ("half", 0.5),
+    ("inreg + 1", 42),
+    ("konst", -7),
+    ("1 << 3", 8),
+    ("ring->w >> 2", 3),
+    ("ring->w << 64", 0),  # shifted out, as in Go
+    ("ring->w << 1000000000000", 0),
+    ("ring->n >> 100", -1),  # a negative value shifted right fills with ones
+    ("1 << 1000000000000", 0),
+    ("v", "0x1234"),
+])
+def test_values(text: str, expected: object) -> None:
+    assert value(text) == expected
+
+
+@pytest.mark.parametrize("text, message", [
+    ("ring->next->w", "null pointer"),
+    ("arr[4]", "index 4 out of range"),
+    ("s[3]", "index 3 out of range [0, 3)"),
+    ("1 / (ring->w - 12)", "division by zero"),
+    ("ring->w << -1", "negative shift count -1"),
+    ("1 << -1", "negative shift count -1"),
+    ("ring->w << (ring->n)", "negative shift count -3"),
+    ("ring->f + 1e308 * 1e308 * (1 << 63) * (1 << 63)", ""),  # inf is a value, not an error
+])
+def test_problems_of_one_sample(text: str, message: str) -> None:
+    if not message:
+        assert value(text) == float("inf")
+        return
+    with pytest.raises(SampleError, match=message.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
+        value(text)
+
+
+def test_unreadable_memory_is_a_problem_of_one_sample() -> None:
+    broken = {a: b for a, b in standard_memory().items() if not 0x2000 <= a < 0x2010}
+    with pytest.raises(SampleError, match="cannot read 8 bytes at 0x2008"):
+        value("ring->w", broken)
+
+
+def test_a_huge_pointer_is_unreadable_not_a_crash() -> None:
+    memory = standard_memory()
+    for i, byte in enumerate((2**64 - 8).to_bytes(8, "little")):
+        memory[0x2018 + i] = byte  # ring->next near the top of the address space
+    with pytest.raises(SampleError):
+        value("ring->next->w", memory)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("nope", "no variable 'nope' among the globals"),
+    ("ring->nope", "ring has no field 'nope'"),
+    ("arr.x", "has no field 'x'"),
+    ("*small", "cannot dereference int8_t"),
+    ("small[1]", "cannot index int8_t"),
+    ("r0 + 1", "ring is not a number"),
+    ("ring->f % 2", "does not apply to floats"),
+    ("ring->f[0]", "cannot index double"),
+    ("wide", "16-byte floats are not supported"),
+    ("*v", "cannot dereference void*"),
+])
+def test_errors_in_the_expression_itself(text: str, message: str) -> None:
+    with pytest.raises(ExpressionError, match=message.replace("*", r"\*").replace("[", r"\[")):
+        value(text)

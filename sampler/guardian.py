@@ -25,6 +25,8 @@ import signal
 import time
 from typing import Protocol
 
+from sampler import scheduling
+
 PATCH = b"P"
 DONE = b"done\n"
 LOG_ENV = "SAMPLER_GUARDIAN_LOG"
@@ -113,12 +115,5 @@ def _watch(fd: int, rescue: Rescue) -> int:
 
 
 def _raise_priority() -> None:
-    if os.environ.get(PRIORITY_ENV) == "0":
-        return
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
-    except OSError:
-        try:
-            os.setpriority(os.PRIO_PROCESS, 0, -20)
-        except OSError:
-            pass  # not allowed: normal priority
+    if os.environ.get(PRIORITY_ENV) != "0":
+        scheduling.real_time()

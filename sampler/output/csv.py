@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import stat
 import sys
 from collections.abc import Sequence
 
@@ -36,7 +37,8 @@ class CsvWriter:
         """Sampling starts: empty the file and write the header."""
         if self._own:
             try:
-                os.ftruncate(self._fd, 0)
+                if stat.S_ISREG(os.fstat(self._fd).st_mode):  # not /dev/null, a FIFO...
+                    os.ftruncate(self._fd, 0)
             except OSError as e:
                 raise OutputError(f"cannot write --out {self.path}: {e.strerror}") from None
         else:

@@ -67,3 +67,10 @@ def test_stdout_gets_the_header_only_at_begin(capfd: pytest.CaptureFixture[str])
     writer.begin()
     writer.close()
     assert capfd.readouterr().out.splitlines()[0].startswith("seq,time,")
+
+
+def test_a_device_or_fifo_as_out(tmp_path: Path) -> None:
+    writer = CsvWriter("/dev/null", ["x"])
+    writer.begin()
+    writer.write(sample(1, (1,)))
+    writer.close()

@@ -195,3 +195,14 @@ def assert_signal_ends_cleanly(proc: subprocess.Popen[str], signum: int, out: Pa
     assert_csv_whole(out)
     target.assert_untouched()
     assert_text_matches_file(target)
+
+
+def dlv_of(front: int) -> int:
+    """The dlv that a running sampler (front process PID) drives, or 0."""
+    from sampler import procfs
+
+    for worker in procfs.children(front):
+        for child in procfs.children(worker):
+            if procfs.comm(child) == "dlv":
+                return child
+    return 0

@@ -257,3 +257,30 @@ def test_the_target_exiting_mid_run_keeps_the_samples(
     assert "samples kept in" in last
     rows = assert_csv_whole(out)
     assert len(rows) >= 3
+
+
+@BACKENDS
+def test_dlv_dying_mid_run_is_one_line_and_the_target_lives(go_target: Target, tmp_path: Path,
+                                                            backend: str) -> None:
+    # GIVEN sampler driving dlv with a breakpoint that is never hit (armed nearly all the time)
+    from tests.integration.targets import assert_text_matches_file, dlv_of
+
+    out = tmp_path / "dlv.csv"
+    proc = start_sampler("attach", "--backend", backend, "--pid", str(go_target.pid), "--at", "main.Never",
+                         "--expr", "b.w", "--rate", "5", "--hit-timeout", "150ms", "--out", str(out), "--quiet")
+    wait_for_rows(out, proc, 2)
+    # WHEN dlv dies (SIGKILL), so that sampler's next request finds the connection or terminal gone
+    dlv = dlv_of(proc.pid)
+    assert dlv, "no dlv under sampler"
+    import os
+
+    os.kill(dlv, signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=60)
+    # THEN sampler ends with one line and exit 1 (never 70), the rows kept, the target running intact
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert proc.returncode == 1, stderr
+    assert len(lines) == 1 and lines[0].startswith("sampler: ") and "dlv" in lines[0], lines
+    assert "internal error" not in stderr and "samples kept in" in lines[0]
+    assert_csv_whole(out)
+    go_target.assert_untouched()
+    assert_text_matches_file(go_target)

@@ -112,7 +112,7 @@ def rescue_rpc(pid: int, address: str) -> bool:
         if rpc.answer(pending, 0) is None:
             rpc.call("Command", {"name": "halt"})
             rpc.answer(pending, 5)
-        rpc.call("Detach", {"Kill": False})
+        rpc.detach()
         return True
     except (OSError, SamplerError, RpcError):
         return False

@@ -41,6 +41,8 @@ class DelveRpc:
         self._buffer = b""
         self._answers: dict[int, dict[str, Any]] = {}
         self._next_id = 0
+        self.detached = False
+        """dlv said it let the target go."""
 
     def start(self) -> None:
         """Start headless dlv on a port of its choosing on 127.0.0.1 and connect (target halted)."""
@@ -55,14 +57,19 @@ class DelveRpc:
         text = ""
         deadline = time.monotonic() + ATTACH_TIMEOUT_S
         while time.monotonic() < deadline:
-            text = os.pread(self._log.fileno(), 65536, 0).decode(errors="replace")
+            text = self.output()
             match = _LISTENING.search(text)
             if match:
                 self.address = f"{match.group('host')}:{match.group('port')}"
-                self.connect(match.group("host"), int(match.group("port")))
+                try:
+                    self.connect(match.group("host"), int(match.group("port")))
+                except DebuggerError:
+                    self.close()  # dlv holds the target: take it out
+                    raise
                 return
             if self.process.poll() is not None:
-                text = os.pread(self._log.fileno(), 65536, 0).decode(errors="replace")
+                text = self.output()
+                self.detached = True  # dlv gave up and exited: it left nothing in the target
                 break
             time.sleep(0.01)
         self.close()
@@ -73,8 +80,11 @@ class DelveRpc:
         return self.process.pid if self.process is not None else 0
 
     def connect(self, host: str, port: int) -> None:
-        self._sock = socket.create_connection((host, port), 10)
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            self._sock = socket.create_connection((host, port), CALL_TIMEOUT_S)
+            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError as e:
+            raise self._lost(f"cannot connect to {host}:{port}: {e.strerror or e}") from None
 
     def send(self, method: str, params: dict[str, Any]) -> int:
         """Send a request; return its id (the answer is collected with ``answer``)."""
@@ -83,7 +93,7 @@ class DelveRpc:
         try:
             self._require().sendall(message.encode() + b"\n")
         except OSError as e:
-            raise DebuggerError(f"lost the connection to dlv: {e}") from None
+            raise self._lost(e.strerror or str(e)) from None
         return self._next_id
 
     def answer(self, request: int, timeout: float) -> dict[str, Any] | None:
@@ -110,21 +120,52 @@ class DelveRpc:
 
     def _read(self, timeout: float) -> None:
         sock = self._require()
-        ready, _, _ = select.select([sock], [], [], timeout)
-        if not ready:
-            return
-        data = sock.recv(65536)
+        try:
+            ready, _, _ = select.select([sock], [], [], timeout)
+            if not ready:
+                return
+            data = sock.recv(65536)
+        except OSError as e:  # reset by dlv, which ended or dropped the connection
+            raise self._lost(e.strerror or str(e)) from None
         if not data:
-            raise DebuggerError("dlv closed the connection")
+            raise self._lost("it closed the connection")
         self._buffer += data
         while b"\n" in self._buffer:
             line, self._buffer = self._buffer.split(b"\n", 1)
             if line.strip():
-                reply = json.loads(line)
-                self._answers[int(reply.get("id") or 0)] = reply
+                try:
+                    reply = json.loads(line)
+                    self._answers[int(reply.get("id") or 0)] = reply
+                except (ValueError, TypeError, AttributeError):
+                    raise DebuggerError(f"dlv answered something that is not JSON-RPC: {line[:200]!r}") from None
+
+    def _lost(self, why: str) -> DebuggerError:
+        """The connection to dlv failed: say why, and how dlv ended if it did."""
+        process = self.process
+        ended = process.poll() if process is not None else None
+        if ended is None:
+            return DebuggerError(f"lost the connection to dlv ({why})")
+        last = self.output().strip().splitlines()
+        said = f"; it said: {last[-1][:200]}" if last else ""
+        return DebuggerError(f"dlv ended with status {ended} ({why}){said}")
+
+    def output(self) -> str:
+        """What dlv has printed so far (its log file)."""
+        if self._log is None:
+            return ""
+        try:
+            return os.pread(self._log.fileno(), 1 << 20, 0).decode(errors="replace")
+        except OSError:
+            return ""
+
+    def detach(self) -> None:
+        """Ask dlv to let the target go (not kill it); dlv then exits."""
+        self.call("Detach", {"Kill": False})
+        self.detached = True
 
     def close(self) -> None:
-        """Close the connection and make sure dlv is gone."""
+        """Close the connection and make sure dlv is gone; if dlv ended without detaching
+        (it died, or had to be killed), undo what it left in the target."""
         if self._sock is not None:
             self._sock.close()
             self._sock = None
@@ -132,10 +173,11 @@ class DelveRpc:
         if process is None:
             return
         try:
-            process.wait(10)
+            process.wait(CALL_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
-            process.wait(10)
+            process.wait(CALL_TIMEOUT_S)
+        if not self.detached:
             after_dlv_killed(self.pid)
         if self._log is not None:
             self._log.close()

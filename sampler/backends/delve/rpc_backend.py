@@ -130,7 +130,7 @@ class DelveRpcBackend:
                                      armed=self._breakpoint is not None, halt=self._halt,
                                      clear_and_resume=self._clear_and_resume)
             try:
-                self.rpc.call("Detach", {"Kill": False})
+                self.rpc.detach()
             except (RpcError, DebuggerError):
                 pass  # dlv is gone, or the target is: nothing left to detach from
         finally:

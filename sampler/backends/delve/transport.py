@@ -24,6 +24,8 @@ class DelveTerminal:
         self.dlv = dlv
         self.pid = pid
         self._child: pexpect.spawn[str] | None = None
+        self.left = False
+        """dlv quit and let the target go."""
 
     @property
     def alive(self) -> bool:
@@ -55,6 +57,7 @@ class DelveTerminal:
         index = child.expect([parse.PROMPT, pexpect.EOF, pexpect.TIMEOUT])
         if index != 0:
             text = child.before or ""
+            self.left = index == 1  # dlv gave up and exited: it left nothing in the target
             self.close()
             if index == 2:
                 raise DebuggerError(f"dlv attach {self.pid} gave no prompt within {ATTACH_TIMEOUT_S:.0f}s")
@@ -109,18 +112,19 @@ class DelveTerminal:
             index = 1 + child.expect([pexpect.EOF, pexpect.TIMEOUT], timeout=timeout)
         if index != 1:
             raise DebuggerError("dlv did not quit")
+        self.left = True
 
     def close(self) -> None:
-        """Make sure dlv is gone (after a quit it already is)."""
+        """Make sure dlv is gone (after a quit it already is); if it ended without
+        quitting (it died, or is killed here), undo what it left in the target."""
         child, self._child = self._child, None
         if child is None:
             return
-        killed = child.isalive()  # not quit: close() kills it
         try:
             child.close(force=True)
         except pexpect.ExceptionPexpect:
             pass
-        if killed:
+        if not self.left:
             after_dlv_killed(self.pid)
 
     def _require(self) -> pexpect.spawn[str]:

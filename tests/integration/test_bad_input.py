@@ -117,3 +117,33 @@ def test_usage_mistakes(start_target: Callable[..., Target], args: list[str], ex
     line = one_line_error(result)
     assert expected in line
     assert result.returncode == 2
+
+
+@pytest.mark.parametrize("backend", ["delve", "delve-rpc", "ptrace"])
+def test_a_bad_out_is_refused_before_any_work(go_target: Target, tmp_path: Path, backend: str) -> None:
+    # an unknown location too: --out is checked first, before the program is read or dlv started
+    line = one_line_error(attach(go_target.pid, "--backend", backend, "--at", "main.Nope", "--expr", "b.w",
+                                 "--out", str(tmp_path / "missing" / "x.csv")))
+    assert "cannot write --out" in line, line
+    go_target.assert_untouched()
+
+
+@pytest.mark.parametrize("backend", ["delve", "delve-rpc", "ptrace"])
+def test_no_csv_header_when_the_attach_fails(go_target: Target, tmp_path: Path, backend: str) -> None:
+    kept = tmp_path / "kept.csv"
+    kept.write_text("an earlier run\n")
+    for out in ("-", str(kept)):
+        result = attach(go_target.pid, "--backend", backend, "--at", "main.Nope", "--expr", "b.w", "--out", out)
+        one_line_error(result)
+        assert result.stdout == ""
+    assert kept.read_text() == "an earlier run\n"
+    go_target.assert_untouched()
+
+
+def test_the_go_advice_is_for_go_programs_only(start_target: Callable[..., Target]) -> None:
+    c_target = start_target("ringbuf-c")
+    line = one_line_error(attach(c_target.pid, "--backend", "ptrace", "--at", "ring_read", "--expr", "nope"))
+    assert "no variable 'nope'" in line and "Go" not in line and "package-qualified" not in line, line
+    go = start_target("ringbuf-go")
+    line = one_line_error(attach(go.pid, "--backend", "ptrace", "--expr", "ring.w"))
+    assert "Go globals are package-qualified (main.ring)" in line, line

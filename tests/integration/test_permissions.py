@@ -61,7 +61,7 @@ def test_a_user_samples_their_own_process_without_root(start_target: Callable[..
                         "--expr", "d=b->w - b->r", "--count", "3", "--interval", "100ms", "--out", "-", "--quiet")
     assert result.returncode == 0, result.stderr
     values = deltas(result.stdout)
-    assert len(values) == 3 and all(0 < d <= 20000 for d in values), values
+    assert len(values) == 3 and all(0 <= d <= 20000 for d in values), values  # 0: the reader caught up
     assert_text_matches_file(target)
     target.assert_untouched()
 
@@ -104,3 +104,41 @@ def test_delve_samples_a_target_in_other_namespaces(start_target: Callable[..., 
         assert result.returncode == 0, result.stderr
         assert all(0 <= d <= 20000 for d in deltas(result.stdout))
         wrapper.more_throughput(2)
+
+
+def test_a_journal_folder_someone_else_made_is_never_trusted(start_target: Callable[..., Target]) -> None:
+    # GIVEN a user (uid 54321, no XDG_RUNTIME_DIR) whose /tmp/sampler-UID another user made first,
+    # world-writable, holding an entry that names the user's own process, its real start time, and
+    # a code byte that is 0xCC in the file (an immediate or padding) with a made-up "original"
+    from sampler import procfs
+
+    user = ["setpriv", "--reuid=54321", "--regid=54321", "--clear-groups"]
+    target = start_target(*user, str(BIN / "ringbuf-go"), binary=False)
+    folder = Path("/tmp/sampler-54321")
+    subprocess.run(["rm", "-rf", str(folder)], check=True)
+    folder.mkdir()
+    try:
+        os.chown(folder, 4242, 4242)
+        folder.chmod(0o777)
+        exe = procfs.exe_path(target.pid)
+        code = next(m for m in procfs.maps(target.pid) if m.executable and m.path == exe)
+        with open(f"/proc/{target.pid}/mem", "rb") as mem:
+            mem.seek(code.start)
+            address = code.start + mem.read(code.end - code.start).index(b"\xcc")
+        entry = folder / f"{target.pid}-{procfs.start_time(target.pid)}.json"
+        entry.write_text(f'{{"pid": {target.pid}, "start_time": {procfs.start_time(target.pid)}, '
+                         f'"patches": {{"{address:#x}": 65}}}}')
+        os.chown(entry, 4242, 4242)
+        # WHEN the user runs sampler repair, and an attach (which repairs first)
+        line = one_line_error(sampler_as(user, "repair", "--pid", str(target.pid)))
+        attach = one_line_error(sampler_as(user, "attach", "--backend", "ptrace", "--pid", str(target.pid),
+                                           "--expr", "main.ring.w", "--count", "1", "--out", "-"))
+        # THEN both refuse with one line, and the code is untouched
+        for said in (line, attach):
+            assert "the journal folder /tmp/sampler-54321 belongs to uid 4242" in said, said
+            assert "does not trust it" in said and "SAMPLER_JOURNAL_DIR" in said
+        assert entry.exists()
+        assert_text_matches_file(target)
+        target.assert_untouched()
+    finally:
+        subprocess.run(["rm", "-rf", str(folder)], check=True)

@@ -24,6 +24,7 @@ from tests.integration.targets import (
     Target,
     assert_csv_whole,
     assert_signal_ends_cleanly,
+    assert_text_matches_file,
     have_delve,
     one_line_error,
     read_csv,
@@ -297,4 +298,48 @@ def test_a_function_in_a_shared_library(start_target: Callable[..., Target], tmp
     assert len(rows) == 5
     assert all(r["error"] == "" and 0 <= int(r["d"]) <= CAPACITY for r in rows)
     assert all(int(r["thread"]) != target.pid for r in rows), "the main thread never yields"
+    target.assert_untouched()
+
+
+def test_shift_counts_out_of_range_are_row_errors_or_values(start_target: Callable[..., Target],
+                                                            tmp_path: Path) -> None:
+    target = start_target("ringbuf-c")
+    out = tmp_path / "shift.csv"
+    result = attach(target.pid, "--at", "ring_read", "--expr", "neg=1 << -1", "--expr", "var=b->w << (b->bug - 3)",
+                    "--expr", "huge=b->w << 1000000000000", "--expr", "ok=b->capacity >> 4",
+                    "--count", "3", "--rate", "20", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    for row in assert_csv_whole(out):
+        assert row["neg"] == "" and row["var"] == "" and row["huge"] == "0" and row["ok"] == str(CAPACITY >> 4)
+        assert "neg: negative shift count -1" in row["error"] and "var: negative shift count -3" in row["error"]
+    target.assert_untouched()
+
+
+def test_step_over_tolerates_a_thread_that_vanished(start_target: Callable[..., Target]) -> None:
+    # GIVEN an int3 armed at a function never called, and a hit for a thread ptrace cannot reach (ESRCH)
+    from sampler.backends.ptrace.memory import Memory
+    from sampler.backends.ptrace.symbols import Program
+    from sampler.backends.ptrace.tracer import Hit, Tracer
+
+    target = start_target("ringbuf-c")
+    program = Program(target.pid)
+    address = program.symbol("never")
+    program.close()
+    assert address is not None
+    memory = Memory(target.pid, writable=True)
+    tracer = Tracer(target.pid, memory)
+    try:
+        tracer.arm(address)
+        from ptrace.binding.linux_struct import user_regs_struct  # type: ignore[import-untyped]
+
+        registers = user_regs_struct()
+        registers.rip = address + 1
+        # WHEN stepping it over the original instruction
+        tracer.step_over(Hit(tid=target.pid, address=address, registers=registers, seen=0.0))
+        # THEN nothing is raised and the breakpoint is armed again (every-hit mode keeps it)
+        assert address in tracer.armed and memory.read(address, 1) == b"\xcc"
+    finally:
+        tracer.disarm(address)
+        memory.close()
+    assert_text_matches_file(target)
     target.assert_untouched()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sampler import journal, procfs, repair
+from sampler import journal
 from tests.integration.targets import ROOT, Target, assert_text_matches_file, one_line_error
 
 
@@ -140,28 +140,6 @@ def test_a_new_attach_repairs_what_an_earlier_run_left(
     assert f"an earlier run left PID {target.pid} patched: 1 byte(s) restored" in result.stderr
     assert_text_matches_file(target)
     target.assert_untouched()
-
-
-def test_a_reused_pid_is_never_touched(own_journal: Path) -> None:
-    # GIVEN an entry for a live PID but another process's start time
-    sleeper = subprocess.Popen(["sleep", "30"])
-    try:
-        own_journal.mkdir(parents=True)
-        started = procfs.start_time(sleeper.pid)
-        assert started is not None
-        entry = own_journal / f"{sleeper.pid}-{started - 1}.json"
-        entry.write_text(json.dumps({"pid": sleeper.pid, "start_time": started - 1,
-                                     "patches": {"0x1": 0x90}}))
-        # WHEN repairing everything
-        fixed = repair.repair()
-        # THEN the entry is dropped and nothing was written
-        assert [(f.pid, f.restored) for f in fixed] == [(sleeper.pid, 0)]
-        assert "PID reused" in fixed[0].note
-        assert not entry.exists()
-        assert sleeper.poll() is None
-    finally:
-        sleeper.kill()
-        sleeper.wait()
 
 
 def test_repair_needs_a_pid_or_all() -> None:

@@ -10,13 +10,19 @@ export GOCACHE := $(CURDIR)/.cache/go-build
 export GOPATH := $(CURDIR)/.cache/go
 endif
 
-.PHONY: demo test bench bench-quick faults faults-quick setup system-deps bench-deps targets clean
+.PHONY: demo test lint bench bench-quick faults faults-quick soak soak-quick guardian-bench setup system-deps bench-deps \
+	targets clean
 
 demo: setup
 	@bash scripts/demo.sh
 
-test: setup
+test: setup lint
 	$(VENV)/bin/python -m pytest -q -ra
+
+# ruff and mypy --strict, with their configuration in pyproject.toml
+lint: setup
+	$(VENV)/bin/ruff check sampler tests bench
+	$(VENV)/bin/mypy
 
 setup: system-deps $(VENV)/.installed targets
 
@@ -36,6 +42,19 @@ faults: setup
 # one trial per fault (a few minutes); the test suite runs it once
 faults-quick: setup
 	$(VENV)/bin/python bench/faults.py --quick
+
+# the soak (about 15 minutes): 200 consecutive runs of every way of sampling on long-lived
+# targets, then a million zero-stop samples for memory; results under bench/results/
+soak: setup
+	$(VENV)/bin/python bench/soak.py
+
+# 20 runs and 100,000 samples; the test suite runs it once
+soak-quick: setup
+	$(VENV)/bin/python bench/soak.py --quick
+
+# how fast the guardian puts the byte back when the tracing worker is killed
+guardian-bench: setup
+	$(VENV)/bin/python bench/guardian.py
 
 bench-deps:
 	@bash scripts/install-system-deps.sh bench

@@ -33,37 +33,27 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-BIN = ROOT / "targets" / "bin"
-COMMIT = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True,
-                        text=True).stdout.strip()
+from harness import (  # type: ignore[import-not-found]
+    COMMIT,
+    ROOT,
+    SAMPLER,
+    TARGETS,
+    RunningTarget,
+    Target,
+    code_intact,
+    cpu_hog,
+    csv_whole,
+    kill_tree,
+    worker_of,
+)
+
 CHECK_AFTER_S = 2.0
 """How long after the trial the target must still be running."""
-
-
-@dataclass(frozen=True)
-class Target:
-    key: str
-    label: str
-    binary: str
-    hot: str
-    """Called millions of times a second: the breakpoint is hit at once."""
-    rare: str
-    """Called once a second: the breakpoint sits armed most of each tick."""
-    at_expr: str
-    global_expr: str
-
-
-TARGETS = {
-    "go": Target("go", "Go", "ringbuf-go", "main.(*Ring).Read", "main.Tick", "b.w", "main.ring.w - main.ring.r"),
-    "c": Target("c", "C -O2", "ringbuf-c", "ring_read", "tick", "b->w", "ring->w - ring->r"),
-}
 
 
 @dataclass(frozen=True)
@@ -98,6 +88,8 @@ def faults_for(way: Way) -> list[Fault]:
                    Fault("SIGKILL", (-9,), where), Fault("SIGKILL worker", (137,), where, says=1)]
         if not way.zero_stop:
             faults.append(Fault("SIGKILL worker", (137,), where, guardian=False, says=1))
+            # the guardian's race on a loaded machine: every core busy while the worker is killed
+            faults.append(Fault(LOADED_KILL, (137,), where, says=1))
     return faults + [
         Fault("target exits", (1,), wheres[0], target_lives=False, says=1),
         Fault("target killed", (1,), wheres[0], target_lives=False, says=1),
@@ -109,9 +101,13 @@ def faults_for(way: Way) -> list[Fault]:
     ]
 
 
+LOADED_KILL = "SIGKILL worker, loaded"
+"""SIGKILL of the tracing worker while a busy process runs on every core."""
+
 QUICK = {  # (way, target, fault, where, guardian): one trial each, a couple of minutes in all
     ("ptrace", "c", "SIGINT", "hot", True), ("ptrace", "c", "SIGKILL", "hot", True),
     ("ptrace", "c", "SIGKILL worker", "rare", True), ("ptrace", "c", "target exits", "hot", True),
+    ("ptrace", "c", LOADED_KILL, "rare", True),
     ("ptrace", "c", "target SIGSTOP", "hot", True), ("ptrace", "c", "second sampler", "hot", True),
     ("ptrace", "c", "gdb attaches", "hot", True), ("ptrace", "c", "disk full", "hot", True),
     ("ptrace", "c", "output removed", "hot", True),
@@ -124,94 +120,11 @@ QUICK = {  # (way, target, fault, where, guardian): one trial each, a couple of 
 def trials_for(fault: Fault, way: Way, target: Target, quick: bool) -> int:
     if quick:
         return int((way.name, target.key, fault.name, fault.where, fault.guardian) in QUICK)
-    if fault.name == "SIGKILL worker" and fault.guardian and way.name == "ptrace":
-        return 50  # 2 targets x 2 places x 50 = 200 kills of the tracer, guardian on
+    if fault.name in ("SIGKILL worker", LOADED_KILL) and fault.guardian and way.name == "ptrace":
+        return 50  # 2 targets x 2 places x 50 = 200 kills of the tracer, guardian on (and as many loaded)
     if fault.name.startswith("SIGKILL"):
         return 10
     return 5 if fault.name in ("SIGINT", "SIGTERM") else 3
-
-
-class RunningTarget:
-    """The target, its output lines timestamped as they come."""
-
-    def __init__(self, target: Target, exit_after: int = 0) -> None:
-        command = [str(BIN / target.binary)] + (["--exit-after", str(exit_after)] if exit_after else [])
-        self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.pid = self.proc.pid
-        self.lines: list[tuple[float, str]] = []
-        assert self.proc.stdout is not None
-        ready = self.proc.stdout.readline()
-        if not ready.startswith("ready pid="):
-            raise SystemExit(f"faults: {target.binary} did not start: {ready!r}")
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append((time.monotonic(), line.rstrip("\n")))
-
-    def status(self) -> dict[str, str]:
-        try:
-            text = Path(f"/proc/{self.pid}/status").read_text()
-        except OSError:
-            return {}
-        return dict(line.split(":\t", 1) for line in text.splitlines() if ":\t" in line)
-
-    def trapped(self) -> bool:
-        return any("SIGTRAP" in line or "Trace/breakpoint trap" in line for _, line in self.lines)
-
-    def healthy(self, since: float) -> bool:
-        """Alive, running, untraced, never trapped, printed throughput since ``since``."""
-        status = self.status()
-        return (self.proc.poll() is None and not self.trapped()
-                and status.get("State", "T").split()[0] not in ("T", "t", "Z")
-                and status.get("TracerPid", "1").strip() == "0"
-                and any(t > since and line.startswith("reads/s=") for t, line in self.lines))
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.pid, signal.SIGCONT)
-            self.proc.kill()
-        self.proc.wait()
-
-
-def code_intact(pid: int) -> bool:
-    """The executable mappings of ``pid`` in memory equal the file, byte for byte."""
-    try:
-        exe = os.readlink(f"/proc/{pid}/exe")
-        binary = Path(exe).read_bytes()
-        with open(f"/proc/{pid}/mem", "rb") as mem:
-            for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
-                fields = line.split()
-                if len(fields) >= 6 and "x" in fields[1] and fields[5] == exe:
-                    start, end = (int(x, 16) for x in fields[0].split("-"))
-                    offset = int(fields[2], 16)
-                    mem.seek(start)
-                    if mem.read(end - start) != binary[offset:offset + end - start]:
-                        return False
-    except OSError:
-        return False
-    return True
-
-
-def csv_whole(path: Path) -> tuple[bool, int]:
-    """(every row has the header's fields and seq rises, rows)."""
-    try:
-        with open(path, newline="") as f:
-            rows = list(csv.reader(f))
-    except FileNotFoundError:
-        return False, 0
-    except (OSError, csv.Error, UnicodeDecodeError):
-        return False, 0
-    if not rows or rows[0][:1] != ["seq"]:
-        return False, 0
-    body = rows[1:]
-    whole = all(len(row) == len(rows[0]) for row in body)
-    try:
-        seqs = [int(row[0]) for row in body]
-    except ValueError:
-        return False, len(body)
-    return whole and seqs == sorted(set(seqs)), len(body)
 
 
 @dataclass
@@ -249,7 +162,7 @@ class Runner:
         if fresh or running is None:
             if running is not None:
                 self.drop(target)
-            running = RunningTarget(target, exit_after)
+            running = RunningTarget(target.binary, *(["--exit-after", str(exit_after)] if exit_after else []))
             self.targets[target.key] = running
             time.sleep(0.3)
         return running
@@ -257,7 +170,6 @@ class Runner:
     def drop(self, target: Target) -> None:
         running = self.targets.pop(target.key, None)
         if running is not None:
-            _kill_debuggers_of(running.pid)
             running.stop()
 
     def close(self) -> None:
@@ -265,7 +177,7 @@ class Runner:
             self.drop(TARGETS[key])
 
     def command(self, way: Way, target: Target, fault: Fault, pid: int, out: Path, count: int = 0) -> list[str]:
-        command = [sys.executable, "-m", "sampler", "attach", "--backend", way.backend, "--pid", str(pid),
+        command = [*SAMPLER, "attach", "--backend", way.backend, "--pid", str(pid),
                    "--rate", "100", "--hit-timeout", "2s", "--out", str(out), "--quiet"]
         if count:
             command += ["--count", str(count)]
@@ -276,6 +188,12 @@ class Runner:
         return command + ["--at", target.hot if fault.where == "hot" else target.rare, "--expr", target.at_expr]
 
     def run(self, way: Way, target: Target, fault: Fault, index: int) -> Trial:
+        if fault.name == LOADED_KILL:
+            with cpu_hog():
+                return self._run(way, target, fault, index)
+        return self._run(way, target, fault, index)
+
+    def _run(self, way: Way, target: Target, fault: Fault, index: int) -> Trial:
         trial = Trial(way.name, target.key, fault.name, fault.where, fault.guardian, index, commit=COMMIT)
         exits = fault.name == "target exits"
         running = self.target(target, fresh=exits or not fault.target_lives, exit_after=4 if exits else 0)
@@ -296,7 +214,7 @@ class Runner:
                 trial.exit_code = sampler.wait(40)
             except subprocess.TimeoutExpired:
                 trial.note += " sampler hung: killed"
-                _kill_tree(sampler.pid)
+                kill_tree(sampler.pid)
                 trial.exit_code = sampler.wait()
             ended = time.monotonic()
             time.sleep(CHECK_AFTER_S)
@@ -312,7 +230,7 @@ class Runner:
                 trial.csv_whole and trial.exit_expected and trial.message_clean and trial.others_as_expected
         finally:
             if sampler.poll() is None:
-                _kill_tree(sampler.pid)
+                kill_tree(sampler.pid)
                 sampler.wait()
             _unmount(folder)
             if not fault.target_lives or not (trial.target_survived and trial.code_intact):
@@ -325,8 +243,8 @@ class Runner:
         name = fault.name
         if name in ("SIGINT", "SIGTERM", "SIGKILL"):
             sampler.send_signal(getattr(signal, name))
-        elif name == "SIGKILL worker":
-            worker = _worker_of(sampler.pid)
+        elif name in ("SIGKILL worker", LOADED_KILL):
+            worker = worker_of(sampler.pid)
             if worker is None:
                 return False, "no worker found"
             os.kill(worker, signal.SIGKILL)
@@ -371,48 +289,6 @@ def _wait(condition: Callable[[], bool], proc: subprocess.Popen[bytes], timeout:
             return False
         time.sleep(0.02)
     return True
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
-
-
-def _worker_of(front: int) -> int | None:
-    """The forked worker of sampler's front process (the one that traces)."""
-    for child in _children(front):
-        try:
-            if "sampler" in Path(f"/proc/{child}/cmdline").read_text():
-                return child
-        except OSError:
-            pass
-    return None
-
-
-def _kill_tree(pid: int) -> None:
-    for child in _children(pid):
-        _kill_tree(child)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def _kill_debuggers_of(pid: int) -> None:
-    """A dlv left holding the target (a failed rescue) goes with it."""
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                command = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if command[0].endswith(b"dlv") and str(pid).encode() in command:
-                try:
-                    os.kill(int(entry.name), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
 
 
 def _tiny_filesystem(folder: Path) -> Path:

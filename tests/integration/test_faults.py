@@ -18,7 +18,7 @@ def test_faults_quick_harms_no_target(built_targets: None, tmp_path: Path) -> No
         trials = list(csv.DictReader(f))
     faults = {row["fault"] for row in trials}
     assert {"SIGKILL", "SIGKILL worker", "target exits", "target SIGSTOP", "second sampler", "gdb attaches",
-            "disk full", "output removed"} <= faults
+            "disk full", "output removed", "SIGKILL worker, loaded"} <= faults
     if have_delve():
         assert {"delve", "delve-rpc"} <= {row["way"] for row in trials}
     failed = [row for row in trials if row["ok"] != "True"]

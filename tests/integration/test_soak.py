@@ -1,0 +1,27 @@
+"""The soak's short form runs end to end and counts no harm at all."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.integration.targets import ROOT
+
+
+def test_soak_quick_harms_nothing(built_targets: None, tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "bench/soak.py", "--quick", "--results", str(tmp_path)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    with open(tmp_path / "soak.csv", newline="") as f:
+        runs = list(csv.DictReader(f))
+    assert len(runs) == 20
+    assert {"delve", "delve-rpc", "ptrace", "ptrace zero-stop", "trace ptrace"} <= {r["way"] for r in runs}
+    for run in runs:
+        assert run["exit_code"] != "70", run
+        for harm in ("internal_error", "exit_unexpected", "target_died", "left_traced", "left_stopped",
+                     "stopped_working", "code_changed", "csv_broken"):
+            assert run[harm] == "False", (harm, run)
+    report = (tmp_path / "SOAK.md").read_text()
+    assert "## Memory over 100,000 zero-stop samples" in report

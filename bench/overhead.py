@@ -33,30 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+from harness import BIN, ROOT, TARGETS, RunningTarget, Target  # type: ignore[import-not-found]
 
-ROOT = Path(__file__).resolve().parents[1]
-BIN = ROOT / "targets" / "bin"
-THROUGHPUT = re.compile(r"^reads/s=(\d+) writes/s=(\d+)$")
 BPF_COUNT = re.compile(r"^@n: (\d+)$")
 MAX_RATE = 100_000.0
 """Asked for 'as fast as it goes': the schedule skips what it cannot do."""
-
-
-@dataclass(frozen=True)
-class Target:
-    name: str
-    binary: str
-    at: str
-    delta: str
-    """w - r at the breakpoint."""
-    globals_delta: str
-    """w - r from globals only."""
-
-
-TARGETS = {
-    "c": Target("C -O2", "ringbuf-c", "ring_read", "b->w - b->r", "ring->w - ring->r"),
-    "go": Target("Go", "ringbuf-go", "main.(*Ring).Read", "b.w - b.r", "main.ring.w - main.ring.r"),
-}
 
 
 @dataclass(frozen=True)
@@ -81,36 +62,6 @@ MODES = [
 ]
 
 
-class RunningTarget:
-    """The target, with its throughput lines timestamped as they come."""
-
-    def __init__(self, binary: str) -> None:
-        self.proc = subprocess.Popen([str(BIN / binary)], stdout=subprocess.PIPE, text=True)
-        self.lines: list[tuple[float, int]] = []
-        assert self.proc.stdout is not None
-        ready = self.proc.stdout.readline()
-        if not ready.startswith("ready pid="):
-            raise SystemExit(f"bench: {binary} did not start: {ready!r}")
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            match = THROUGHPUT.match(line.strip())
-            if match:
-                self.lines.append((time.monotonic(), int(match.group(1))))
-
-    def throughput(self, start: float, end: float) -> list[int]:
-        """reads/s of the lines whose whole second lies in [start, end]."""
-        return [reads for t, reads in self.lines if start + 1.0 <= t <= end]
-
-    def stop(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-
-
 @dataclass
 class Window:
     ratio: float
@@ -128,17 +79,17 @@ def sampler_command(target: Target, mode: Mode, rate: float | None, pid: int, ou
                 f"{probe} {{ @n = count(); }} interval:s:1 {{ print(@n); clear(@n); }}"]
     command = [sys.executable, "-m", "sampler"]
     if mode.kind == "every-hit":
-        return [*command, "trace", "--backend", mode.backend, "--pid", str(pid), "--at", target.at,
+        return [*command, "trace", "--backend", mode.backend, "--pid", str(pid), "--at", target.hot,
                 "--expr", f"d={target.delta}", "--out", str(out), "--quiet"]
     command += ["attach", "--backend", mode.backend, "--pid", str(pid), "--rate", f"{rate:g}",
                 "--out", str(out), "--quiet"]
     if mode.kind == "zero-stop":
-        return [*command, "--expr", f"d={target.globals_delta}"]
-    return [*command, "--at", target.at, "--expr", f"d={target.delta}"]
+        return [*command, "--expr", f"d={target.global_expr}"]
+    return [*command, "--at", target.hot, "--expr", f"d={target.delta}"]
 
 
 def _symbol(target: Target) -> str:
-    return f'"{target.at}"' if "(" in target.at else target.at
+    return f'"{target.hot}"' if "(" in target.hot else target.hot
 
 
 def measure(target: Target, running: RunningTarget, mode: Mode, rate: float | None,
@@ -224,7 +175,7 @@ def cell(target_key: str, mode: Mode, rate: float | None, windows: list[Window])
     pauses = [p for w in windows for p in w.pauses]
     waits = [x for w in windows for x in w.waits]
     return {
-        "target": TARGETS[target_key].name, "mode": mode.name, "backend": mode.backend,
+        "target": TARGETS[target_key].label, "mode": mode.name, "backend": mode.backend,
         "rate_asked": "every hit" if rate is None else ("max" if rate >= MAX_RATE else f"{rate:g}"),
         "rate_reached": statistics.median(w.rate for w in windows) if windows else math.nan,
         "ratio_min": min(ratios, default=math.nan), "ratio_median": statistics.median(ratios) if ratios else math.nan,
@@ -364,7 +315,7 @@ def main() -> int:
         try:
             time.sleep(1.5)
             for mode, rate in todo:
-                print(f"bench: {TARGETS[target_key].name} {mode.name} "
+                print(f"bench: {TARGETS[target_key].label} {mode.name} "
                       f"{'every hit' if rate is None else f'{rate:g}/s'}", file=sys.stderr, flush=True)
                 rows.append(cell(target_key, mode, rate,
                                  measure(TARGETS[target_key], running, mode, rate, args.windows, args.seconds)))

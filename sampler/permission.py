@@ -47,7 +47,7 @@ def gather(pid: int) -> Facts:
         yama_scope=procfs.yama_scope(),
         in_container=any(Path(p).exists() for p in ("/.dockerenv", "/run/.containerenv"))
         or os.environ.get("container") is not None,
-        tracer=int(theirs.get("TracerPid", "0") or 0),
+        tracer=procfs.tracer_in(theirs),
     )
 
 

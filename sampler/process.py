@@ -33,7 +33,7 @@ def inspect(pid: int) -> TargetProcess:
     fields = procfs.status(pid)
     if fields.get("State", "").startswith(("Z", "X")):
         raise ProcessNotFound(f"process {pid} has exited (it is a zombie)")
-    if int(fields.get("TracerPid", "0") or 0):
+    if procfs.tracer_in(fields):
         raise permission.denied(pid, "trace")  # names the tracer
     exe = f"/proc/{pid}/exe"
     try:

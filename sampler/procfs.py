@@ -31,7 +31,15 @@ def status(pid: int) -> dict[str, str]:
 
 def tracer_pid(pid: int) -> int:
     """The PID of the process tracing ``pid`` (0: none); ProcessNotFound when it is gone."""
-    return int(status(pid).get("TracerPid", "0") or 0)
+    return tracer_in(status(pid))
+
+
+def tracer_in(fields: dict[str, str]) -> int:
+    """The tracer's PID from a ``status`` already read (0: none)."""
+    try:
+        return int(fields.get("TracerPid", "0") or 0)
+    except ValueError:
+        return 0
 
 
 def traced(pid: int) -> bool:

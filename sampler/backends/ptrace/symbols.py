@@ -9,6 +9,7 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
+from sampler import procfs
 from sampler.errors import ProcessNotFound, UnsupportedTarget
 
 
@@ -18,8 +19,8 @@ class Program:
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
+        self.path = procfs.exe_path(pid)
         try:
-            self.path = os.readlink(f"/proc/{pid}/exe")
             self._file: BinaryIO = open(f"/proc/{pid}/exe", "rb")  # noqa: SIM115 (lives with Program)
         except (FileNotFoundError, ProcessLookupError):
             raise ProcessNotFound(f"no process with PID {pid}") from None
@@ -61,7 +62,7 @@ class Program:
         has mapped, from its dynamic symbol table; None when no library has it."""
         for path, start in self._libraries():
             try:
-                with open(f"/proc/{self.pid}/root{path}", "rb") as f:
+                with open(procfs.in_root(self.pid, path), "rb") as f:
                     elf = ELFFile(f)
                     section = elf.get_section_by_name(".dynsym")
                     if not isinstance(section, SymbolTableSection):
@@ -80,15 +81,11 @@ class Program:
         """Shared objects mapped by the process (not the program itself): path, start."""
         found: list[tuple[str, int]] = []
         seen = {self.path}
-        with open(f"/proc/{self.pid}/maps") as maps:
-            for line in maps:
-                fields = line.split(maxsplit=5)
-                if len(fields) < 6 or int(fields[2], 16) != 0:
-                    continue
-                path = fields[5].strip()
-                if path.startswith("/") and path not in seen and ".so" in path:
-                    seen.add(path)
-                    found.append((path, int(fields[0].split("-")[0], 16)))
+        for mapping in procfs.maps(self.pid):
+            path = mapping.path
+            if mapping.offset == 0 and path.startswith("/") and path not in seen and ".so" in path:
+                seen.add(path)
+                found.append((path, mapping.start))
         return found
 
     def _load_bias(self) -> int:
@@ -97,9 +94,7 @@ class Program:
             return 0
         first_vaddr = min(seg["p_vaddr"] for seg in self.elf.iter_segments() if seg["p_type"] == "PT_LOAD")
         inode = os.stat(f"/proc/{self.pid}/exe").st_ino
-        with open(f"/proc/{self.pid}/maps") as maps:
-            for line in maps:
-                fields = line.split()
-                if len(fields) >= 6 and int(fields[4]) == inode and int(fields[2], 16) == 0:
-                    return int(fields[0].split("-")[0], 16) - (first_vaddr & ~0xFFF)
+        for mapping in procfs.maps(self.pid):
+            if mapping.inode == inode and mapping.offset == 0:
+                return mapping.start - (first_vaddr & ~0xFFF)
         raise UnsupportedTarget(f"cannot find where {self.path} is mapped in process {self.pid}")

@@ -22,10 +22,14 @@ import struct
 SYS_SCHED_SETATTR = 314  # x86-64
 SHORT_SLICE_NS = 100_000
 """The shortest slice the kernel accepts for SCHED_OTHER."""
+SHORT_SLICE_ENV = "SAMPLER_SHORT_SLICE"
+"""'0' leaves the worker's slice alone (for measuring what it is worth: bench/lateness.py)."""
 
 
 def short_slice() -> bool:
     """Ask for a short scheduler slice for this process; True when the kernel took it."""
+    if os.environ.get(SHORT_SLICE_ENV) == "0":
+        return False
     # struct sched_attr, SCHED_ATTR_SIZE_VER1 (56 bytes): size, policy, flags, nice, priority,
     # runtime (the slice), deadline, period, util_min, util_max
     attr = ctypes.create_string_buffer(struct.pack("=IIQiIQQQII", 56, os.SCHED_OTHER, 0,

@@ -386,8 +386,11 @@ def main() -> int:
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--only", help="run only these ways, comma-separated (e.g. delve,delve-rpc)")
     parser.add_argument("--report-only", action="store_true", help="write FAULTS.md again from faults.csv")
+    parser.add_argument("--fault", help="run only this fault (e.g. 'SIGKILL worker, loaded')")
+    parser.add_argument("--trials", type=int, help="trials per cell instead of the suite's own numbers")
     parser.add_argument("--merge", action="store_true",
-                        help="keep the trials of the other ways from the faults.csv already there")
+                        help="keep the trials of the other ways (or, with --fault, other faults) from the "
+                             "faults.csv already there")
     args = parser.parse_args()
     if args.report_only:
         report(_load(args.results / "faults.csv"), args.results / "FAULTS.md", False, 0.0, 0)
@@ -409,7 +412,10 @@ def main() -> int:
                     if way.go_only and target.binary != "ringbuf-go":
                         continue
                     for fault in faults_for(way):
-                        for index in range(trials_for(fault, way, target, args.quick)):
+                        if args.fault and fault.name != args.fault:
+                            continue
+                        count = trials_for(fault, way, target, args.quick)
+                        for index in range(count if args.trials is None or not count else args.trials):
                             trial = runner.run(way, target, fault, index)
                             trials.append(trial)
                             if not trial.ok:
@@ -420,7 +426,9 @@ def main() -> int:
             runner.close()
     ran = len(trials)
     if args.merge:
-        trials = [t for t in _load(args.results / "faults.csv") if t.way not in {n.way for n in trials}] + trials
+        fresh = {(t.way, t.fault) if args.fault else t.way for t in trials}
+        trials = [t for t in _load(args.results / "faults.csv")
+                  if ((t.way, t.fault) if args.fault else t.way) not in fresh] + trials
         order = [w.name for w in WAYS]
         trials.sort(key=lambda t: order.index(t.way))  # stable: each way's own order stays
     columns = list(asdict(trials[0])) if trials else []

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import FrameType
 
+from sampler import scheduling
 from sampler.backends.base import Backend
 from sampler.config import SessionConfig
 from sampler.output import Writer
@@ -81,7 +82,8 @@ class Session:
             self.summary.skipped_ticks += tick.skipped
             delay = tick.deadline - self.clock()
             if delay > 0:
-                self.backend.idle(delay, self.stop)
+                with scheduling.prompt_wakeup():  # the tick starts on time though the cores are busy
+                    self.backend.idle(delay, self.stop)
                 if self.stop.is_set():
                     return
             late_s = schedule.lateness(tick)

@@ -21,8 +21,6 @@ import signal
 import sys
 from collections.abc import Callable
 
-from sampler import scheduling
-
 PR_SET_PDEATHSIG = 1
 PR_SET_NAME = 15
 PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -42,7 +40,6 @@ def run_in_worker(work: Callable[[], int], target: int, guarded: bool = True) ->
             libc.prctl(PR_SET_NAME, b"sampler-worker", 0, 0, 0)  # what ps and TracerPid show
             if os.getppid() != front:  # the front died before the line above
                 os.kill(os.getpid(), signal.SIGTERM)
-            scheduling.short_slice()  # ticks on time although the target keeps the cores busy
             code = work()
         finally:
             try:

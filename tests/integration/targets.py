@@ -82,6 +82,14 @@ def baseline(target: Target) -> float:
     return statistics.median(target.more_throughput(2))
 
 
+def run_bench(script: str, results: Path) -> subprocess.CompletedProcess[str]:
+    """Run a bench script's short form (--quick) with its results under ``results``; it must exit 0."""
+    result = subprocess.run([sys.executable, f"bench/{script}", "--quick", "--results", str(results)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    return result
+
+
 def sampler(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run the real sampler CLI to completion."""
     return subprocess.run([sys.executable, "-m", "sampler", *args], cwd=ROOT, text=True,

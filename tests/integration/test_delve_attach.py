@@ -250,7 +250,7 @@ def test_the_target_exiting_mid_run_keeps_the_samples(
     wait_for_rows(out, proc, 3)
     go_target.proc.kill()
     _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode not in (0, 70), stderr
+    assert proc.returncode == 1, stderr  # the target exited: never 70
     assert "Traceback" not in stderr
     last = stderr.strip().splitlines()[-1]
     assert last.startswith("sampler: ") and "exited" in last, stderr

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import csv
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.integration.targets import ROOT, have_delve
+from tests.integration.targets import have_delve, run_bench
 
 
 def test_faults_quick_harms_no_target(built_targets: None, tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, "bench/faults.py", "--quick", "--results", str(tmp_path)],
-                            cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    run_bench("faults.py", tmp_path)
     with open(tmp_path / "faults.csv", newline="") as f:
         trials = list(csv.DictReader(f))
     faults = {row["fault"] for row in trials}

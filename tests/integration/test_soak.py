@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import csv
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.integration.targets import ROOT
+from tests.integration.targets import run_bench
 
 
 def test_soak_quick_harms_nothing(built_targets: None, tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, "bench/soak.py", "--quick", "--results", str(tmp_path)],
-                            cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    run_bench("soak.py", tmp_path)
     with open(tmp_path / "soak.csv", newline="") as f:
         runs = list(csv.DictReader(f))
     assert len(runs) == 20

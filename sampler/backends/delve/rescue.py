@@ -20,6 +20,7 @@ import re
 import select
 import signal
 import time
+from collections.abc import Callable
 
 from sampler.backends.delve import parse
 from sampler.backends.delve.leave import SETTLE_S, after_dlv_killed
@@ -120,36 +121,18 @@ def rescue_rpc(pid: int, address: str) -> bool:
         rpc.close()
 
 
-class TerminalRescue:
-    """For the guardian: take over the terminal dlv sampler drove (the guardian, a fork,
-    holds the pty open) and leave; kill dlv and undo what it left if it does not answer."""
+class DlvRescue:
+    """For the guardian: leave through the dlv sampler drove (``leave`` returns True when dlv
+    let the target go); when dlv does not answer, kill it and undo what it left."""
 
-    def __init__(self, pid: int, dlv_pid: int, pty_fd: int) -> None:
-        self.pid, self.dlv_pid, self.pty_fd = pid, dlv_pid, pty_fd
-
-    def ready(self) -> None:
-        pass
-
-    def run(self, patches: dict[int, int]) -> None:
-        if not rescue_terminal(self.dlv_pid, self.pty_fd):
-            kill_dlv(self.dlv_pid, self.pid)
-
-    def cleanup(self) -> None:
-        pass
-
-
-class RpcRescue:
-    """For the guardian: connect to the headless dlv sampler drove and leave; kill dlv
-    and undo what it left if it does not answer."""
-
-    def __init__(self, pid: int, dlv_pid: int, address: str) -> None:
-        self.pid, self.dlv_pid, self.address = pid, dlv_pid, address
+    def __init__(self, pid: int, dlv_pid: int, leave: Callable[[], bool]) -> None:
+        self.pid, self.dlv_pid, self.leave = pid, dlv_pid, leave
 
     def ready(self) -> None:
         pass
 
     def run(self, patches: dict[int, int]) -> None:
-        if not rescue_rpc(self.pid, self.address):
+        if not self.leave():
             kill_dlv(self.dlv_pid, self.pid)
 
     def cleanup(self) -> None:

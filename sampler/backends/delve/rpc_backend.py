@@ -12,7 +12,7 @@ from sampler.backends.base import Capabilities
 from sampler.backends.cycle import CALL_TIMEOUT_S, HALT_TIMEOUT_S, POLL_S, miss
 from sampler.backends.delve import parse
 from sampler.backends.delve.leave import settle_before_detach
-from sampler.backends.delve.rescue import RpcRescue
+from sampler.backends.delve.rescue import DlvRescue, rescue_rpc
 from sampler.backends.delve.rpc import DelveRpc, RpcError
 from sampler.backends.delve.target import check
 from sampler.config import SessionConfig
@@ -50,7 +50,8 @@ class DelveRpcBackend:
         self.rpc.start()
         self._attached = True
         if self.config.guardian:
-            self.guardian = Guardian(RpcRescue(self.config.pid, self.rpc.dlv_pid, self.rpc.address))
+            pid, address = self.config.pid, self.rpc.address
+            self.guardian = Guardian(DlvRescue(pid, self.rpc.dlv_pid, lambda: rescue_rpc(pid, address)))
         if self.config.location is not None:
             try:
                 found = self.rpc.call("FindLocation", {"Scope": SCOPE, "Loc": self.config.location})

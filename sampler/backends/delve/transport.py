@@ -10,7 +10,7 @@ import pexpect
 from sampler.backends.cycle import CALL_TIMEOUT_S
 from sampler.backends.delve import parse
 from sampler.backends.delve.leave import after_dlv_killed
-from sampler.backends.delve.rescue import TerminalRescue
+from sampler.backends.delve.rescue import DlvRescue, rescue_terminal
 from sampler.errors import DebuggerError
 
 ATTACH_TIMEOUT_S = 60.0
@@ -31,12 +31,13 @@ class DelveTerminal:
     def alive(self) -> bool:
         return self._child is not None and self._child.isalive()
 
-    def rescue(self) -> TerminalRescue:
+    def rescue(self) -> DlvRescue:
         """What a guardian (a fork: it keeps the pty open) does with this dlv if sampler dies."""
         child = self._require()
-        if child.pid is None:
+        dlv, fd = child.pid, child.child_fd
+        if dlv is None:
             raise DebuggerError("dlv is gone")
-        return TerminalRescue(self.pid, child.pid, child.child_fd)
+        return DlvRescue(self.pid, dlv, lambda: rescue_terminal(dlv, fd))
 
     def start(self) -> None:
         """Run ``dlv attach``; return at its first prompt (target halted), or raise."""

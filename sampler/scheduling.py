@@ -8,7 +8,7 @@ worker sleeps between ticks with a short slice (0.1 ms, sched_setattr's sched_ru
 for SCHED_OTHER, Linux 6.12+) and works with the default one: kept all the time, the
 short slice cut the hit handling into 0.1 ms turns (p95 pause 3.2 ms instead of 0.45 ms
 on the C target). Measured A/B (README, "Ticks on time"): ticks over 1 ms late fell from
-71/708 to 7/708. Kernels without it refuse the request, and sampler goes on as before.
+71/628 to 7/628. Kernels without it refuse the request, and sampler goes on as before.
 
 The guardian asks for more: it must put a byte back before a thread of the target
 traps on it, and it sleeps until then, so a real-time class costs nothing.

@@ -71,7 +71,10 @@ class Guardian:
         if (address, original) in self._noted:
             return
         self._noted.add((address, original))
-        os.write(self._write_end, b"%s %x %d\n" % (PATCH, address, original))
+        try:
+            os.write(self._write_end, b"%s %x %d\n" % (PATCH, address, original))
+        except OSError:
+            pass  # the guardian itself was killed: the journal still lets repair put the byte back
 
     def dismiss(self) -> None:
         """The worker restored everything itself: the guardian can go."""

@@ -41,6 +41,16 @@ def journal_dir() -> Path:
 
 @contextmanager
 def open_folder(create: bool) -> Iterator[int | None]:
+    """``folder_fd`` for a ``with`` block: the descriptor is closed on the way out."""
+    fd = folder_fd(create)
+    try:
+        yield fd
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def folder_fd(create: bool) -> int | None:
     """A descriptor of the journal folder, once it is known to be the user's own.
 
     None when it does not exist and ``create`` is false. JournalError when it is not
@@ -57,15 +67,15 @@ def open_folder(create: bool) -> Iterator[int | None]:
     except FileNotFoundError:
         if create:
             raise JournalError(f"the journal folder {folder} vanished") from None
-        yield None
-        return
+        return None
     except OSError as e:
         raise JournalError(f"cannot open the journal folder {folder}: {e.strerror}") from None
     try:
         _check_owned(os.fstat(fd), f"the journal folder {folder}")
-        yield fd
-    finally:
+    except BaseException:
         os.close(fd)
+        raise
+    return fd
 
 
 def _check_owned(info: os.stat_result, what: str) -> None:
@@ -141,7 +151,11 @@ def parse_entry(name: str, data: dict[str, object]) -> Entry:
 
 
 class Journal:
-    """The patches of one target process."""
+    """The patches of one target process.
+
+    The folder is checked and opened once, at the first record, and held until ``close``:
+    each sample's record and forget then work through that descriptor (nothing more
+    happens while a thread of the target waits at the breakpoint than the unlink)."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
@@ -152,6 +166,7 @@ class Journal:
         self.path = journal_dir() / self.name
         self.start_time = started
         self.patches: dict[int, int] = {}
+        self._folder: int | None = None
 
     def record(self, address: int, original: int) -> None:
         """Note a byte about to be patched (durable when this returns)."""
@@ -166,29 +181,35 @@ class Journal:
             return
         if self.patches:
             self._write()
-            return
-        with open_folder(create=False) as folder:
-            if folder is not None:
-                remove_entry(folder, self.name)
+        elif self._folder is not None:
+            remove_entry(self._folder, self.name)
+
+    def close(self) -> None:
+        """Let go of the folder (the entry stays if bytes are still patched)."""
+        if self._folder is not None:
+            os.close(self._folder)
+            self._folder = None
 
     def _write(self) -> None:
         data = json.dumps({"pid": self.pid, "start_time": self.start_time,
                            "patches": {f"{a:#x}": b for a, b in self.patches.items()}}).encode()
         tmp = self.name + ".tmp"
-        with open_folder(create=True) as folder:
-            assert folder is not None
+        if self._folder is None:
+            self._folder = folder_fd(create=True)
+        folder = self._folder
+        assert folder is not None
+        try:
             try:
-                try:
-                    os.unlink(tmp, dir_fd=folder)
-                except FileNotFoundError:
-                    pass
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                             dir_fd=folder)
-                try:
-                    os.write(fd, data)
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                os.replace(tmp, self.name, src_dir_fd=folder, dst_dir_fd=folder)
-            except OSError as e:
-                raise JournalError(f"cannot write the journal {self.path}: {e.strerror}") from None
+                os.unlink(tmp, dir_fd=folder)
+            except FileNotFoundError:
+                pass
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                         dir_fd=folder)
+            try:
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.name, src_dir_fd=folder, dst_dir_fd=folder)
+        except OSError as e:
+            raise JournalError(f"cannot write the journal {self.path}: {e.strerror}") from None

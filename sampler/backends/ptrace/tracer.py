@@ -97,6 +97,8 @@ class Tracer:
         """Restore every byte, stop each thread briefly, absorb pending traps, detach it."""
         for address in list(self.armed):
             self.disarm(address)
+        if self.journal is not None:
+            self.journal.close()
         pending = set()
         for tid in list(self.threads):
             if self._request(PTRACE_INTERRUPT, tid):

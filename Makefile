@@ -68,7 +68,8 @@ $(VENV)/.installed: pyproject.toml | system-deps
 	$(VENV)/bin/python -m pip install -q -e '.[test,bench]'
 	touch $@
 
-targets: targets/bin/ringbuf-go targets/bin/ringbuf-c targets/bin/ringbuf-c-O0
+targets: targets/bin/ringbuf-go targets/bin/ringbuf-c targets/bin/ringbuf-c-O0 targets/bin/ringbuf-lib \
+	targets/bin/libplugin.so
 
 targets/bin/ringbuf-go: targets/ringbuf-go/main.go targets/ringbuf-go/go.mod | system-deps
 	mkdir -p targets/bin
@@ -81,6 +82,18 @@ targets/bin/ringbuf-c: targets/ringbuf-c/ringbuf.c | system-deps
 targets/bin/ringbuf-c-O0: targets/ringbuf-c/ringbuf.c | system-deps
 	mkdir -p targets/bin
 	$(CC) -O0 -g -pthread -o $@ $<
+
+# a program whose ring buffer lives in a shared library with DWARF, and a plug-in it dlopens
+targets/bin/libring.so: targets/ringbuf-lib/ring.c targets/ringbuf-lib/ring.h | system-deps
+	mkdir -p targets/bin
+	$(CC) -O2 -g -fPIC -shared -Wl,--build-id -o $@ $<
+
+targets/bin/ringbuf-lib: targets/ringbuf-lib/main.c targets/ringbuf-lib/ring.h targets/bin/libring.so
+	$(CC) -O2 -g -Wl,--build-id -o $@ $< -Ltargets/bin -lring -ldl -Wl,-rpath,'$$ORIGIN'
+
+targets/bin/libplugin.so: targets/ringbuf-lib/plugin.c | system-deps
+	mkdir -p targets/bin
+	$(CC) -O2 -g -fPIC -shared -Wl,--build-id -o $@ $<
 
 clean:
 	rm -rf targets/bin $(VENV) .cache samples.csv

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -15,7 +14,7 @@ from sampler.backends.select import CHOICES, build, pick
 from sampler.config import SessionConfig
 from sampler.durations import format_duration, parse_duration
 from sampler.errors import AlreadyTraced, SamplerError, UsageError
-from sampler.output import Writer
+from sampler.output import Writer, notice
 from sampler.output.console import ConsoleWriter
 from sampler.output.csv import CsvWriter
 from sampler.repair import repair as repair_journal
@@ -58,6 +57,12 @@ def target_options(command: F) -> F:
         click.option("--out", default="-", show_default=True, help="CSV file to write, - for stdout."),
         click.option("--backend", type=click.Choice(CHOICES), default="auto", show_default=True),
         click.option("--quiet", is_flag=True, help="No per-sample lines on stderr."),
+        click.option("--debug-dir", "debug_dirs", multiple=True, metavar="DIR",
+                     help="A folder of separate debug files (DIR/.build-id/ab/cdef.debug, or by "
+                          ".gnu_debuglink), searched before /usr/lib/debug; repeatable (ptrace)."),
+        click.option("--symbols", "symbols_file", metavar="FILE",
+                     help="An unstripped copy of the executable, used for its symbols and DWARF "
+                          "when its build-id matches (ptrace)."),
         click.option("--no-guardian", "no_guardian", is_flag=True, hidden=True,
                      help="No guardian process (for measuring what it is worth)."),
     ]):
@@ -77,14 +82,16 @@ def target_options(command: F) -> F:
               help="Give up on a breakpoint not hit within this time and record a miss.")
 def attach(pid: int, location: str | None, exprs: Sequence[str], interval: float | None,
            rate: float | None, count: int | None, duration: float | None, hit_timeout: float,
-           out: str, backend: str, quiet: bool, no_guardian: bool) -> int:
+           out: str, backend: str, quiet: bool, no_guardian: bool, debug_dirs: Sequence[str],
+           symbols_file: str | None) -> int:
     """Attach to a running process and sample expressions on a fixed schedule."""
     if interval is not None and rate is not None:
         raise UsageError("--interval and --rate exclude each other", "give one of them")
     config = SessionConfig(pid=pid, expressions=_expressions(exprs), location=_location(location),
                            interval_s=interval or (1.0 / rate if rate else 1.0), count=count,
                            duration_s=duration, hit_timeout_s=hit_timeout, backend=backend,
-                           guardian=not no_guardian)
+                           guardian=not no_guardian, debug_dirs=_debug_dirs(debug_dirs),
+                           symbols_file=symbols_file, quiet=quiet)
     return _run(config, out, quiet, f"every {format_duration(config.interval_s)}")
 
 
@@ -94,11 +101,13 @@ def attach(pid: int, location: str | None, exprs: Sequence[str], interval: float
               help="Where to break: a function, FILE:LINE, or *ADDR (ptrace).")
 @click.option("--max-events", type=click.IntRange(min=1), help="Stop after N hits.")
 def trace(pid: int, location: str, exprs: Sequence[str], max_events: int | None,
-          duration: float | None, out: str, backend: str, quiet: bool, no_guardian: bool) -> int:
+          duration: float | None, out: str, backend: str, quiet: bool, no_guardian: bool,
+          debug_dirs: Sequence[str], symbols_file: str | None) -> int:
     """Attach and write a row for every hit of the breakpoint (every-hit tracing)."""
     config = SessionConfig(pid=pid, expressions=_expressions(exprs), location=_location(location),
                            count=max_events, duration_s=duration, backend=backend, every_hit=True,
-                           guardian=not no_guardian)
+                           guardian=not no_guardian, debug_dirs=_debug_dirs(debug_dirs),
+                           symbols_file=symbols_file, quiet=quiet)
     return _run(config, out, quiet, "on every hit")
 
 
@@ -138,6 +147,14 @@ def _expressions(texts: Sequence[str]) -> tuple[expr.Expression, ...]:
             raise UsageError(f"column name {name!r} is used twice or is a fixed column",
                              "name the expression: --expr NAME=EXPR")
     return expressions
+
+
+def _debug_dirs(folders: Sequence[str]) -> tuple[str, ...]:
+    for folder in folders:
+        if not os.path.isdir(folder):
+            raise UsageError(f"--debug-dir {folder}: no such directory",
+                             "give a folder of debug files, e.g. /usr/lib/debug")
+    return tuple(os.path.abspath(folder) for folder in folders)
 
 
 def _location(location: str | None) -> str | None:
@@ -215,8 +232,4 @@ def _exit_code(call: Callable[[], object]) -> int:
     return result if isinstance(result, int) else 0
 
 
-def _say(line: str) -> None:
-    try:
-        print(f"sampler: {line}", file=sys.stderr, flush=True)
-    except OSError:
-        pass
+_say = notice.say

@@ -27,6 +27,12 @@ class SessionConfig:
     """Which debugger drives the target: auto, delve, delve-rpc, ptrace."""
     guardian: bool = True
     """Fork a guardian that restores patched bytes (or takes dlv out) if the worker is killed."""
+    debug_dirs: tuple[str, ...] = ()
+    """--debug-dir: folders of separate debug files, searched before /usr/lib/debug (ptrace)."""
+    symbols_file: str | None = None
+    """--symbols: an unstripped copy of the executable (ptrace)."""
+    quiet: bool = False
+    """No informational lines on stderr (warnings still)."""
     every_hit: bool = False
     """Trace mode: a row for every hit of the breakpoint instead of one per tick
     (``count`` then limits events; ``interval_s`` is unused)."""

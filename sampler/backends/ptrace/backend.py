@@ -9,7 +9,7 @@ values are read from /proc/PID/mem while the target runs (zero-stop reads).
 from __future__ import annotations
 
 import ast
-import re
+import gc
 import threading
 import time
 from collections.abc import Callable
@@ -17,22 +17,31 @@ from typing import ClassVar
 
 from sampler.backends.base import Capabilities
 from sampler.backends.cycle import miss
-from sampler.backends.ptrace.dwarf import REGISTERS, Debug, Frame, Function, OptimizedOut, Variable
-from sampler.backends.ptrace.evaluate import Evaluator, Object, SampleError
+from sampler.backends.ptrace.debugfiles import DebugFinder
+from sampler.backends.ptrace.dwarf import (
+    REGISTERS,
+    Debug,
+    Frame,
+    Function,
+    InMemory,
+    Malformed,
+    OptimizedOut,
+    Variable,
+)
+from sampler.backends.ptrace.evaluate import Evaluator, Object, SampleError, dotted_name
+from sampler.backends.ptrace.locate import NO_DEBUG_HINT, Place, defines_package, find_global, resolve
 from sampler.backends.ptrace.memory import Memory
+from sampler.backends.ptrace.modules import Module, Modules
 from sampler.backends.ptrace.rescue import PatchRescue
-from sampler.backends.ptrace.symbols import Program
 from sampler.backends.ptrace.tracer import Hit, Tracer
 from sampler.config import SessionConfig
-from sampler.errors import ExpressionError, LocationNotFound, UnsupportedTarget, UsageError
+from sampler.errors import ExpressionError, UsageError
 from sampler.expr import DEREF, source_name
 from sampler.guardian import Guardian
 from sampler.journal import Journal
+from sampler.output import notice
 from sampler.process import TargetProcess
 from sampler.sample import Reading, Value
-
-_ADDRESS = re.compile(r"^\*\s*(0x[0-9a-fA-F]+|\d+)$")
-_FILE_LINE = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+)$")
 
 
 class PtraceBackend:
@@ -40,14 +49,13 @@ class PtraceBackend:
     capabilities: ClassVar[Capabilities] = Capabilities(
         stops_all_threads=False, languages=("c", "c++", "rust", "go"))
 
-    def __init__(self, config: SessionConfig, program: Program, debug: Debug | None,
-                 is_go: bool = False) -> None:
+    def __init__(self, config: SessionConfig, modules: Modules, is_go: bool = False) -> None:
         self.config = config
         self.name_hint = "check the spelling; Go globals are package-qualified (main.ring)" if is_go \
             else "check the spelling"
         """What to do about an unknown name: the Go advice only for Go programs."""
-        self.program = program
-        self.debug = debug
+        self.modules = modules
+        self.place: Place | None = None
         self.address: int | None = None
         """Run-time address of the breakpoint (None: zero-stop reads)."""
         self.function: Function | None = None
@@ -56,20 +64,20 @@ class PtraceBackend:
         self.guardian: Guardian | None = None
         self._variables: dict[int, dict[str, Variable]] = {}
         """Variables in scope, per breakpoint address (file address)."""
+        self._globals: dict[str, Object | None] = {}
         if config.location is not None:
-            self.address, self.function = self._resolve_location(config.location)
+            self.place = resolve(modules, config.location)
+            self.address, self.function = self.place.address, self.place.function
 
     @classmethod
     def create(cls, config: SessionConfig, target: TargetProcess) -> PtraceBackend:
-        program = Program(target.pid)
+        say = notice.quiet if config.quiet else notice.say
+        modules = Modules(target.pid, DebugFinder(target.pid, config.debug_dirs, say, notice.say),
+                          config.symbols_file)
         try:
-            if not program.has_symbols and not program.has_dwarf:
-                raise UnsupportedTarget(f"{program.path} has no symbols (it is stripped)",
-                                        "sample an unstripped build, or one with debug info (-g)")
-            debug = Debug(program.elf, program.bias) if program.has_dwarf else None
-            return cls(config, program, debug, target.is_go)
+            return cls(config, modules, target.is_go)
         except BaseException:
-            program.close()
+            modules.close()
             raise
 
     # -- the Backend interface -------------------------------------------------
@@ -78,9 +86,14 @@ class PtraceBackend:
         zero_stop = self.address is None
         self.memory = Memory(self.config.pid, writable=not zero_stop)
         if zero_stop:
-            self._evaluate(None)  # every name must be a global: refuse others now
+            self._check_names()  # every name must be a global: refuse others now
+            self._evaluate(None)
             return
         self._check_names()
+        # what the DWARF parse left behind: collected now, and frozen so that no collection
+        # of those objects falls inside a pause
+        gc.collect()
+        gc.freeze()
         journal = Journal(self.config.pid)
         if self.config.guardian:
             self.guardian = Guardian(PatchRescue(self.config.pid))
@@ -146,59 +159,41 @@ class PtraceBackend:
             if self.memory is not None:
                 self.memory.close()
                 self.memory = None
-            self.program.close()
-
-    # -- where to break ---------------------------------------------------------
-
-    def _resolve_location(self, location: str) -> tuple[int, Function | None]:
-        bias = self.program.bias
-        looked = "the symbol table"
-        address: int | None = None
-        function: Function | None = None
-        match = _ADDRESS.match(location.strip())
-        if match:
-            address = int(match.group(1), 0)
-            function = self.debug.function_at(address - bias) if self.debug else None
-            return address, function
-        if self.debug is not None:
-            looked = "the DWARF functions, the line table and the symbol table"
-            function = self.debug.functions.get(location)
-            if function is not None:
-                return self.debug.after_prologue(function) + bias, function
-            line = _FILE_LINE.match(location)
-            if line:
-                found = self.debug.line_address(line.group("file"), int(line.group("line")))
-                if found is not None:
-                    return found + bias, self.debug.function_at(found)
-        address = self.program.symbol(location)
-        if address is not None:
-            return address, self.debug.function_at(address - bias) if self.debug else None
-        in_library = self.program.library_symbol(location)
-        if in_library is not None:
-            return in_library[0], None  # no DWARF there: globals of the program only
-        raise LocationNotFound(f"no function or line {location!r} in {self.program.path} "
-                               f"(looked in {looked} and the shared libraries' dynamic symbols)")
+            self.modules.close()
 
     # -- evaluation ---------------------------------------------------------------
 
+    def _debug(self) -> tuple[Debug, Module] | None:
+        """The DWARF of the breakpoint's module, when the breakpoint is in a DWARF function."""
+        module = self.place.module if self.place is not None else None
+        if module is None or self.function is None:
+            return None
+        debug = module.debug()
+        return None if debug is None else (debug, module)
+
     def _scope(self, hit: Hit | None) -> tuple[dict[str, _Lazy], Frame | None]:
         """Locals and parameters at the hit (empty without one), and the frame."""
-        if hit is None or self.debug is None or self.function is None:
+        found = self._debug()
+        if hit is None or found is None or self.function is None:
             return {}, None
-        debug, function = self.debug, self.function
+        (debug, module), function = found, self.function
         registers = {name: getattr(hit.registers, name) for name in REGISTERS}
-        pc = hit.address - self.program.bias
+        pc = hit.address - module.bias
         memory = self.memory
         assert memory is not None
         frame = Frame(registers, pc, cfa=lambda: debug.cfa(pc, registers),
                       read_word=lambda address: int.from_bytes(memory.read(address, 8), "little"))
         variables = self._variables.get(pc)
         if variables is None:
-            variables = self._variables[pc] = debug.variables(function, pc)
-        scope = {}
-        for name, variable in variables.items():
-            scope[name] = _Lazy(debug, variable, frame, function)
-        return scope, frame
+            variables = self._variables[pc] = self._in_scope(debug, function, pc)
+        return {name: _Lazy(debug, variable, frame, function) for name, variable in variables.items()}, frame
+
+    @staticmethod
+    def _in_scope(debug: Debug, function: Function, pc: int) -> dict[str, Variable]:
+        try:
+            return debug.variables(function, pc)
+        except Malformed as e:
+            raise SampleError(f"the debug info is corrupted ({e})") from None
 
     def _evaluate(self, hit: Hit | None) -> tuple[tuple[Value, ...], list[str]]:
         scope, frame = self._scope(hit)
@@ -207,7 +202,11 @@ class PtraceBackend:
 
         def resolve(name: str) -> Object | None:
             local = scope.get(name)
-            return local.get() if local is not None else self._global(name)
+            if local is not None:
+                return local.get()
+            if name.partition(".")[0] in scope:  # b.w with a local b: a field, not a global
+                return None
+            return self._global(name)
 
         def register(name: str) -> int:
             if frame is None:
@@ -226,12 +225,28 @@ class PtraceBackend:
         return tuple(values), errors
 
     def _global(self, name: str) -> Object | None:
-        if self.debug is not None:
-            variable = self.debug.global_variable(name)
-            if variable is not None:
-                location = self.debug.location(variable, None, None)
-                return Object(variable.type, location)
-        return None
+        """A global by name (the lookup is done once; its address does not move)."""
+        if name in self._globals:
+            return self._globals[name]
+        found = find_global(self.modules, name, self.place.module if self.place else None)
+        result = None
+        if found is not None:
+            module, variable = found
+            debug = module.debug()
+            assert debug is not None
+            copied = None
+            if module is not self.modules.main and getattr(module.object_symbol(name), "exported", False):
+                copied = self.modules.main.object_symbol(name)
+                copied = copied if copied is not None and copied.exported else None
+            try:
+                if copied is not None:  # a copy relocation: the program's copy is the live one
+                    result = Object(variable.type, InMemory(copied.address + self.modules.main.bias))
+                else:
+                    result = Object(variable.type, debug.location(variable, None, None))
+            except Malformed as e:
+                module.drop_debug(e)
+        self._globals[name] = result
+        return result
 
     def _where(self) -> str:
         if self.function is not None:
@@ -241,21 +256,47 @@ class PtraceBackend:
         return "among the globals (without --at only globals can be read)"
 
     def _check_names(self) -> None:
-        """Before attaching: every plain name must be a local at the location or a global."""
-        if self.debug is None:
-            raise UnsupportedTarget(f"{self.program.path} has no DWARF debug info",
-                                    "rebuild with -g to read variables")
-        names = set()
-        if self.function is not None:
+        """Before attaching: every plain name must be a local at the location or a global.
+        Everything the hit needs from the DWARF is read now, not while the thread waits."""
+        names: set[str] = set()
+        found = self._debug()
+        if found is not None and self.function is not None:
             assert self.address is not None
-            names = set(self.debug.variables(self.function, self.address - self.program.bias))
+            debug, module = found
+            pc = self.address - module.bias
+            try:
+                names = set(self._variables.setdefault(pc, debug.variables(self.function, pc)))
+                for variable in self._variables[pc].values():
+                    debug.type_of(variable.die)
+                debug.cfa(pc, dict.fromkeys(REGISTERS, 0))
+            except OptimizedOut:
+                pass
+            except Malformed as e:
+                module.drop_debug(e)
+                self._variables.pop(pc, None)
+                self.function, names = None, set()
         for expression in self.config.expressions:
             for node in ast.walk(expression.tree):
+                dotted = dotted_name(node) if isinstance(node, ast.Attribute) else None
+                if dotted is not None and dotted.partition(".")[0] not in names:
+                    self._global(dotted)  # looked up now, not at a hit (main.ring, a Go global)
                 if isinstance(node, ast.Name) and node.id != DEREF:
                     name = source_name(node.id)
-                    if name not in names and name not in self.debug.globals \
-                            and not any(g.startswith(name + ".") for g in self.debug.globals):
-                        raise ExpressionError(f"no variable {name!r} {self._where()}", self.name_hint)
+                    if name not in names and self._global(name) is None \
+                            and not defines_package(self.modules, name):
+                        raise ExpressionError(f"no variable {name!r} {self._where()}{self._no_dwarf()}",
+                                              self._no_dwarf_hint() or self.name_hint)
+
+    def _no_dwarf(self) -> str:
+        """Why a name may be missing: the modules that matter have no debug info."""
+        lacking = [m.name for m in {self.modules.main, self.place.module if self.place else None}
+                   if m is not None and m.debug() is None]
+        return f"; no debug info was found for {', '.join(sorted(lacking))}" if lacking else ""
+
+    def _no_dwarf_hint(self) -> str:
+        if not self._no_dwarf():
+            return ""
+        return NO_DEBUG_HINT
 
 
 class _Lazy:
@@ -271,5 +312,7 @@ class _Lazy:
                 location = self.debug.location(self.variable, self.frame, self.function)
             except OptimizedOut as e:
                 raise SampleError(str(e)) from None
+            except Malformed as e:
+                raise SampleError(f"the debug info is corrupted ({e})") from None
             self._object = Object(self.variable.type, location)
         return self._object

@@ -6,18 +6,20 @@ the load bias. Built once, before anything in the target is stopped.
 
 from __future__ import annotations
 
+import functools
 import posixpath
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from elftools.dwarf.callframe import FDE
 from elftools.dwarf.compileunit import CompileUnit
 from elftools.dwarf.die import DIE
 from elftools.dwarf.dwarf_expr import DWARFExprOp, DWARFExprParser
 from elftools.dwarf.dwarfinfo import DWARFInfo
 from elftools.dwarf.locationlists import BaseAddressEntry, LocationEntry, LocationExpr, LocationParser
 from elftools.elf.elffile import ELFFile
+
+from sampler.backends.ptrace.cfi import CallFrames
 
 # DWARF register numbers on x86-64 -> names in struct user_regs_struct
 REGISTERS = ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp",
@@ -122,52 +124,139 @@ class Variable:
     type: Type
 
 
+class Malformed(Exception):
+    """The debug information cannot be read: truncated, corrupted, or a form we do not know."""
+
+
+_T = TypeVar("_T")
+
+
+def _guarded(method: Callable[..., _T]) -> Callable[..., _T]:
+    """Debug information is input sampler does not control (it may run as root on any
+    file): whatever the parser raises on bad bytes becomes Malformed, one clear message."""
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> _T:
+        try:
+            return method(*args, **kwargs)
+        except (OptimizedOut, Malformed):
+            raise
+        except Exception as e:  # pyelftools raises many kinds on bad bytes
+            raise Malformed(f"{type(e).__name__}: {e}"[:200]) from None
+
+    return wrapper
+
+
 class Debug:
-    def __init__(self, elf: ELFFile, bias: int) -> None:
-        """``bias``: where the program is loaded in the process, less its file addresses
-        (0 for a fixed-address executable); added to static addresses (DW_OP_addr)."""
+    """The DWARF of one module, read lazily: a function is found through the address
+    ranges of its compilation unit, and only the units a name or address needs are parsed
+    (a full walk only when a name is not found otherwise)."""
+
+    def __init__(self, elf: ELFFile, bias: int, cfi_elf: ELFFile | None = None) -> None:
+        """``bias``: where the module is loaded in the process, less its file addresses
+        (0 for a fixed-address executable); added to static addresses (DW_OP_addr).
+        ``cfi_elf``: the loaded file, whose .eh_frame a separate debug file lacks."""
         self.info: DWARFInfo = elf.get_dwarf_info()
+        eh_frame = elf.get_section_by_name(".eh_frame")
+        own = eh_frame is not None and eh_frame["sh_type"] != "SHT_NOBITS"
+        self._frames = CallFrames(elf if own else cfi_elf, self.info)
+        self._cfa_rules: dict[int, tuple[int, int]] = {}
         self._expr = DWARFExprParser(self.info.structs)
         self._locations = LocationParser(self.info.location_lists())
         self._types: dict[int, Type] = {}
         self.functions: dict[str, Function] = {}
+        """Functions by name, of the units parsed so far (all of them after ``scan_all``)."""
         self.globals: dict[str, DIE] = {}
-        self._fdes: list[FDE] | None = None
+        """Global variables by name, of the units parsed so far."""
+        self._unit_functions: dict[int, list[Function]] = {}
+        self._units: Iterator[CompileUnit] = self.info.iter_CUs()
+        self._scanned = False
+        self._aranges: Any = None
         self.bias = bias
-        self._index()
 
     # -- index ------------------------------------------------------------
 
-    def _index(self) -> None:
-        for cu in self.info.iter_CUs():
-            for die in cu.get_top_DIE().iter_children():
-                if die.tag == "DW_TAG_subprogram":
-                    self._add_function(die)
-                elif die.tag == "DW_TAG_variable" and "DW_AT_location" in die.attributes:
-                    name = _name(die) or _name(_origin(die, "DW_AT_specification"))
-                    if name:
-                        self.globals.setdefault(name, die)
+    def _index_unit(self, cu: CompileUnit) -> list[Function]:
+        known = self._unit_functions.get(cu.cu_offset)
+        if known is not None:
+            return known
+        functions: list[Function] = []
+        for die in children(cu.get_top_DIE()):
+            if die.tag == "DW_TAG_subprogram":
+                function = self._function(die)
+                if function is not None:
+                    functions.append(function)
+                    self.functions.setdefault(function.name, function)
+            elif die.tag == "DW_TAG_variable" and "DW_AT_location" in die.attributes:
+                name = _name(die) or _name(_origin(die, "DW_AT_specification"))
+                if name:
+                    self.globals.setdefault(name, die)
+        self._unit_functions[cu.cu_offset] = functions
+        return functions
 
-    def _add_function(self, die: DIE) -> None:
+    def _scan_until(self, found: Callable[[], bool]) -> bool:
+        """Parse further units until ``found()`` holds or none is left."""
+        while not found():
+            if self._scanned:
+                return False
+            unit = next(self._units, None)
+            if unit is None:
+                self._scanned = True
+                return found()
+            self._index_unit(unit)
+        return True
+
+    @_guarded
+    def scan_all(self) -> None:
+        self._scan_until(lambda: False)
+
+    @staticmethod
+    def _function(die: DIE) -> Function | None:
         low = die.attributes.get("DW_AT_low_pc")
         high = die.attributes.get("DW_AT_high_pc")
         name = _name(die) or _name(_origin(die, "DW_AT_abstract_origin")) \
             or _name(_origin(die, "DW_AT_specification"))
         if low is None or high is None or not name:
-            return
+            return None
         end = high.value if high.form == "DW_FORM_addr" else low.value + high.value
-        self.functions.setdefault(name, Function(name, low.value, end, die))
+        return Function(name, low.value, end, die)
 
+    @_guarded
+    def function_named(self, name: str) -> Function | None:
+        self._scan_until(lambda: name in self.functions)
+        return self.functions.get(name)
+
+    @_guarded
     def function_at(self, pc: int) -> Function | None:
-        for function in self.functions.values():
+        unit = self._unit_at(pc)
+        candidates = self._index_unit(unit) if unit is not None else None
+        if candidates is None or not any(f.low <= pc < f.high for f in candidates):
+            self._scan_until(lambda: False)
+            candidates = [f for fs in self._unit_functions.values() for f in fs]
+        for function in candidates:
             if function.low <= pc < function.high:
                 return function
         return None
 
+    def _unit_at(self, pc: int) -> CompileUnit | None:
+        if self._aranges is None:
+            self._aranges = self.info.get_aranges() or False
+        if self._aranges is False:
+            return None
+        offset = self._aranges.cu_offset_at_addr(pc) if self._aranges.entries else None
+        return None if offset is None else self.info.get_CU_at(offset)
+
+    @_guarded
+    def has_global(self, name: str) -> bool:
+        """A global of that name, or (Go) a package-qualified global under it."""
+        prefix = name + "."
+        return self._scan_until(lambda: name in self.globals
+                                or any(g.startswith(prefix) for g in self.globals))
+
     # -- lines --------------------------------------------------------------
 
-    def _rows(self) -> Iterator[tuple[str, Any]]:
-        for cu in self.info.iter_CUs():
+    def _rows(self, units: Iterable[CompileUnit]) -> Iterator[tuple[str, Any]]:
+        for cu in units:
             program = self.info.line_program_for_CU(cu)
             if program is None:
                 continue
@@ -176,17 +265,19 @@ class Debug:
                 if entry.state is not None:
                     yield files.get(entry.state.file, ""), entry.state
 
+    @_guarded
     def line_address(self, file: str, line: int) -> int | None:
         """Lowest statement address for FILE:LINE (file matched by its trailing path)."""
         best: int | None = None
-        for path, state in self._rows():
+        for path, state in self._rows(self.info.iter_CUs()):
             if state.line == line and state.is_stmt and not state.end_sequence and _same_file(path, file):
                 best = state.address if best is None else min(best, state.address)
         return best
 
+    @_guarded
     def after_prologue(self, function: Function) -> int:
         """Where a function breakpoint goes: prologue_end if marked, else the second line."""
-        rows = sorted((s.address, s.line, s.prologue_end) for _, s in self._rows()
+        rows = sorted((s.address, s.line, s.prologue_end) for _, s in self._rows([function.die.cu])  # type: ignore[list-item]
                       if function.low <= s.address < function.high and not s.end_sequence)
         for address, _, prologue_end in rows:
             if prologue_end:
@@ -200,12 +291,13 @@ class Debug:
 
     # -- variables and types ---------------------------------------------------
 
+    @_guarded
     def variables(self, function: Function, pc: int) -> dict[str, Variable]:
         """Parameters and locals in scope at pc (innermost block wins)."""
         found: dict[str, Variable] = {}
 
         def visit(die: DIE) -> None:
-            for child in die.iter_children():
+            for child in children(die):
                 if child.tag in ("DW_TAG_formal_parameter", "DW_TAG_variable"):
                     name = _name(child) or _name(_origin(child, "DW_AT_abstract_origin"))
                     if name and "DW_AT_location" in child.attributes:
@@ -216,12 +308,16 @@ class Debug:
         visit(function.die)
         return found
 
+    @_guarded
     def global_variable(self, name: str) -> Variable | None:
+        self._scan_until(lambda: name in self.globals)
         die = self.globals.get(name)
         return None if die is None else Variable(name, die, self.type_of(die))
 
+    @_guarded
     def type_of(self, die: DIE) -> Type:
-        ref = die if "DW_AT_type" in die.attributes else _origin(die, "DW_AT_abstract_origin")
+        ref = die if "DW_AT_type" in die.attributes else \
+            _origin(die, "DW_AT_abstract_origin") or _origin(die, "DW_AT_specification")
         if ref is None or "DW_AT_type" not in ref.attributes:
             return Type("void", 0)
         return self._type(ref.get_DIE_from_attribute("DW_AT_type"))
@@ -255,7 +351,7 @@ class Debug:
         elif tag in ("DW_TAG_structure_type", "DW_TAG_union_type", "DW_TAG_class_type"):
             struct = Struct(name or "struct", size)
             self._types[die.offset] = struct
-            for child in die.iter_children():
+            for child in children(die):
                 if child.tag == "DW_TAG_member" and _name(child):
                     offset = child.attributes.get("DW_AT_data_member_location")
                     value = offset.value if offset is not None and isinstance(offset.value, int) else 0
@@ -263,7 +359,7 @@ class Debug:
             return struct
         elif tag == "DW_TAG_array_type":
             count = None
-            for child in die.iter_children():
+            for child in children(die):
                 if child.tag == "DW_TAG_subrange_type":
                     if "DW_AT_count" in child.attributes:
                         count = child.attributes["DW_AT_count"].value
@@ -274,7 +370,7 @@ class Debug:
             result = Array(name or f"{element.name}[]", size or element.size * (count or 0), element, count)
         elif tag == "DW_TAG_enumeration_type":
             names = {c.attributes["DW_AT_const_value"].value: _name(c) or ""
-                     for c in die.iter_children() if c.tag == "DW_TAG_enumerator"}
+                     for c in children(die) if c.tag == "DW_TAG_enumerator"}
             underlying = self.type_of(die)
             signed = (isinstance(underlying, Scalar) and underlying.kind == "signed") \
                 or any(v < 0 for v in names)
@@ -286,6 +382,7 @@ class Debug:
 
     # -- locations ----------------------------------------------------------------
 
+    @_guarded
     def location(self, variable: Variable, frame: Frame | None, function: Function | None) -> Location:
         """Where a variable lives at this stop (frame None: a global, no registers)."""
         attr = variable.die.attributes["DW_AT_location"]
@@ -393,30 +490,63 @@ class Debug:
 
     # -- call frame information --------------------------------------------------
 
+    @_guarded
     def cfa(self, pc: int, registers: dict[str, int]) -> int:
-        """The canonical frame address at pc (file address), from .debug_frame or .eh_frame."""
-        for fde in self._frame_entries():
-            start = fde.header["initial_location"]
-            if start <= pc < start + fde.header["address_range"]:
-                rule = None
-                for row in fde.get_decoded().table:
-                    if row["pc"] > pc:
-                        break
-                    rule = row.get("cfa", rule)
-                if rule is None or rule.reg is None:
-                    break
-                return int(registers[REGISTERS[rule.reg]] + rule.offset)
-        raise OptimizedOut(f"no call frame information for {pc:#x}")
+        """The canonical frame address at pc (file address), from .eh_frame or .debug_frame."""
+        rule = self._cfa_rules.get(pc)
+        if rule is None:
+            rule = self._cfa_rules[pc] = self._frames.rule(pc) or (-1, 0)
+        if rule[0] < 0 or rule[0] >= len(REGISTERS):
+            raise OptimizedOut(f"no call frame information for {pc:#x}")
+        return registers[REGISTERS[rule[0]]] + rule[1]
 
-    def _frame_entries(self) -> list[FDE]:
-        if self._fdes is None:
-            entries = []
-            if self.info.has_CFI():
-                entries += self.info.CFI_entries()
-            if self.info.has_EH_CFI():
-                entries += self.info.EH_CFI_entries()
-            self._fdes = [e for e in entries if isinstance(e, FDE)]
-        return self._fdes
+
+def children(die: DIE) -> Iterator[DIE]:
+    """A DIE's children, like pyelftools' iter_children, but refusing to go backwards or
+    past the unit: a corrupted DW_AT_sibling must not loop forever."""
+    if not die.has_children:
+        return
+    cu = die.cu
+    end = cu.cu_offset + cu["unit_length"] + cu.structs.initial_length_field_size()
+    offset = die.offset + die.size
+    while True:
+        if not die.offset < offset < end:
+            raise Malformed(f"a DIE at {offset:#x} is outside its unit")
+        child = cu._get_cached_DIE(offset)  # the parse pyelftools itself uses
+        child.set_parent(die)
+        if child.is_null():
+            return
+        yield child
+        if not child.has_children:
+            following = offset + child.size
+        elif "DW_AT_sibling" in child.attributes:
+            sibling = child.attributes["DW_AT_sibling"]
+            following = sibling.value if sibling.form == "DW_FORM_ref_addr" else sibling.value + cu.cu_offset
+        else:
+            following = child.offset + child.size
+            for last in _descendants(child):
+                following = last.offset + last.size
+        if following <= offset:
+            raise Malformed(f"a DIE at {offset:#x} points back to {following:#x}")
+        offset = following
+
+
+def _descendants(die: DIE) -> Iterator[DIE]:
+    """All DIEs under a DIE in file order, its terminating null DIE last."""
+    cu = die.cu
+    end = cu.cu_offset + cu["unit_length"] + cu.structs.initial_length_field_size()
+    offset = die.offset + die.size
+    depth = 1
+    while depth > 0:
+        if not offset < end:
+            raise Malformed(f"a DIE at {offset:#x} is outside its unit")
+        child = cu._get_cached_DIE(offset)
+        yield child
+        offset += child.size
+        if child.is_null():
+            depth -= 1
+        elif child.has_children:
+            depth += 1
 
 
 def _optimized(name: str) -> Location:

@@ -91,7 +91,7 @@ class Evaluator:
         if isinstance(node, ast.Name):
             return self._name(source_name(node.id))
         if isinstance(node, ast.Attribute):
-            dotted = _dotted(node)
+            dotted = dotted_name(node)
             if dotted is not None:
                 found = self.resolve(dotted)
                 if found is not None:
@@ -227,11 +227,12 @@ def _present_num(num: Num) -> Value:
     return num.value
 
 
-def _dotted(node: ast.AST) -> str | None:
+def dotted_name(node: ast.AST) -> str | None:
+    """``main.ring.w`` for an attribute chain on a name (a Go package-qualified global?)."""
     if isinstance(node, ast.Name):
         return source_name(node.id)
     if isinstance(node, ast.Attribute):
-        prefix = _dotted(node.value)
+        prefix = dotted_name(node.value)
         return None if prefix is None else f"{prefix}.{source_name(node.attr)}"
     return None
 

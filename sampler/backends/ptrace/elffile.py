@@ -1,0 +1,185 @@
+"""One ELF file, read defensively: its build-id, .gnu_debuglink, symbols and DWARF presence.
+
+Every file here may be corrupted or truncated (debug files are input sampler does not
+control, and it often runs as root): reading one never raises anything but BadFile.
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, BinaryIO, TypeVar
+
+from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import NoteSection, SymbolTableSection
+
+
+class BadFile(Exception):
+    """Not an ELF file, or one that cannot be read."""
+
+
+_T = TypeVar("_T")
+
+
+def _guarded(method: Callable[..., _T]) -> Callable[..., _T]:
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> _T:
+        try:
+            return method(*args, **kwargs)
+        except BadFile:
+            raise
+        except Exception as e:  # pyelftools raises many kinds on bad bytes
+            raise BadFile(f"{type(e).__name__}: {e}"[:200]) from None
+
+    return wrapper
+
+
+@dataclass(frozen=True)
+class Symbol:
+    address: int
+    """File address."""
+    size: int
+    is_function: bool
+    exported: bool = True
+    """Not a local (static) symbol: one that a copy relocation can move into the program."""
+
+
+class ElfFile:
+    """An opened ELF file (closed with close())."""
+
+    def __init__(self, path: str, shown_as: str | None = None) -> None:
+        self.path = path
+        """Where it was opened (may be under /proc/PID/root)."""
+        self.shown_as = shown_as or path
+        try:
+            self._file: BinaryIO = open(path, "rb")  # noqa: SIM115 (lives with the object)
+        except OSError as e:
+            raise BadFile(e.strerror or str(e)) from None
+        try:
+            self.elf = self._open()
+        except BadFile:
+            self._file.close()
+            raise
+        self._symbols: dict[str, Symbol] | None = None
+
+    @_guarded
+    def _open(self) -> ELFFile:
+        elf = ELFFile(self._file)
+        elf.num_sections()
+        return elf
+
+    def close(self) -> None:
+        self._file.close()
+
+    def fileno(self) -> int:
+        return self._file.fileno()
+
+    @functools.cached_property
+    def build_id(self) -> bytes | None:
+        try:
+            return self._build_id()
+        except BadFile:
+            return None
+
+    @_guarded
+    def _build_id(self) -> bytes | None:
+        for section in self.elf.iter_sections():
+            if isinstance(section, NoteSection) and section["sh_type"] == "SHT_NOTE":
+                for note in section.iter_notes():
+                    if note["n_type"] == "NT_GNU_BUILD_ID" and isinstance(note["n_desc"], str):
+                        return bytes.fromhex(note["n_desc"])
+        return None
+
+    @_guarded
+    def debuglink(self) -> tuple[str, int] | None:
+        """(file name, CRC-32) from .gnu_debuglink, or None."""
+        section = self.elf.get_section_by_name(".gnu_debuglink")
+        if section is None or section["sh_type"] == "SHT_NOBITS":
+            return None
+        data = section.data()
+        name, _, _ = data.partition(b"\0")
+        if not name or len(data) < 8 or "/" in name.decode("utf-8", "replace"):
+            return None
+        return name.decode("utf-8", "surrogateescape"), int.from_bytes(data[-4:], "little")
+
+    @functools.cached_property
+    def has_dwarf(self) -> bool:
+        try:
+            section = self.elf.get_section_by_name(".debug_info") or self.elf.get_section_by_name(".zdebug_info")
+            return section is not None and section["sh_type"] != "SHT_NOBITS" and section["sh_size"] > 0
+        except Exception:  # a corrupted section table: no DWARF to read
+            return False
+
+    @functools.cached_property
+    def has_symtab(self) -> bool:
+        """A full symbol table, not only the dynamic one (what strip takes out)."""
+        try:
+            section = self.elf.get_section_by_name(".symtab")
+            return section is not None and section["sh_type"] == "SHT_SYMTAB"
+        except Exception:  # a corrupted section table
+            return False
+
+    @_guarded
+    def first_load_address(self) -> int:
+        return min(seg["p_vaddr"] for seg in self.elf.iter_segments() if seg["p_type"] == "PT_LOAD")
+
+    @_guarded
+    def is_position_independent(self) -> bool:
+        return bool(self.elf["e_type"] == "ET_DYN")
+
+    @_guarded
+    def symbols(self) -> dict[str, Symbol]:
+        """Functions and objects with an address, from .symtab and .dynsym (.symtab wins)."""
+        if self._symbols is None:
+            found: dict[str, Symbol] = {}
+            for name in (".dynsym", ".symtab"):
+                section = self.elf.get_section_by_name(name)
+                if not isinstance(section, SymbolTableSection) or section["sh_type"] == "SHT_NOBITS":
+                    continue
+                strings = self.elf.get_section(section["sh_link"])
+                if self.elf.elfclass == 64 and self.elf.little_endian and strings["sh_type"] == "SHT_STRTAB":
+                    _read_symbols(section.data(), strings.data(), found)
+                    continue
+                for sym in section.iter_symbols():  # other ELF classes: pyelftools' slower parse
+                    kind = sym["st_info"]["type"]
+                    if kind in ("STT_FUNC", "STT_OBJECT") and sym["st_value"] \
+                            and sym["st_shndx"] != "SHN_UNDEF":
+                        found[sym.name] = Symbol(sym["st_value"], sym["st_size"], kind != "STT_OBJECT",
+                                                 sym["st_info"]["bind"] != "STB_LOCAL")
+            self._symbols = found
+        return self._symbols
+
+    @_guarded
+    def text_section(self) -> tuple[int, int] | None:
+        """(address, size) of .text, to tell whether two files are builds of the same program."""
+        section = self.elf.get_section_by_name(".text")
+        return None if section is None else (section["sh_addr"], section["sh_size"])
+
+
+_ELF64_SYM = struct.Struct("<IBBHQQ")
+_STT_OBJECT, _STT_FUNC = 1, 2
+
+
+def _read_symbols(table: bytes, strings: bytes, into: dict[str, Symbol]) -> None:
+    """Elf64_Sym entries, read directly (pyelftools takes a second for libc's 10,000)."""
+    usable = len(table) - len(table) % _ELF64_SYM.size
+    for name, info, _other, section, value, size in _ELF64_SYM.iter_unpack(table[:usable]):
+        kind = info & 0xF
+        if kind not in (_STT_OBJECT, _STT_FUNC) or not value or section == 0 or name >= len(strings):
+            continue
+        end = strings.find(b"\0", name)
+        text = strings[name:end if end >= 0 else len(strings)].decode("utf-8", "replace")
+        if text:
+            into[text] = Symbol(value, size, kind == _STT_FUNC, info >> 4 != 0)
+
+
+def crc32(path: str) -> int:
+    """The CRC-32 .gnu_debuglink records (zlib's)."""
+    value = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            value = zlib.crc32(chunk, value)
+    return value

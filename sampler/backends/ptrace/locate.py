@@ -1,0 +1,171 @@
+"""Names to places: where a breakpoint goes (``--at``), and which module holds a global.
+
+``--at FUNCTION`` looks in the executable first, then in each library in the order they
+are mapped; in each module the symbol table gives the address and the DWARF at that
+address gives the function (its parameters and where its prologue ends); a name only
+the DWARF knows is found by walking the executable's DWARF. ``--at LIBRARY:FUNCTION``
+(and ``LIBRARY:FILE:LINE``) picks one library. Libraries loaded since the last look
+(dlopen) are found when a name is not.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sampler.backends.ptrace.dwarf import Function, Malformed, Variable
+from sampler.backends.ptrace.modules import Module, Modules
+from sampler.errors import LocationNotFound
+
+_ADDRESS = re.compile(r"^\*\s*(0x[0-9a-fA-F]+|\d+)$")
+_FILE_LINE = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+)$")
+_IN_LIBRARY = re.compile(r"^(?P<library>[^:]+):(?!:)(?P<rest>.+)$")
+
+
+@dataclass(frozen=True)
+class Place:
+    address: int
+    """Run-time address of the breakpoint."""
+    module: Module | None
+    function: Function | None
+    """The DWARF function there, when its module has DWARF."""
+
+
+
+def resolve(modules: Modules, location: str) -> Place:
+    text = location.strip()
+    match = _ADDRESS.match(text)
+    if match:
+        address = int(match.group(1), 0)
+        module = modules.containing(address)
+        return Place(address, module, _function_at(module, address) if module else None)
+    library = _IN_LIBRARY.match(text)
+    if library and not _FILE_LINE.match(text):
+        module = modules.named(library.group("library"))
+        if module is None:
+            modules.refresh()
+            module = modules.named(library.group("library"))
+        if module is None:
+            raise LocationNotFound(f"no library {library.group('library')!r} is loaded in process "
+                                   f"{modules.pid}", "see its libraries in /proc/PID/maps")
+        place = _in_module(module, library.group("rest"), everywhere=True)
+        if place is None:
+            raise LocationNotFound(f"no function or line {library.group('rest')!r} in {module.path}"
+                                   f"{_without(module)}", _hint(module, "check the spelling"))
+        return place
+    for attempt in range(2):
+        modules_now = modules.everything() if attempt == 0 else modules.refresh()
+        for module in modules_now:
+            place = _in_module(module, text, everywhere=module.is_main)
+            if place is not None:
+                return place
+    raise LocationNotFound(f"no function or line {text!r} in {modules.main.path} or the "
+                           f"{len(modules.libraries)} libraries it has loaded (looked in their symbol "
+                           f"tables and the program's DWARF and line table){_without(modules.main)}",
+                           _hint(modules.main, "check the spelling; LIBRARY:FUNCTION picks a library "
+                                               "(e.g. libc.so.6:malloc)"))
+
+
+def _without(module: Module) -> str:
+    if module.debug(remote=False) is None and not module.has_symtab():
+        return f" ({module.name} is stripped and no debug info was found for it)"
+    return ""
+
+
+NO_DEBUG_HINT = ("install its debug package (/usr/lib/debug), give --debug-dir or --symbols, "
+                 "set DEBUGINFOD_URLS, or rebuild with -g")
+
+
+def _hint(module: Module, otherwise: str) -> str:
+    return NO_DEBUG_HINT if _without(module) else otherwise
+
+
+def _in_module(module: Module, name: str, everywhere: bool) -> Place | None:
+    """FUNCTION or FILE:LINE in one module. ``everywhere``: also walk its DWARF for a name
+    its symbol table lacks (done for the executable and a library named by the user)."""
+    line = _FILE_LINE.match(name)
+    if line:
+        debug = module.debug(remote=everywhere)
+        if debug is None:
+            return None
+        try:
+            found = debug.line_address(line.group("file"), int(line.group("line")))
+        except Malformed as e:
+            module.drop_debug(e)
+            return None
+        if found is None:
+            return None
+        return Place(found + module.bias, module, _function_at(module, found + module.bias))
+    address = module.function_symbol(name)
+    if address is not None:
+        function = _function_at(module, address + module.bias)
+        if function is not None and function.low == address:
+            return Place(_after_prologue(module, function), module, function)
+        return Place(address + module.bias, module, function)
+    if everywhere:
+        debug = module.debug()
+        if debug is not None:
+            try:
+                function = debug.function_named(name)
+            except Malformed as e:
+                module.drop_debug(e)
+                function = None
+            if function is not None:
+                return Place(_after_prologue(module, function), module, function)
+    return None
+
+
+def _function_at(module: Module, address: int) -> Function | None:
+    debug = module.debug()
+    if debug is None:
+        return None
+    try:
+        return debug.function_at(address - module.bias)
+    except Malformed as e:
+        module.drop_debug(e)
+        return None
+
+
+def _after_prologue(module: Module, function: Function) -> int:
+    debug = module.debug()
+    try:
+        return (debug.after_prologue(function) if debug is not None else function.low) + module.bias
+    except Malformed as e:
+        module.drop_debug(e)
+        return function.low + module.bias
+
+
+def find_global(modules: Modules, name: str, first: Module | None) -> tuple[Module, Variable] | None:
+    """A global variable by name: in the breakpoint's module, the executable, then the other
+    libraries; a library only when its symbol table defines an object of that name (its DWARF
+    is read only then)."""
+    order = [modules.main] if first is None or first is modules.main else [first, modules.main]
+    for attempt in range(2):
+        candidates = order + [m for m in modules.libraries if m not in order] if attempt == 0 \
+            else modules.refresh()
+        for module in candidates:
+            if module is not modules.main and ("." in name or module.object_symbol(name) is None):
+                continue  # a dotted name is a Go global: the executable's
+            debug = module.debug()
+            if debug is None:
+                continue
+            try:
+                variable = debug.global_variable(name)
+            except Malformed as e:
+                module.drop_debug(e)
+                continue
+            if variable is not None:
+                return module, variable
+    return None
+
+
+def defines_package(modules: Modules, name: str) -> bool:
+    """Go: ``main`` in ``main.ring`` names a package of the executable's globals."""
+    debug = modules.main.debug()
+    if debug is None:
+        return False
+    try:
+        return debug.has_global(name)
+    except Malformed as e:
+        modules.main.drop_debug(e)
+        return False

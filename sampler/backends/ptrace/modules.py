@@ -1,0 +1,230 @@
+"""What a process has mapped, as modules: the executable and each shared library, with
+its load bias, build-id, symbols and DWARF (found and parsed only when first needed).
+gdb calls these objfiles, Delve images.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+
+from sampler import procfs
+from sampler.backends.ptrace.debugfiles import DebugFinder, Source
+from sampler.backends.ptrace.dwarf import Debug, Malformed
+from sampler.backends.ptrace.elffile import BadFile, ElfFile, Symbol
+from sampler.errors import ProcessNotFound, UnsupportedTarget
+
+
+class Module:
+    def __init__(self, file: ElfFile, path: str, start: int, is_main: bool, finder: DebugFinder,
+                 symbols_file: str | None = None) -> None:
+        self.file = file
+        self.path = path
+        """As the process maps it."""
+        self.name = posixpath.basename(path)
+        self.is_main = is_main
+        self.finder = finder
+        self.symbols_file = symbols_file
+        """--symbols FILE, for the executable."""
+        try:
+            self.bias = start - (file.first_load_address() & ~0xFFF) if file.is_position_independent() else 0
+        except (BadFile, ValueError):
+            raise UnsupportedTarget(f"{path}: cannot read its program headers") from None
+        self._source: Source | None = None
+        self._looked_local = False
+        self._looked_remote = False
+        self._debug: Debug | None = None
+        self._debug_failed = False
+
+    def __repr__(self) -> str:
+        return f"Module({self.path!r}, bias={self.bias:#x})"
+
+    # -- where its debug info is --------------------------------------------
+
+    def _local(self) -> Source | None:
+        if not self._looked_local:
+            self._looked_local = True
+            if self.is_main and self.symbols_file is not None:
+                self._source = self.finder.symbols_file(self.symbols_file, self.file)
+            else:
+                self._source = self.finder.local(self.file, self.path, self.name)
+        return self._source
+
+    @property
+    def has_debug_file(self) -> bool:
+        """Debug information found on disk (nothing parsed yet)."""
+        return self._local() is not None
+
+    def debug(self, remote: bool = True) -> Debug | None:
+        """This module's DWARF, or None. ``remote``: ask debuginfod when no file on disk has it."""
+        if self._debug is not None or self._debug_failed:
+            return self._debug
+        source = self._local()
+        if source is None and remote and not self._looked_remote:
+            self._looked_remote = True
+            source = self._source = self.finder.remote(self.file, self.name)
+        if source is None:
+            return None
+        cfi = None if source.file is self.file else self.file.elf
+        try:
+            self._debug = Debug(source.file.elf, self.bias, cfi)
+        except Exception as e:  # a corrupted file: the module goes on without DWARF
+            self.drop_debug(Malformed(f"{type(e).__name__}: {e}"[:200]))
+            return None
+        self.finder.say(f"{self.name}: debug info {source.how}")
+        return self._debug
+
+    def drop_debug(self, error: Malformed) -> None:
+        """Corrupted DWARF: say so once and go on with the symbols only."""
+        if not self._debug_failed:
+            self.finder.warn(f"{self.name}: its debug info cannot be read ({error}); "
+                             "going on without it (symbols only)")
+        self._debug, self._debug_failed = None, True
+
+    # -- symbols ---------------------------------------------------------------
+
+    def _files(self) -> list[ElfFile]:
+        """The loaded file, then its debug file when one was found (it may add .symtab)."""
+        source = self._local() if not self._looked_remote else self._source
+        return [self.file] if source is None or source.file is self.file else [self.file, source.file]
+
+    def symbol(self, name: str) -> Symbol | None:
+        """A function or object by name (file address): the file's own symbols first, then
+        its debug file's (read only when the first have no such name)."""
+        for file in self._files():
+            try:
+                found = file.symbols().get(name)
+            except BadFile as e:
+                self.finder.warn(f"{self.name}: its symbol table cannot be read ({e})")
+                continue
+            if found is not None:
+                return found
+        return None
+
+    def has_symtab(self) -> bool:
+        """A full symbol table in the file or its debug file (a stripped file has none)."""
+        return any(file.has_symtab for file in self._files())
+
+    def function_symbol(self, name: str) -> int | None:
+        symbol = self.symbol(name)
+        return symbol.address if symbol is not None and symbol.is_function else None
+
+    def object_symbol(self, name: str) -> Symbol | None:
+        symbol = self.symbol(name)
+        return symbol if symbol is not None and not symbol.is_function else None
+
+    def close(self) -> None:
+        if self._source is not None and self._source.file is not self.file:
+            self._source.file.close()
+        self.file.close()
+
+
+class Modules:
+    """The executable and the libraries of one process; ``refresh()`` finds those loaded since."""
+
+    def __init__(self, pid: int, finder: DebugFinder, symbols_file: str | None = None) -> None:
+        self.pid = pid
+        self.finder = finder
+        path = procfs.exe_path(pid)
+        try:
+            program = ElfFile(f"/proc/{pid}/exe", shown_as=path)
+        except BadFile:
+            if not os.path.exists(f"/proc/{pid}"):
+                raise ProcessNotFound(f"no process with PID {pid}") from None
+            raise UnsupportedTarget(f"process {pid} does not run an ELF program") from None
+        self._mapped: dict[str, Module] = {}
+        self._skipped: set[str] = set()
+        try:
+            inode = os.fstat(program.fileno()).st_ino
+            start = min((m.start for m in procfs.maps(pid) if m.inode == inode and m.offset == 0),
+                        default=None)
+            if start is None:
+                raise UnsupportedTarget(f"cannot find where {path} is mapped in process {pid}")
+            self.main = Module(program, path, start, True, finder, symbols_file)
+            if symbols_file is not None:
+                self.main.has_debug_file  # noqa: B018 (checks --symbols now: a clear error before anything)
+        except BaseException:
+            program.close()
+            raise
+        try:
+            self.refresh()
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def libraries(self) -> list[Module]:
+        return list(self._mapped.values())
+
+    def everything(self) -> list[Module]:
+        return [self.main, *self._mapped.values()]
+
+    def refresh(self) -> list[Module]:
+        """Open the libraries mapped since the last look (dlopen); returns the new ones."""
+        first: dict[str, procfs.Mapping] = {}
+        executable: set[str] = set()
+        for mapping in procfs.maps(self.pid):
+            path = mapping.path
+            if not path.startswith("/") or path == self.main.path:
+                continue
+            if mapping.offset == 0 and path not in first:
+                first[path] = mapping
+            if mapping.executable:
+                executable.add(path)
+        new = []
+        for path, mapping in first.items():
+            if path in self._mapped or path in self._skipped or path not in executable:
+                continue
+            module = self._open(path, mapping)
+            if module is None:
+                self._skipped.add(path)
+            else:
+                self._mapped[path] = module
+                new.append(module)
+        return new
+
+    def _open(self, path: str, mapping: procfs.Mapping) -> Module | None:
+        file = None
+        for candidate in (procfs.in_root(self.pid, path),
+                          f"/proc/{self.pid}/map_files/{mapping.start:x}-{mapping.end:x}"):
+            try:
+                opened = ElfFile(candidate, shown_as=path)
+            except BadFile:
+                continue
+            if os.fstat(opened.fileno()).st_ino == mapping.inode:
+                file = opened
+                break
+            opened.close()
+        if file is None:
+            if path.endswith(" (deleted)") or os.path.exists(procfs.in_root(self.pid, path)):
+                self.finder.warn(f"{posixpath.basename(path)}: the file on disk is not the one loaded "
+                                 "(replaced or deleted since); its symbols are not used")
+            return None
+        try:
+            return Module(file, path, mapping.start, False, self.finder)
+        except UnsupportedTarget:
+            file.close()
+            return None
+
+    def named(self, library: str) -> Module | None:
+        """The library a user means by LIBRARY in LIBRARY:FUNCTION: a path, a file name, or
+        a file name without its version suffix (libc, libc.so, libc.so.6)."""
+        for module in self.everything():
+            base = module.name
+            if library in (module.path, base) or base.startswith(library + ".") \
+                    or base.startswith(library + "-"):
+                return module
+        return None
+
+    def containing(self, address: int) -> Module | None:
+        """The module mapped at a run-time address."""
+        for mapping in procfs.maps(self.pid):
+            if mapping.start <= address < mapping.end:
+                if mapping.path == self.main.path:
+                    return self.main
+                return self._mapped.get(mapping.path)
+        return None
+
+    def close(self) -> None:
+        for module in self.everything():
+            module.close()

@@ -10,6 +10,13 @@ command -v make >/dev/null 2>&1 || need+=(make)
 command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 command -v gdb >/dev/null 2>&1 || need+=(gdb)  # the other debugger of the fault suite
 command -v python3 >/dev/null 2>&1 || need+=(python3)
+command -v objcopy >/dev/null 2>&1 || need+=(binutils)  # the tests split debug files as packagers do
+# debug information from elsewhere: elfutils' debuginfod client (used by sampler when
+# DEBUGINFOD_URLS is set), the debuginfod server (the tests run one on 127.0.0.1) and
+# glibc's separate debug files (a real program's library, found by build-id)
+ldconfig -p 2>/dev/null | grep -q 'libdebuginfod\.so\.1' || need+=(libdebuginfod1)
+command -v debuginfod >/dev/null 2>&1 || need+=(debuginfod)
+dpkg-query -W -f='${Status}' libc6-dbg 2>/dev/null | grep -q 'ok installed' || need+=(libc6-dbg)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 if [ "${1:-}" = bench ]; then  # the eBPF reference of bench/overhead.py
   command -v bpftrace >/dev/null 2>&1 || need+=(bpftrace)

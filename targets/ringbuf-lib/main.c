@@ -1,4 +1,4 @@
-/* ringbuf-lib: a single-threaded program whose ring buffer lives in libring.so. Each
+/* ringbuf-lib: a single-threaded program (printing reads/s and writes/s like ringbuf-c) whose ring buffer lives in libring.so. Each
  * round (about every 2 ms) it adds 3 items and takes 2, so w - r grows by one per round
  * up to the capacity (1000), and calls lib_count(round). On SIGUSR1 (or at the start with
  * --plugin) it loads libplugin.so from its own folder with dlopen and calls plugin_work. */
@@ -31,12 +31,15 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     printf("ready pid=%d\n", (int)getpid());
     uint64_t (*work)(uint64_t) = NULL;
+    uint64_t reads = 0, writes = 0;
+    struct timespec last, now;
+    clock_gettime(CLOCK_MONOTONIC, &last);
     for (uint64_t round = 0;; round++) {
         uint64_t v;
         for (int k = 0; k < 3; k++)
-            lring_push(lib_ring, round);
+            writes += lring_push(lib_ring, round);
         for (int k = 0; k < 2; k++)
-            lring_pop(lib_ring, &v);
+            reads += lring_pop(lib_ring, &v);
         lib_count(round);
         if (want_plugin && work == NULL) {
             char path[PATH_MAX];
@@ -52,6 +55,12 @@ int main(int argc, char **argv)
         }
         if (work != NULL)
             work(round);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec > last.tv_sec && now.tv_nsec >= last.tv_nsec) {
+            printf("reads/s=%llu writes/s=%llu\n", (unsigned long long)reads, (unsigned long long)writes);
+            reads = writes = 0;
+            last = now;
+        }
         struct timespec pause = {0, 2000000};
         nanosleep(&pause, NULL);
     }

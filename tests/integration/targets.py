@@ -178,21 +178,26 @@ class Seizer:
 
 
 def assert_text_matches_file(target: Target) -> None:
-    """The target's executable code in memory is byte for byte its file: no int3 left."""
+    """The target's executable code in memory, the program's and every library's, is byte
+    for byte its file: no int3 left."""
     exe = os.readlink(f"/proc/{target.pid}/exe")
-    binary = Path(exe).read_bytes()
     maps = Path(f"/proc/{target.pid}/maps").read_text().splitlines()
-    checked = 0
+    files: dict[str, bytes] = {}
+    checked = set()
     with open(f"/proc/{target.pid}/mem", "rb") as mem:
         for line in maps:
             fields = line.split()
-            if len(fields) >= 6 and fields[1] == "r-xp" and fields[5] == exe:
+            if len(fields) >= 6 and fields[1] == "r-xp" and fields[5].startswith("/"):
+                path = fields[5]
+                if path not in files:
+                    files[path] = Path(f"/proc/{target.pid}/root{path}").read_bytes()
+                binary = files[path]
                 start, end = (int(x, 16) for x in fields[0].split("-"))
                 offset = int(fields[2], 16)
                 mem.seek(start)
-                assert mem.read(end - start) == binary[offset:offset + end - start], "code differs from file"
-                checked += 1
-    assert checked, "no code mapping of the program found"
+                assert mem.read(end - start) == binary[offset:offset + end - start], f"code of {path} differs from file"
+                checked.add(path)
+    assert exe in checked, "no code mapping of the program found"
 
 
 def assert_signal_ends_cleanly(proc: subprocess.Popen[str], signum: int, out: Path, target: Target) -> None:

@@ -9,6 +9,7 @@ values are read from /proc/PID/mem while the target runs (zero-stop reads).
 from __future__ import annotations
 
 import ast
+import contextlib
 import gc
 import threading
 import time
@@ -29,13 +30,14 @@ from sampler.backends.ptrace.dwarf import (
     Variable,
 )
 from sampler.backends.ptrace.evaluate import Evaluator, Object, SampleError, dotted_name
+from sampler.backends.ptrace.instructions import MAX_FUNCTION, starts_instruction
 from sampler.backends.ptrace.locate import NO_DEBUG_HINT, Place, defines_package, find_global, resolve
-from sampler.backends.ptrace.memory import Memory
+from sampler.backends.ptrace.memory import Memory, UnreadableMemory
 from sampler.backends.ptrace.modules import Module, Modules
 from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.tracer import Hit, Tracer
 from sampler.config import SessionConfig
-from sampler.errors import ExpressionError, UsageError
+from sampler.errors import ExpressionError, LocationNotFound, UsageError
 from sampler.expr import DEREF, source_name
 from sampler.guardian import Guardian
 from sampler.journal import Journal
@@ -90,6 +92,7 @@ class PtraceBackend:
             self._evaluate(None)
             return
         self._check_names()
+        self._check_instruction()
         # what the DWARF parse left behind: collected now, and frozen so that no collection
         # of those objects falls inside a pause
         gc.collect()
@@ -99,6 +102,32 @@ class PtraceBackend:
             self.guardian = Guardian(PatchRescue(self.config.pid))
         self.tracer = Tracer(self.config.pid, self.memory, journal, self.guardian)
         self.tracer.seize()
+
+    def _check_instruction(self) -> None:
+        """Refuse a breakpoint address that does not start an instruction of its function
+        (a corrupted line table, a wrong *ADDR): an int3 there would change the program."""
+        assert self.address is not None and self.memory is not None
+        where, address = self.config.location, self.address
+        module = self.place.module if self.place is not None else None
+        start = module.function_start(address - module.bias) if module is not None else None
+        if module is None or start is None:
+            raise LocationNotFound(f"--at {where}: cannot tell whether {address:#x} starts an instruction "
+                                   "(no symbol or unwind entry of a loaded file covers it); no breakpoint "
+                                   "was written", "give a function name, or an address inside a known function")
+        begin = start + module.bias
+        if address - begin + 16 > MAX_FUNCTION:
+            raise LocationNotFound(f"--at {where}: {address:#x} is over 1 MiB past the start of its function "
+                                   f"at {begin:#x}; no breakpoint was written", "give a function name")
+        try:
+            code = self.memory.read(begin, address - begin + 16)
+        except UnreadableMemory as e:
+            raise LocationNotFound(f"--at {where}: the code at {begin:#x} cannot be read ({e})") from None
+        if not starts_instruction(code, begin, address):
+            raise LocationNotFound(f"--at {where}: {address:#x} is not the start of an instruction (decoded "
+                                   f"from its function at {begin:#x}); no breakpoint was written",
+                                   "give the address of an instruction (objdump -d)" if where and
+                                   where.lstrip().startswith("*") else "the debug info's line table may be "
+                                   "corrupted: give a function name, another line, or *ADDR of an instruction")
 
     def sample(self, stop: threading.Event) -> Reading:
         if self.tracer is None or self.address is None:
@@ -268,9 +297,8 @@ class PtraceBackend:
                 names = set(self._variables.setdefault(pc, debug.variables(self.function, pc)))
                 for variable in self._variables[pc].values():
                     debug.type_of(variable.die)
-                debug.cfa(pc, dict.fromkeys(REGISTERS, 0))
-            except OptimizedOut:
-                pass
+                with contextlib.suppress(OptimizedOut, Malformed):  # then each row says why
+                    debug.cfa(pc, dict.fromkeys(REGISTERS, 0))
             except Malformed as e:
                 module.drop_debug(e)
                 self._variables.pop(pc, None)
@@ -289,13 +317,18 @@ class PtraceBackend:
 
     def _no_dwarf(self) -> str:
         """Why a name may be missing: the modules that matter have no debug info."""
-        lacking = [m.name for m in {self.modules.main, self.place.module if self.place else None}
-                   if m is not None and m.debug() is None]
-        return f"; no debug info was found for {', '.join(sorted(lacking))}" if lacking else ""
+        modules = {self.modules.main, self.place.module if self.place else None}
+        lacking = sorted(m.name for m in modules if m is not None and m.debug() is None and not m.debug_corrupted)
+        corrupted = sorted(m.name for m in modules if m is not None and m.debug_corrupted)
+        said = f"; no debug info was found for {', '.join(lacking)}" if lacking else ""
+        return said + (f"; the debug info of {', '.join(corrupted)} cannot be read" if corrupted else "")
 
     def _no_dwarf_hint(self) -> str:
-        if not self._no_dwarf():
+        said = self._no_dwarf()
+        if not said:
             return ""
+        if "no debug info was found" not in said:
+            return "its debug info is damaged: give a good copy with --symbols or --debug-dir"
         return NO_DEBUG_HINT
 
 

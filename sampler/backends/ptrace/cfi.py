@@ -30,11 +30,25 @@ class CallFrames:
         self._eh_address = 0
         self._all: tuple[list[int], list[FDE]] | None = None
 
+    def entry(self, pc: int) -> FDE | None:
+        """The FDE that covers pc: through the search table, else from a full parse."""
+        try:
+            found = self._indexed(pc)
+        except Exception:  # a corrupted table or entry: the full parse decides
+            found = None
+        return found if found is not None else self._parsed(pc)
+
+    def function_range(self, pc: int) -> tuple[int, int] | None:
+        """[start, end) of the function whose unwind entry covers pc."""
+        fde = self.entry(pc)
+        if fde is None:
+            return None
+        start = int(fde.header["initial_location"])
+        return start, start + int(fde.header["address_range"])
+
     def rule(self, pc: int) -> tuple[int, int] | None:
         """(DWARF register number, offset) of the CFA rule at pc, or None."""
-        fde = self._indexed(pc)
-        if fde is None:
-            fde = self._parsed(pc)
+        fde = self.entry(pc)
         if fde is None:
             return None
         found = None

@@ -229,7 +229,10 @@ class Debug:
     @_guarded
     def function_at(self, pc: int) -> Function | None:
         unit = self._unit_at(pc)
-        candidates = self._index_unit(unit) if unit is not None else None
+        try:
+            candidates = self._index_unit(unit) if unit is not None else None
+        except Exception:  # aranges pointed at something that is not a unit: walk them all
+            candidates = None
         if candidates is None or not any(f.low <= pc < f.high for f in candidates):
             self._scan_until(lambda: False)
             candidates = [f for fs in self._unit_functions.values() for f in fs]
@@ -239,12 +242,18 @@ class Debug:
         return None
 
     def _unit_at(self, pc: int) -> CompileUnit | None:
-        if self._aranges is None:
-            self._aranges = self.info.get_aranges() or False
-        if self._aranges is False:
+        """The unit .debug_aranges gives for pc; None without (or with broken) aranges,
+        and the caller walks the units instead."""
+        try:
+            if self._aranges is None:
+                self._aranges = self.info.get_aranges() or False
+            if self._aranges is False or not self._aranges.entries:
+                return None
+            offset = self._aranges.cu_offset_at_addr(pc)
+            return None if offset is None else self.info.get_CU_at(offset)
+        except Exception:  # corrupted aranges: not worth losing the DWARF for
+            self._aranges = False
             return None
-        offset = self._aranges.cu_offset_at_addr(pc) if self._aranges.entries else None
-        return None if offset is None else self.info.get_CU_at(offset)
 
     @_guarded
     def has_global(self, name: str) -> bool:

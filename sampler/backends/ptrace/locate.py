@@ -130,8 +130,9 @@ def _after_prologue(module: Module, function: Function) -> int:
     debug = module.debug()
     try:
         return (debug.after_prologue(function) if debug is not None else function.low) + module.bias
-    except Malformed as e:
-        module.drop_debug(e)
+    except Malformed as e:  # the line table only: the rest of the DWARF may be fine
+        module.finder.warn(f"{module.name}: its line table cannot be read ({e}); breaking at the entry "
+                           f"of {function.name}")
         return function.low + module.bias
 
 

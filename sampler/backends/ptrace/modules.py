@@ -5,10 +5,12 @@ gdb calls these objfiles, Delve images.
 
 from __future__ import annotations
 
+import bisect
 import os
 import posixpath
 
 from sampler import procfs
+from sampler.backends.ptrace.cfi import CallFrames
 from sampler.backends.ptrace.debugfiles import DebugFinder, Source
 from sampler.backends.ptrace.dwarf import Debug, Malformed
 from sampler.backends.ptrace.elffile import BadFile, ElfFile, Symbol
@@ -35,6 +37,8 @@ class Module:
         self._looked_remote = False
         self._debug: Debug | None = None
         self._debug_failed = False
+        self._functions: tuple[list[int], list[int]] | None = None
+        self._frames: CallFrames | None = None
 
     def __repr__(self) -> str:
         return f"Module({self.path!r}, bias={self.bias:#x})"
@@ -74,6 +78,11 @@ class Module:
         self.finder.say(f"{self.name}: debug info {source.how}")
         return self._debug
 
+    @property
+    def debug_corrupted(self) -> bool:
+        """Its debug info was found but could not be read."""
+        return self._debug_failed
+
     def drop_debug(self, error: Malformed) -> None:
         """Corrupted DWARF: say so once and go on with the symbols only."""
         if not self._debug_failed:
@@ -105,6 +114,12 @@ class Module:
         """A full symbol table in the file or its debug file (a stripped file has none)."""
         return any(file.has_symtab for file in self._files())
 
+    def _symbols_of(self, file: ElfFile) -> dict[str, Symbol]:
+        try:
+            return file.symbols()
+        except BadFile:
+            return {}
+
     def function_symbol(self, name: str) -> int | None:
         symbol = self.symbol(name)
         return symbol.address if symbol is not None and symbol.is_function else None
@@ -112,6 +127,25 @@ class Module:
     def object_symbol(self, name: str) -> Symbol | None:
         symbol = self.symbol(name)
         return symbol if symbol is not None and not symbol.is_function else None
+
+    def function_start(self, address: int) -> int | None:
+        """File address where the function holding ADDRESS (a file address) starts: from a
+        function symbol that covers it, else from the unwind entry (.eh_frame) that does."""
+        if self._functions is None:
+            spans = sorted({(symbol.address, symbol.size) for file in self._files()
+                            for symbol in self._symbols_of(file).values() if symbol.is_function})
+            self._functions = [start for start, _ in spans], [size for _, size in spans]
+        starts, sizes = self._functions
+        at = bisect.bisect_right(starts, address) - 1  # of aliases at one address, the largest
+        if at >= 0 and address < starts[at] + max(sizes[at], 1):
+            return starts[at]
+        if self._frames is None:
+            self._frames = CallFrames(self.file.elf, None)
+        try:
+            span = self._frames.function_range(address)
+        except Exception:  # corrupted unwind tables: no start known
+            span = None
+        return span[0] if span is not None else None
 
     def close(self) -> None:
         if self._source is not None and self._source.file is not self.file:

@@ -1,0 +1,27 @@
+"""Is an address the start of an instruction? Checked before an int3 is written there.
+
+An int3 in the middle of an instruction changes what the target executes: it would crash
+or compute wrong results. A breakpoint address comes from the line table (corrupted debug
+information can put it anywhere in a function) or from the user (``*ADDR``), so it is
+checked by decoding x86-64 from the start of its function (capstone) until the address
+is reached or passed.
+"""
+
+from __future__ import annotations
+
+from capstone import CS_ARCH_X86, CS_MODE_64, Cs  # type: ignore[import-untyped]
+
+_DECODER = Cs(CS_ARCH_X86, CS_MODE_64)
+
+MAX_FUNCTION = 1 << 20
+"""Decode at most this many bytes from the function's start (1 MiB)."""
+
+
+def starts_instruction(code: bytes, start: int, address: int) -> bool:
+    """CODE (at run-time address START) decoded from its first byte reaches ADDRESS exactly."""
+    for at, _size, _mnemonic, _operands in _DECODER.disasm_lite(code, start):
+        if at == address:
+            return True
+        if at > address:
+            return False
+    return False  # an undecodable byte before the address: not known to be an instruction

@@ -9,12 +9,12 @@ from typing import Any, TypeVar
 
 import click
 
-from sampler import __version__, expr, process, procfs, supervisor
+from sampler import __version__, expr, notice, process, procfs, supervisor
 from sampler.backends.select import CHOICES, build, pick
 from sampler.config import SessionConfig
 from sampler.durations import format_duration, parse_duration
 from sampler.errors import AlreadyTraced, SamplerError, UsageError
-from sampler.output import Writer, notice
+from sampler.output import Writer
 from sampler.output.console import ConsoleWriter
 from sampler.output.csv import CsvWriter
 from sampler.repair import repair as repair_journal
@@ -179,6 +179,9 @@ def _sample(config: SessionConfig, out: str, quiet: bool, how: str) -> int:
             if fixed.restored or fixed.problem:
                 click.echo(f"sampler: an earlier run left PID {fixed.pid} patched: {fixed.note}", err=True)
         choice = pick(config, target)
+        if choice.name != "ptrace" and (config.debug_dirs or config.symbols_file):
+            _say(f"--debug-dir and --symbols are used by the ptrace backend only; {choice.name} finds debug "
+                 "info by its own rules (dlv's debug-info-directories)")
         if not quiet:
             writers.append(ConsoleWriter(names))
             click.echo(f"sampler: {choice.name} backend ({choice.reason}); sampling PID {config.pid} {how}",

@@ -223,10 +223,9 @@ def test_a_debuglink_whose_crc_does_not_match_is_not_used(tmp_path: Path) -> Non
     subprocess.run(["objcopy", "--only-keep-debug", str(BIN / "ringbuf-c-O0"), str(debug)], check=True)
     target = Target([str(stripped)])
     try:
-        result = attach(target.pid, "--at", "ring_read", "--expr", "b->w", "--count", "1")
-        assert result.returncode == 2 and "Traceback" not in result.stderr
-        assert "its CRC does not match .gnu_debuglink" in result.stderr
-        assert "ringbuf-c is stripped and no debug info was found for it" in result.stderr.splitlines()[-1]
+        line = one_line_error(attach(target.pid, "--quiet", "--at", "ring_read", "--expr", "b->w"))
+        assert "ringbuf-c is stripped; no debug info was found for ringbuf-c (ignored " in line
+        assert "its CRC does not match .gnu_debuglink (a different build)" in line
         assert_harmless(target)
     finally:
         target.stop()
@@ -244,7 +243,7 @@ def test_a_build_id_file_in_a_debug_dir(tmp_path: Path) -> None:
     try:
         # WHEN sampling without --debug-dir: one clear line that says what to do
         line = one_line_error(attach(target.pid, "--quiet", "--at", "ring_read", "--expr", "b->w"))
-        assert "ringbuf-c is stripped and no debug info was found for it" in line and "--debug-dir" in line
+        assert "ringbuf-c is stripped; no debug info was found for ringbuf-c" in line and "--debug-dir" in line
         # and with it: found by build-id
         out = tmp_path / "b.csv"
         result = attach(target.pid, "--debug-dir", str(tmp_path / "debug"), "--at", "ring_read",
@@ -344,13 +343,11 @@ def test_debug_info_from_a_debuginfod_server(tmp_path: Path, debuginfod_server: 
         # a second run takes it from the cache: no download
         again = attach(target.pid, "--at", "ring_read", "--expr", "b->capacity", "--count", "1", env=env)
         assert again.returncode == 0 and "downloading" not in again.stderr, again.stderr
-        # an unreachable server: a warning that says why, then the error that follows from it
-        down = attach(target.pid, "--at", "ring_read", "--expr", "b->w", "--count", "1",
-                      env={"DEBUGINFOD_URLS": f"http://127.0.0.1:{free_port()}",
-                           "DEBUGINFOD_CACHE_PATH": str(tmp_path / "cache2")})
-        assert down.returncode == 2 and "Traceback" not in down.stderr
-        assert "ringbuf-c: debuginfod failed (connection refused); going on without its debug info" in down.stderr
-        assert "no debug info was found" in down.stderr.splitlines()[-1]
+        # an unreachable server: the one error line says why
+        line = one_line_error(attach(target.pid, "--quiet", "--at", "ring_read", "--expr", "b->w",
+                                     env={"DEBUGINFOD_URLS": f"http://127.0.0.1:{free_port()}",
+                                          "DEBUGINFOD_CACHE_PATH": str(tmp_path / "cache2")}))
+        assert "no debug info was found for ringbuf-c (debuginfod failed: connection refused)" in line
         assert_harmless(target)
     finally:
         target.stop()
@@ -454,10 +451,8 @@ def test_a_truncated_debug_file(tmp_path: Path) -> None:
     subprocess.run(["objcopy", f"--add-gnu-debuglink={debug}", str(stripped)], check=True, cwd=debug.parent)
     target = Target([str(stripped)])
     try:
-        result = attach(target.pid, "--at", "ring_read", "--expr", "b->w", "--count", "1", "--quiet")
-        assert_no_internal_error(result)
-        assert result.returncode == 2
-        assert "ringbuf-c: ignoring" in result.stderr or "cannot be read" in result.stderr, result.stderr
+        line = one_line_error(attach(target.pid, "--quiet", "--at", "ring_read", "--expr", "b->w"))
+        assert "ignored" in line or "cannot be read" in line, line
         assert_harmless(target)
     finally:
         target.stop()

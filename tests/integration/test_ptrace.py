@@ -251,7 +251,7 @@ def test_a_stripped_binary(start_target: Callable[..., Target], tmp_path: Path) 
     target = Target([str(stripped)])
     try:
         line = one_line_error(attach(target.pid, "--at", "ring_read", "--expr", "b->w"))
-        assert "ringbuf-stripped is stripped and no debug info was found for it" in line
+        assert "ringbuf-stripped is stripped; no debug info was found for ringbuf-stripped" in line
         assert "install its debug package" in line
         target.assert_untouched()
     finally:

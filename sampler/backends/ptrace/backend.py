@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import ClassVar
 
+from sampler import notice
 from sampler.backends.base import Capabilities
 from sampler.backends.cycle import miss
 from sampler.backends.ptrace.debugfiles import DebugFinder
@@ -41,7 +42,6 @@ from sampler.errors import ExpressionError, LocationNotFound, UsageError
 from sampler.expr import DEREF, source_name
 from sampler.guardian import Guardian
 from sampler.journal import Journal
-from sampler.output import notice
 from sampler.process import TargetProcess
 from sampler.sample import Reading, Value
 
@@ -317,11 +317,9 @@ class PtraceBackend:
 
     def _no_dwarf(self) -> str:
         """Why a name may be missing: the modules that matter have no debug info."""
-        modules = {self.modules.main, self.place.module if self.place else None}
-        lacking = sorted(m.name for m in modules if m is not None and m.debug() is None and not m.debug_corrupted)
-        corrupted = sorted(m.name for m in modules if m is not None and m.debug_corrupted)
-        said = f"; no debug info was found for {', '.join(lacking)}" if lacking else ""
-        return said + (f"; the debug info of {', '.join(corrupted)} cannot be read" if corrupted else "")
+        modules = [m for m in (self.modules.main, self.place.module if self.place else None) if m is not None]
+        said = [m.lacking_debug() for m in dict.fromkeys(modules) if m.debug() is None]
+        return "".join(f"; {why}" for why in said if why)
 
     def _no_dwarf_hint(self) -> str:
         said = self._no_dwarf()

@@ -40,7 +40,9 @@ class DebugFinder:
         self.say = say
         """Tells the user something (a no-op under --quiet)."""
         self.warn = warn
-        """Tells the user about a file that was not used, even under --quiet."""
+        """Tells the user something that changes the result, even under --quiet. Files that
+        were not used are not said at once: they go into the ``notes`` of the lookup, and
+        into the one error line when the missing debug info makes one."""
         self.dirs: list[str] = list(debug_dirs)
         """Folders to look in, as paths sampler can open."""
         same_root = _same_file(self.root, "/")
@@ -49,7 +51,7 @@ class DebugFinder:
             if not same_root:
                 self.dirs.append(default)
 
-    def local(self, module: ElfFile, path_in_target: str, name: str) -> Source | None:
+    def local(self, module: ElfFile, path_in_target: str, notes: list[str]) -> Source | None:
         """Steps 1-3: the module's DWARF from files on disk, or None."""
         if module.has_dwarf:
             return Source(module, "in the file itself")
@@ -58,7 +60,7 @@ class DebugFinder:
             hexed = build_id.hex()
             for folder in self.dirs:
                 candidate = f"{folder}/.build-id/{hexed[:2]}/{hexed[2:]}.debug"
-                found = self._open(candidate, name, build_id)
+                found = self._open(candidate, notes, build_id)
                 if found is not None:
                     return Source(found, f"from {_shown(candidate, self.root)} (by build-id)")
         try:
@@ -78,26 +80,27 @@ class DebugFinder:
                 except OSError:
                     continue
                 if not matches:
-                    self.warn(f"{name}: ignoring {_shown(candidate, self.root)}: its CRC does not match "
-                              ".gnu_debuglink (a different build)")
+                    notes.append(f"ignored {_shown(candidate, self.root)}: its CRC does not match "
+                                 ".gnu_debuglink (a different build)")
                     continue
-                found = self._open(candidate, name, None)
+                found = self._open(candidate, notes, None)
                 if found is not None:
                     return Source(found, f"from {_shown(candidate, self.root)} (by .gnu_debuglink)")
         return None
 
-    def remote(self, module: ElfFile, name: str) -> Source | None:
+    def remote(self, module: ElfFile, name: str, notes: list[str]) -> Source | None:
         """Step 4: debuginfod, when DEBUGINFOD_URLS is set and the module has a build-id."""
         if not debuginfod.enabled() or module.build_id is None:
             return None
         try:
             path = debuginfod.fetch_debuginfo(module.build_id, self.say, name)
         except debuginfod.DebuginfodError as e:
-            self.warn(f"{name}: debuginfod failed ({e}); going on without its debug info")
+            notes.append(f"debuginfod failed: {e}")
             return None
         if path is None:
+            notes.append(f"debuginfod has no file for build-id {module.build_id.hex()}")
             return None
-        found = self._open(path, name, module.build_id)
+        found = self._open(path, notes, module.build_id)
         return None if found is None else Source(found, f"from {path} (debuginfod)")
 
     def symbols_file(self, path: str, program: ElfFile) -> Source:
@@ -127,18 +130,18 @@ class DebugFinder:
                              "give the unstripped file of the build that runs")
         return Source(copy, f"from {path} (--symbols)")
 
-    def _open(self, path: str, name: str, build_id: bytes | None) -> ElfFile | None:
+    def _open(self, path: str, notes: list[str], build_id: bytes | None) -> ElfFile | None:
         if not os.path.isfile(path):
             return None
         try:
             found = ElfFile(path)
         except BadFile as e:
-            self.warn(f"{name}: ignoring {_shown(path, self.root)}: not a readable ELF file ({e})")
+            notes.append(f"ignored {_shown(path, self.root)}: not a readable ELF file ({e})")
             return None
         if build_id is not None and found.build_id not in (None, build_id):
-            self.warn(f"{name}: ignoring {_shown(path, self.root)}: its build-id does not match")
+            notes.append(f"ignored {_shown(path, self.root)}: its build-id does not match")
         elif not found.has_dwarf:
-            self.warn(f"{name}: ignoring {_shown(path, self.root)}: it has no DWARF")
+            notes.append(f"ignored {_shown(path, self.root)}: it has no DWARF")
         else:
             return found
         found.close()

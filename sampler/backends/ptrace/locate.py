@@ -68,7 +68,7 @@ def resolve(modules: Modules, location: str) -> Place:
 
 def _without(module: Module) -> str:
     if module.debug(remote=False) is None and not module.has_symtab():
-        return f" ({module.name} is stripped and no debug info was found for it)"
+        return f" ({module.name} is stripped; {module.lacking_debug() or 'it has no debug info'})"
     return ""
 
 

@@ -37,6 +37,8 @@ class Module:
         self._looked_remote = False
         self._debug: Debug | None = None
         self._debug_failed = False
+        self.notes: list[str] = []
+        """What was tried and not used for its debug info, for the error line that may follow."""
         self._functions: tuple[list[int], list[int]] | None = None
         self._frames: CallFrames | None = None
 
@@ -51,7 +53,7 @@ class Module:
             if self.is_main and self.symbols_file is not None:
                 self._source = self.finder.symbols_file(self.symbols_file, self.file)
             else:
-                self._source = self.finder.local(self.file, self.path, self.name)
+                self._source = self.finder.local(self.file, self.path, self.notes)
         return self._source
 
     @property
@@ -66,7 +68,7 @@ class Module:
         source = self._local()
         if source is None and remote and not self._looked_remote:
             self._looked_remote = True
-            source = self._source = self.finder.remote(self.file, self.name)
+            source = self._source = self.finder.remote(self.file, self.name, self.notes)
         if source is None:
             return None
         cfi = None if source.file is self.file else self.file.elf
@@ -84,11 +86,19 @@ class Module:
         return self._debug_failed
 
     def drop_debug(self, error: Malformed) -> None:
-        """Corrupted DWARF: say so once and go on with the symbols only."""
+        """Corrupted DWARF: go on with the symbols only (an error line that follows says why)."""
         if not self._debug_failed:
-            self.finder.warn(f"{self.name}: its debug info cannot be read ({error}); "
-                             "going on without it (symbols only)")
+            self.notes.append(f"its debug info cannot be read ({error})")
         self._debug, self._debug_failed = None, True
+
+    def lacking_debug(self) -> str | None:
+        """Why this module has no DWARF, for an error line; None when it has (or was not asked)."""
+        if self._debug is not None or not (self._looked_local or self._looked_remote):
+            return None
+        tried = f" ({'; '.join(self.notes)})" if self.notes else ""
+        if self._debug_failed:
+            return f"the debug info of {self.name} cannot be read{tried}"
+        return f"no debug info was found for {self.name}{tried}"
 
     # -- symbols ---------------------------------------------------------------
 
@@ -104,7 +114,7 @@ class Module:
             try:
                 found = file.symbols().get(name)
             except BadFile as e:
-                self.finder.warn(f"{self.name}: its symbol table cannot be read ({e})")
+                self.notes.append(f"its symbol table cannot be read ({e})")
                 continue
             if found is not None:
                 return found

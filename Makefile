@@ -69,7 +69,7 @@ $(VENV)/.installed: pyproject.toml | system-deps
 	touch $@
 
 targets: targets/bin/ringbuf-go targets/bin/ringbuf-c targets/bin/ringbuf-c-O0 targets/bin/ringbuf-lib \
-	targets/bin/libplugin.so
+	targets/bin/libplugin.so targets/bin/ringbuf-cpp targets/bin/ringbuf-rust targets/bin/ringbuf-c-exported
 
 targets/bin/ringbuf-go: targets/ringbuf-go/main.go targets/ringbuf-go/go.mod | system-deps
 	mkdir -p targets/bin
@@ -94,6 +94,22 @@ targets/bin/ringbuf-lib: targets/ringbuf-lib/main.c targets/ringbuf-lib/ring.h t
 targets/bin/libplugin.so: targets/ringbuf-lib/plugin.c | system-deps
 	mkdir -p targets/bin
 	$(CC) -O2 -g -fPIC -shared -Wl,--build-id -o $@ $<
+
+# C++ and Rust: names and values as their users write them
+targets/bin/ringbuf-cpp: targets/ringbuf-cpp/ring.cpp | system-deps
+	mkdir -p targets/bin
+	$(CXX) -O2 -g -pthread -o $@ $<
+
+targets/bin/ringbuf-rust: targets/ringbuf-rust/main.rs | system-deps
+	mkdir -p targets/bin
+	rustc -g -C opt-level=0 --edition 2021 -o $@ $<
+
+# a stripped server that exports its functions (.dynsym, as programs with plug-ins do):
+# no DWARF and no .symtab, sampled with argN and casts
+targets/bin/ringbuf-c-exported: targets/ringbuf-c/ringbuf.c | system-deps
+	mkdir -p targets/bin
+	$(CC) -O2 -pthread -rdynamic -o $@ $<
+	strip --strip-all $@
 
 clean:
 	rm -rf targets/bin $(VENV) .cache samples.csv

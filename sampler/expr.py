@@ -16,8 +16,11 @@ import keyword
 import re
 from dataclasses import dataclass
 
+from sampler import casts
 from sampler.errors import ExpressionError
 
+REGISTER_PREFIX = "__reg_"
+"""``$rdi`` (gdb's spelling of a register) is the name ``__reg_rdi__`` in the parsed tree."""
 DEREF = "__deref__"
 """Name of the pseudo-call that stands for unary ``*`` in the parsed tree."""
 KEYWORD_PREFIX = "__kw_"
@@ -27,6 +30,7 @@ _NAME_PREFIX = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=(?!=)")
 _TOKEN = re.compile(
     r"\s*(?:(?P<num>0[xX][0-9a-fA-F]+|\d+\.\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|\d+(?:[eE][-+]?\d+)?)"
     r"|(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
+    r"|(?P<reg>\$[A-Za-z_][A-Za-z0-9_]*)"
     r"|(?P<op>->|&&|\|\||==|!=|<=|>=|<<|>>|[-+*/%&|^~!<>()\[\].,]))"
 )
 _ASSIGNMENT = re.compile(r"(?<![=!<>])=(?!=)|\+\+|--|:=|<<=|>>=")
@@ -37,7 +41,7 @@ _ALLOWED = (
     ast.Compare, ast.BoolOp, ast.Constant, ast.Load,
     ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Mod, ast.LShift, ast.RShift,
     ast.BitOr, ast.BitXor, ast.BitAnd, ast.USub, ast.UAdd, ast.Invert, ast.Not,
-    ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.And, ast.Or,
+    ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.And, ast.Or, ast.MatMult,
 )
 
 
@@ -89,6 +93,9 @@ def parse(text: str) -> ast.Expression:
             raise ExpressionError(f"{text!r}: only integer and float literals are allowed")
         if isinstance(node, ast.Name) and node.id == DEREF:
             continue
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult) and not (
+                isinstance(node.left, ast.Name) and casts.decode(node.left.id) is not None):
+            raise ExpressionError(f"{text!r} is not a valid expression")
         if not isinstance(node, _ALLOWED):
             raise ExpressionError(f"{text!r}: {type(node).__name__.lower()} is not supported")
     return tree
@@ -146,6 +153,17 @@ def _to_python(text: str) -> str:
             previous = tok
             i += 1
             continue
+        if kind == "op" and tok == "(" and previous in _UNARY_BEFORE:
+            cast = _cast_at(tokens, i, text)
+            if cast is not None:  # (T *) X -> __cast_T_1__ @ X
+                name, i = cast
+                out.append(f"({name} @")  # closed after its operand, as a dereference is
+                closers.append(depth)
+                previous = "("
+                continue
+        if kind == "reg":
+            tok = f"{REGISTER_PREFIX}{tok[1:]}__"
+            kind = "name"
         if kind == "op" and tok == "&" and previous in _UNARY_BEFORE:
             raise ExpressionError(f"{text!r}: taking an address (&) is not supported")
         if kind == "op" and tok in ("(", "["):
@@ -162,8 +180,40 @@ def _to_python(text: str) -> str:
             out.append(")")
             closers.pop()
     if closers:
-        raise ExpressionError(f"{text!r}: '*' needs an operand")
+        raise ExpressionError(f"{text!r}: '*' or a cast needs an operand")
     return " ".join(out)
+
+
+def _cast_at(tokens: list[tuple[str, str]], i: int, text: str) -> tuple[str, int] | None:
+    """At a '(': ``(TYPE *...)`` followed by an operand is a cast: its encoded name and the
+    index after its ')'. An unknown type with a '*' is an error; without one it is taken as
+    a parenthesized expression."""
+    words: list[str] = []
+    stars = 0
+    j = i + 1
+    while j < len(tokens) and tokens[j][0] == "name" and not stars:
+        words.append(tokens[j][1])
+        j += 1
+    while j < len(tokens) and tokens[j] == ("op", "*"):
+        stars += 1
+        j += 1
+    if not words or j >= len(tokens) or tokens[j] != ("op", ")"):
+        return None
+    follows = tokens[j + 1] if j + 1 < len(tokens) else None
+    if follows is None or not (follows[0] in ("name", "num", "reg") or follows[1] in ("(", "-", "~", "!", "*", "+")):
+        return None
+    cast = casts.lookup(words, stars)
+    if cast is None:
+        if stars or all(casts.known_word(w) for w in words) or len(words) > 1:
+            raise ExpressionError(f"{text!r}: unknown type {' '.join(words)!r} in a cast",
+                                  f"casts know {', '.join(casts.KNOWN)} (and pointers to them)")
+        return None  # (x) -y: a parenthesized name
+    return casts.encode(cast), j + 1
+
+
+def register_name(python_name: str) -> str:
+    """``rdi`` from ``__reg_rdi__`` (``$rdi`` as the user wrote it)."""
+    return python_name.removeprefix(REGISTER_PREFIX).removesuffix("__")
 
 
 def source_name(python_name: str) -> str:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import ast
 import contextlib
 import gc
+import re
 import threading
 import time
 from collections.abc import Callable
 from typing import ClassVar
 
-from sampler import notice
+from sampler import casts, notice
 from sampler.backends.base import Capabilities
 from sampler.backends.cycle import miss
 from sampler.backends.ptrace.debugfiles import DebugFinder
@@ -26,8 +27,10 @@ from sampler.backends.ptrace.dwarf import (
     Frame,
     Function,
     InMemory,
+    InRegister,
     Malformed,
     OptimizedOut,
+    Scalar,
     Variable,
 )
 from sampler.backends.ptrace.evaluate import Evaluator, Object, SampleError, dotted_name
@@ -39,7 +42,7 @@ from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.tracer import Hit, Tracer
 from sampler.config import SessionConfig
 from sampler.errors import ExpressionError, LocationNotFound, UsageError
-from sampler.expr import DEREF, source_name
+from sampler.expr import DEREF, REGISTER_PREFIX, register_name, source_name
 from sampler.guardian import Guardian
 from sampler.journal import Journal
 from sampler.process import TargetProcess
@@ -225,7 +228,7 @@ class PtraceBackend:
             raise SampleError(f"the debug info is corrupted ({e})") from None
 
     def _evaluate(self, hit: Hit | None) -> tuple[tuple[Value, ...], list[str]]:
-        scope, frame = self._scope(hit)
+        scope, _ = self._scope(hit)
         memory = self.memory
         assert memory is not None
 
@@ -235,12 +238,15 @@ class PtraceBackend:
                 return local.get()
             if name.partition(".")[0] in scope:  # b.w with a local b: a field, not a global
                 return None
-            return self._global(name)
+            found = self._global(name)
+            if found is None and hit is not None and name in ARGUMENTS:  # no DWARF name: the ABI's
+                return Object(ARGUMENT_TYPE, InRegister(ARGUMENTS[name]))
+            return found
 
         def register(name: str) -> int:
-            if frame is None:
+            if hit is None:
                 raise SampleError("registers are only known at a breakpoint")
-            return frame.registers[name]
+            return int(getattr(hit.registers, name))
 
         evaluator = Evaluator(resolve, memory.read, register, self._where(), self.name_hint)
         values: list[Value] = []
@@ -308,12 +314,31 @@ class PtraceBackend:
                 dotted = dotted_name(node) if isinstance(node, ast.Attribute) else None
                 if dotted is not None and dotted.partition(".")[0] not in names:
                     self._global(dotted)  # looked up now, not at a hit (main.ring, a Go global)
-                if isinstance(node, ast.Name) and node.id != DEREF:
+                if isinstance(node, ast.Name) and node.id.startswith(REGISTER_PREFIX):
+                    self._check_register(register_name(node.id))
+                elif isinstance(node, ast.Name) and node.id != DEREF and not node.id.startswith(casts.PREFIX):
                     name = source_name(node.id)
-                    if name not in names and self._global(name) is None \
-                            and not defines_package(self.modules, name):
+                    if name in names or self._global(name) is not None:
+                        continue
+                    if _ARGUMENT.match(name):
+                        self._check_argument(name)
+                    elif not defines_package(self.modules, name):
                         raise ExpressionError(f"no variable {name!r} {self._where()}{self._no_dwarf()}",
                                               self._no_dwarf_hint() or self.name_hint)
+
+    def _check_register(self, name: str) -> None:
+        if name not in REGISTER_NAMES:
+            raise ExpressionError(f"no register ${name}", f"registers are {', '.join(REGISTER_NAMES)}")
+        if self.address is None:
+            raise ExpressionError(f"${name}: registers are only known at a breakpoint", "give --at")
+
+    def _check_argument(self, name: str) -> None:
+        if name not in ARGUMENTS:
+            raise ExpressionError(f"{name}: only arg0-arg5 are known (the integer arguments passed in "
+                                  "registers by the System V AMD64 ABI)",
+                                  "read the stack instead, e.g. *(uint64_t *)($rsp + 8) at a function's entry")
+        if self.address is None:
+            raise ExpressionError(f"{name}: arguments are only known at a breakpoint", "give --at")
 
     def _no_dwarf(self) -> str:
         """Why a name may be missing: the modules that matter have no debug info."""
@@ -328,6 +353,14 @@ class PtraceBackend:
         if "no debug info was found" not in said:
             return "its debug info is damaged: give a good copy with --symbols or --debug-dir"
         return NO_DEBUG_HINT
+
+
+ARGUMENTS = {f"arg{i}": register for i, register in enumerate(("rdi", "rsi", "rdx", "rcx", "r8", "r9"))}
+"""The integer arguments at a function's entry, System V AMD64 ABI."""
+ARGUMENT_TYPE = Scalar("uint64_t", 8, "unsigned")
+_ARGUMENT = re.compile(r"^arg\d+$")
+REGISTER_NAMES = (*REGISTERS, "eflags", "orig_rax", "fs_base", "gs_base", "cs", "ss", "ds", "es", "fs", "gs")
+"""What ``$name`` may name: the fields of struct user_regs_struct."""
 
 
 class _Lazy:

@@ -59,6 +59,20 @@ class Member:
 @dataclass
 class Struct(Type):
     members: dict[str, Member] = field(default_factory=dict)
+    bases: list[Member] = field(default_factory=list)
+    """C++ base classes (DW_TAG_inheritance): their fields are this struct's too."""
+
+    def member(self, name: str) -> tuple[int, Member] | None:
+        """A field by name, searched in the bases too: (offset of its base, member)."""
+        found = self.members.get(name)
+        if found is not None:
+            return 0, found
+        for base in self.bases:
+            if isinstance(base.type, Struct):
+                inner = base.type.member(name)
+                if inner is not None:
+                    return base.offset + inner[0], inner[1]
+        return None
 
 
 @dataclass
@@ -309,8 +323,8 @@ class Debug:
             for child in children(die):
                 if child.tag in ("DW_TAG_formal_parameter", "DW_TAG_variable"):
                     name = _name(child) or _name(_origin(child, "DW_AT_abstract_origin"))
-                    if name and "DW_AT_location" in child.attributes:
-                        found[name] = Variable(name, child, self.type_of(child))
+                    if name and ("DW_AT_location" in child.attributes or name not in found):
+                        found[name] = Variable(name, child, self.type_of(child))  # no location: optimized out
                 elif child.tag == "DW_TAG_lexical_block" and _covers(child, pc):
                     visit(child)
 
@@ -361,9 +375,14 @@ class Debug:
             struct = Struct(name or "struct", size)
             self._types[die.offset] = struct
             for child in children(die):
-                if child.tag == "DW_TAG_member" and _name(child):
-                    offset = child.attributes.get("DW_AT_data_member_location")
-                    value = offset.value if offset is not None and isinstance(offset.value, int) else 0
+                if child.tag not in ("DW_TAG_member", "DW_TAG_inheritance") \
+                        or "DW_AT_declaration" in child.attributes:  # a C++ static member
+                    continue
+                offset = child.attributes.get("DW_AT_data_member_location")
+                value = offset.value if offset is not None and isinstance(offset.value, int) else 0
+                if child.tag == "DW_TAG_inheritance":
+                    struct.bases.append(Member("", value, self.type_of(child)))
+                elif _name(child):
                     struct.members[_name(child) or ""] = Member(_name(child) or "", value, self.type_of(child))
             return struct
         elif tag == "DW_TAG_array_type":
@@ -394,7 +413,9 @@ class Debug:
     @_guarded
     def location(self, variable: Variable, frame: Frame | None, function: Function | None) -> Location:
         """Where a variable lives at this stop (frame None: a global, no registers)."""
-        attr = variable.die.attributes["DW_AT_location"]
+        attr = variable.die.attributes.get("DW_AT_location")
+        if attr is None:
+            raise OptimizedOut(f"{variable.name} is optimized out")
         if attr.form in ("DW_FORM_exprloc", "DW_FORM_block1", "DW_FORM_block2", "DW_FORM_block4",
                          "DW_FORM_block"):
             ops = self._expr.parse_expr(attr.value)

@@ -14,8 +14,10 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sampler import casts
 from sampler.backends.ptrace.dwarf import (
     Array,
+    Computed,
     Enum,
     InMemory,
     InRegister,
@@ -27,8 +29,9 @@ from sampler.backends.ptrace.dwarf import (
     Type,
 )
 from sampler.backends.ptrace.memory import UnreadableMemory
+from sampler.backends.ptrace.wrappers import MAX_TEXT, text_fields, unwrap
 from sampler.errors import ExpressionError
-from sampler.expr import source_name
+from sampler.expr import REGISTER_PREFIX, register_name, source_name
 from sampler.sample import Value
 
 
@@ -88,8 +91,15 @@ class Evaluator:
     def _eval(self, node: ast.AST) -> Object | Num:
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
             return Num(node.value)
+        if isinstance(node, ast.Name) and node.id.startswith(REGISTER_PREFIX):
+            return Num(self.register(register_name(node.id)), 64, signed=False)
         if isinstance(node, ast.Name):
             return self._name(source_name(node.id))
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult) and isinstance(node.left, ast.Name):
+            cast = casts.decode(node.left.id)
+            if cast is None:
+                raise ExpressionError(f"unsupported expression {ast.unparse(node)!r}")
+            return self._cast(cast, self._eval(node.right))
         if isinstance(node, ast.Attribute):
             dotted = dotted_name(node)
             if dotted is not None:
@@ -128,6 +138,31 @@ class Evaluator:
             return Num(not want, is_bool=True)
         raise ExpressionError(f"unsupported expression {ast.unparse(node)!r}")
 
+    def _cast(self, cast: casts.Cast, operand: Object | Num) -> Object | Num:
+        """A C cast: a pointer of the named type (a read only happens through it), or the
+        value converted to the named scalar type."""
+        if cast.stars:
+            if isinstance(operand, Object) and isinstance(operand.type, (Struct, Array)):
+                address = self._address(operand)  # (T *)array: its first element
+            else:
+                address = self._int(operand) & (1 << 64) - 1
+            target: Type = Type("void", 0) if cast.kind == "void" else Scalar(cast.base, cast.size, cast.kind)
+            for _ in range(cast.stars - 1):
+                target = Pointer(f"{target.name}*", 8, target)
+            kind = TextPointer if cast.stars == 1 and cast.base.endswith("char") else Pointer
+            return Object(kind(cast.name, 8, target), Computed(address))
+        value = self._num(operand)
+        if cast.kind == "float":
+            return Num(float(value.value), cast.size * 8)
+        if cast.kind == "bool":
+            return Num(bool(value.value), 8, signed=False, is_bool=True)
+        whole = int(value.value)
+        bits = cast.size * 8
+        whole &= (1 << bits) - 1
+        if cast.kind == "signed" and whole >= 1 << (bits - 1):
+            whole -= 1 << bits
+        return Num(whole, bits, cast.kind == "signed")
+
     def _name(self, name: str) -> Object:
         found = self.resolve(name)
         if found is None:
@@ -145,11 +180,12 @@ class Evaluator:
             obj = self._deref(obj)
         if not isinstance(obj.type, Struct):
             raise ExpressionError(f"{obj.type.name} has no field {name!r} (it is not a struct)")
-        member = obj.type.members.get(name)
-        if member is None:
+        found = obj.type.member(name)
+        if found is None:
             raise ExpressionError(f"{obj.type.name} has no field {name!r}",
                                   f"its fields are: {', '.join(obj.type.members) or 'none'}")
-        return Object(member.type, InMemory(self._address(obj) + member.offset))
+        base, member = found
+        return Object(member.type, InMemory(self._address(obj) + base + member.offset))
 
     def _deref(self, obj: Object) -> Object:
         if not isinstance(obj.type, Pointer) or obj.type.target is None:
@@ -186,6 +222,9 @@ class Evaluator:
 
     def _load(self, obj: Object) -> Num:
         t = obj.type
+        wrapped = unwrap(t)
+        if wrapped is not None:  # std::atomic<T>, AtomicU64, Cell<T>: their T
+            return self._load(Object(wrapped[1], InMemory(self._address(obj) + wrapped[0])))
         if isinstance(t, (Struct, Array)) or t.size == 0:
             raise ExpressionError(f"{t.name} is not a number: pick a field or an element")
         size = t.size
@@ -213,12 +252,54 @@ class Evaluator:
         return int(num.value)
 
     def _present(self, obj: Object) -> Value:
+        fields = text_fields(obj.type)
+        if fields is not None:  # std::string, String, &str: the text
+            base = self._address(obj)
+            pointer = int.from_bytes(self.read(base + fields[0], 8), "little")
+            length = int.from_bytes(self.read(base + fields[1], 8), "little")
+            return self._text(pointer, min(length, MAX_TEXT), length > MAX_TEXT)
+        if isinstance(obj.type, TextPointer):  # (char *)EXPR: the NUL-terminated string
+            pointer = self._int(self._load(obj))
+            if pointer == 0:
+                raise SampleError("null pointer (char *)")
+            return self._c_string(pointer)
         num = self._load(obj)
         if isinstance(obj.type, Pointer):
             return hex(int(num.value))
         if isinstance(obj.type, Enum):
             return obj.type.names.get(int(num.value), int(num.value))
         return _present_num(num)
+
+
+    def _text(self, pointer: int, length: int, cut: bool) -> str:
+        if length == 0:
+            return ""
+        if pointer == 0:
+            raise SampleError("null pointer (string data)")
+        text = self.read(pointer, length).decode("utf-8", "replace")
+        return text + "..." if cut else text
+
+    def _c_string(self, pointer: int) -> str:
+        """Up to MAX_C_STRING bytes up to the NUL, read page by page (no read past a page
+        that does not exist)."""
+        data = b""
+        while len(data) < MAX_C_STRING:
+            at = pointer + len(data)
+            chunk = min(MAX_C_STRING - len(data), 4096 - at % 4096)
+            piece = self.read(at, chunk)
+            end = piece.find(b"\0")
+            if end >= 0:
+                return (data + piece[:end]).decode("utf-8", "replace")
+            data += piece
+        return data.decode("utf-8", "replace") + "..."
+
+
+class TextPointer(Pointer):
+    """``(char *)EXPR``: a pointer that reads as the string it points to."""
+
+
+MAX_C_STRING = 256
+"""Bytes read of a NUL-terminated string."""
 
 
 def _present_num(num: Num) -> Value:

@@ -58,6 +58,8 @@ def resolve(modules: Modules, location: str) -> Place:
         for module in modules_now:
             place = _in_module(module, text, everywhere=module.is_main)
             if place is not None:
+                if module.is_main and place.function is not None and _is_bare(text):
+                    _say_if_libraries_have(modules, text)
                 return place
     raise LocationNotFound(f"no function or line {text!r} in {modules.main.path} or the "
                            f"{len(modules.libraries)} libraries it has loaded (looked in their symbol "
@@ -98,10 +100,16 @@ def _in_module(module: Module, name: str, everywhere: bool) -> Place | None:
         return Place(found + module.bias, module, _function_at(module, found + module.bias))
     address = module.function_symbol(name)
     if address is not None:
-        function = _function_at(module, address + module.bias)
-        if function is not None and function.low == address:
-            return Place(_after_prologue(module, function), module, function)
-        return Place(address + module.bias, module, function)
+        return _at_symbol(module, address)
+    matches = module.functions_matching(name, bare=everywhere)
+    if len(matches) == 1:
+        [(address, _)] = matches.items()
+        return _at_symbol(module, address)
+    if len(matches) > 1:
+        listed = sorted(matches.values())
+        raise LocationNotFound(f"{name!r} is {len(listed)} functions in {module.name}: "
+                               f"{'; '.join(listed[:8])}{'; ...' if len(listed) > 8 else ''}",
+                               "give one of them in full, with its parameter list")
     if everywhere:
         debug = module.debug()
         if debug is not None:
@@ -113,6 +121,26 @@ def _in_module(module: Module, name: str, everywhere: bool) -> Place | None:
             if function is not None:
                 return Place(_after_prologue(module, function), module, function)
     return None
+
+
+def _at_symbol(module: Module, address: int) -> Place:
+    """A function symbol's place: after the prologue when the DWARF knows the function."""
+    function = _function_at(module, address + module.bias)
+    if function is not None and function.low == address:
+        return Place(_after_prologue(module, function), module, function)
+    return Place(address + module.bias, module, function)
+
+
+def _is_bare(name: str) -> bool:
+    return name.replace("_", "a").isalnum()
+
+
+def _say_if_libraries_have(modules: Modules, name: str) -> None:
+    """A bare name that the program and a library both have: the program's, and say so."""
+    others = [m.name for m in modules.libraries if m.function_symbol(name) is not None]
+    if others:
+        modules.finder.say(f"--at {name}: the program's function (also in {', '.join(others[:3])}; "
+                           f"{others[0]}:{name} picks that one)")
 
 
 def _function_at(module: Module, address: int) -> Function | None:

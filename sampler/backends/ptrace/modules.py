@@ -12,6 +12,7 @@ import posixpath
 from sampler import procfs
 from sampler.backends.ptrace.cfi import CallFrames
 from sampler.backends.ptrace.debugfiles import DebugFinder, Source
+from sampler.backends.ptrace.demangle import demangle, last_component, qualified, signature
 from sampler.backends.ptrace.dwarf import Debug, Malformed
 from sampler.backends.ptrace.elffile import BadFile, ElfFile, Symbol
 from sampler.errors import ProcessNotFound, UnsupportedTarget
@@ -40,6 +41,7 @@ class Module:
         self.notes: list[str] = []
         """What was tried and not used for its debug info, for the error line that may follow."""
         self._functions: tuple[list[int], list[int]] | None = None
+        self._mangled: list[tuple[str, str, int]] | None = None
         self._frames: CallFrames | None = None
 
     def __repr__(self) -> str:
@@ -137,6 +139,36 @@ class Module:
     def object_symbol(self, name: str) -> Symbol | None:
         symbol = self.symbol(name)
         return symbol if symbol is not None and not symbol.is_function else None
+
+    def mangled_functions(self) -> list[tuple[str, str, int]]:
+        """C++ and Rust functions: (qualified name, signature, file address), demangled once."""
+        if self._mangled is None:
+            found = []
+            for file in self._files():
+                for name, symbol in self._symbols_of(file).items():
+                    if symbol.is_function and name.startswith("_Z"):
+                        text = demangle(name)
+                        if text is not None:
+                            found.append((qualified(text), signature(text), symbol.address))
+            self._mangled = found
+        return self._mangled
+
+    def functions_matching(self, query: str, bare: bool) -> dict[int, str]:
+        """C++/Rust functions a user's name means, by file address -> signature: a full
+        signature (``rb::Ring::read(unsigned long*)``), a qualified name (``rb::Ring::read``),
+        or with ``bare`` a last component (``read``)."""
+        wanted = " ".join(query.split())
+        found: dict[int, str] = {}
+        for name, full, address in self.mangled_functions():
+            if "(" in wanted:
+                hit = full.replace(" ", "") == wanted.replace(" ", "")
+            elif bare and "::" not in wanted:
+                hit = last_component(name) == wanted
+            else:
+                hit = name == wanted
+            if hit:
+                found.setdefault(address, full)
+        return found
 
     def function_start(self, address: int) -> int | None:
         """File address where the function holding ADDRESS (a file address) starts: from a

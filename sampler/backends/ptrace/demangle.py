@@ -1,0 +1,114 @@
+"""C++ and Rust symbol names as their users write them: ``rb::Ring::read``, ``main::Ring::read``.
+
+Demangling goes through the C++ runtime's own ``__cxa_demangle`` (libstdc++, with ctypes):
+Itanium C++ names and Rust's legacy names (rustc's default) are both in that form. Where
+libstdc++ is missing, mangled names stay as they are.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import re
+
+_RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")
+_QUALIFIERS = (" const", " volatile", " &&", " &")
+
+_LOADED: list[ctypes.CDLL | None] = []
+
+
+def _library() -> ctypes.CDLL | None:
+    if not _LOADED:
+        found: ctypes.CDLL | None
+        try:
+            found = ctypes.CDLL(ctypes.util.find_library("stdc++") or "libstdc++.so.6")
+            found.__cxa_demangle.restype = ctypes.c_void_p
+            found.__cxa_demangle.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p,
+                                             ctypes.POINTER(ctypes.c_int)]
+        except (OSError, AttributeError):
+            found = None
+        _LOADED.append(found)
+    return _LOADED[0]
+
+
+def demangle(name: str) -> str | None:
+    """The demangled name, or None when NAME is not a mangled C++/Rust name."""
+    if not name.startswith("_Z"):
+        return None
+    library = _library()
+    if library is None:
+        return None
+    status = ctypes.c_int()
+    pointer = library.__cxa_demangle(name.encode(), None, None, ctypes.byref(status))
+    if status.value != 0 or not pointer:
+        return None
+    try:
+        return ctypes.string_at(pointer).decode("utf-8", "replace")
+    finally:
+        _free(pointer)
+
+
+def _free(pointer: int) -> None:
+    libc = ctypes.CDLL(None)
+    libc.free.argtypes = [ctypes.c_void_p]
+    libc.free(pointer)
+
+
+def qualified(demangled: str) -> str:
+    """``rb::Ring::read`` from ``rb::Ring::read(unsigned long*) const``; ``main::Ring::read``
+    from ``main::Ring::read::h0123456789abcdef``; a template's return type dropped."""
+    name = _RUST_HASH.sub("", demangled)
+    name = _without_parameters(name)
+    return _without_return_type(name)
+
+
+def signature(demangled: str) -> str:
+    """The name with its parameter list, without a Rust hash: what a user may give to pick
+    one of several overloads."""
+    name, qualifiers = _RUST_HASH.sub("", demangled), ""
+    for suffix in _QUALIFIERS:
+        if name.endswith(suffix):
+            name, qualifiers = name.removesuffix(suffix), suffix + qualifiers
+    return _without_return_type(name) + qualifiers
+
+
+def last_component(name: str) -> str:
+    depth, cut = 0, 0
+    for i, c in enumerate(name):
+        if c in "<(":
+            depth += 1
+        elif c in ">)":
+            depth -= 1
+        elif depth == 0 and name.startswith("::", i):
+            cut = i + 2
+    return name[cut:]
+
+
+def _without_parameters(name: str) -> str:
+    text = name
+    for suffix in _QUALIFIERS:
+        text = text.removesuffix(suffix)
+    if not text.endswith(")"):
+        return name
+    depth = 0
+    for i in range(len(text) - 1, -1, -1):
+        if text[i] == ")":
+            depth += 1
+        elif text[i] == "(":
+            depth -= 1
+            if depth == 0:
+                return text[:i]
+    return name
+
+
+def _without_return_type(name: str) -> str:
+    depth = 0
+    cut = 0
+    for i, c in enumerate(name):
+        if c in "<(":
+            depth += 1
+        elif c in ">)":
+            depth -= 1
+        elif c == " " and depth == 0:
+            cut = i + 1
+    return name[cut:]

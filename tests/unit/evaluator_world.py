@@ -24,6 +24,17 @@ ARRAY = Array("int[4]", 16, I32, 4)
 SLICE = Struct("[]uint64", 24, {"array": Member("array", 0, Pointer("*uint64", 8, U64)),
                                 "len": Member("len", 8, U64), "cap": Member("cap", 16, U64)})
 VOIDP = Pointer("void*", 8, None)
+U8 = Scalar("unsigned char", 1, "unsigned")
+ATOMIC = Struct("atomic<long unsigned int>", 8, {}, [
+    Member("", 0, Struct("__atomic_base<long unsigned int>", 8, {"_M_i": Member("_M_i", 0, U64)}))])
+RUST_STRING = Struct("String", 24, {"vec": Member("vec", 0, Struct("Vec<u8, alloc::alloc::Global>", 24, {
+    "buf": Member("buf", 0, Struct("RawVec<u8, alloc::alloc::Global>", 16, {
+        "ptr": Member("ptr", 0, Struct("Unique<u8>", 8, {
+            "pointer": Member("pointer", 0, Pointer("*const u8", 8, U8))})),
+        "cap": Member("cap", 8, U64)})),
+    "len": Member("len", 16, U64)}))})
+STR = Struct("&str", 16, {"data_ptr": Member("data_ptr", 0, Pointer("*const u8", 8, U8)),
+                          "length": Member("length", 8, U64)})
 
 GLOBALS = {
     "ring": Object(RING_P, InMemory(0x1000)),
@@ -38,6 +49,9 @@ GLOBALS = {
     "inreg": Object(U64, InRegister("rdi")),
     "konst": Object(I32, Computed(-7)),
     "main.ring": Object(RING_P, InMemory(0x1000)),
+    "w_atomic": Object(ATOMIC, InMemory(0x2008)),
+    "rust_name": Object(RUST_STRING, InMemory(0x7100)),
+    "tag": Object(STR, InMemory(0x7200)),
 }
 NAMES = sorted(GLOBALS)
 FIELDS = sorted(RING.members)
@@ -73,6 +87,12 @@ def standard_memory() -> dict[int, int]:
     put(0x5004, struct.pack("<f", 0.5))
     put(0x5010, bytes(16))
     put(0x5020, 0x1234)
+    put(0x7000, b"ring\0".ljust(64, b"?"))
+    put(0x7100, 0x7000)
+    put(0x7108, 16)
+    put(0x7110, 4)
+    put(0x7200, 0x7000)
+    put(0x7208, 3)
     return memory
 
 

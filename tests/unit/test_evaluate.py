@@ -44,6 +44,19 @@ def value(text: str, memory: dict[int, int] | None = None) -> object:
     ("ring->n >> 100", -1),  # a negative value shifted right fills with ones
     ("1 << 1000000000000", 0),
     ("v", "0x1234"),
+    ("*(uint64_t *)(0x2000 + 8)", 12),  # casts: reads only
+    ("((int32_t *)0x2000)[4]", -3),
+    ("((uint64_t *)ring)[1] - ((uint64_t *)ring)[0]", 7),
+    ("(uint8_t)ring->n", 253),
+    ("(int8_t)255", -1),
+    ("(double)ring->w / 8", 1.5),
+    ("ring->w * (int32_t)2", 24),
+    ("(char *)0x7000", "ring"),  # a NUL-terminated string
+    ("$rdi + 1", 42),
+    ("w_atomic + 1", 13),  # std::atomic<T> is its T
+    ("w_atomic", 12),
+    ("rust_name", "ring"),  # String and &str are their text
+    ("tag", "rin"),
 ])
 def test_values(text: str, expected: object) -> None:
     assert value(text) == expected

@@ -26,6 +26,12 @@ def python(text: str) -> str:
     ("a <= b", "a <= b"),
     ("0x10 >> 2 & 3", "16 >> 2 & 3"),
     ("s.from", "s.__kw_from"),
+    ("*(uint64_t *)(arg0 + 16)", "__deref__(__cast_uint64_t_1__ @ (arg0 + 16))"),
+    ("((int32_t *)$rsi)[2]", "(__cast_int32_t_1__ @ __reg_rsi__)[2]"),
+    ("x * (int)y", "x * (__cast_int_0__ @ y)"),
+    ("(unsigned long)-x + 1", "__cast_unsigned_long_0__ @ -x + 1"),  # (cast @ -x) + 1
+    ("(const char *)p", "__cast_char_1__ @ p"),
+    ("(x) - y", "x - y"),
 ])
 def test_accepted(text: str, tree: str) -> None:
     assert python(text) == tree
@@ -48,6 +54,8 @@ def test_accepted(text: str, tree: str) -> None:
     ("*", "needs an operand"),
     ("a.(T)", "not a valid expression"),
     ("b.w-", "not a valid expression"),
+    ("(foo_t *)p", "unknown type 'foo_t' in a cast"),
+    ("(uint64_t *)", "not a valid expression"),
 ])
 def test_refused(text: str, message: str) -> None:
     with pytest.raises(ExpressionError, match=message):
@@ -60,3 +68,17 @@ def test_names() -> None:
     assert expr.parse_option("b.w==b.r").name == "b.w==b.r"
     assert expr.parse_option(" x = y ").name == "x"
     assert expr.source_name("__kw_from") == "from"
+
+
+def test_demangled_names() -> None:
+    from sampler.backends.ptrace.demangle import demangle, last_component, qualified, signature
+
+    text = demangle("_ZNK2rb4Ring4sizeEv")
+    assert text == "rb::Ring::size() const"
+    assert qualified(text) == "rb::Ring::size" and signature(text) == "rb::Ring::size() const"
+    rust = demangle("_ZN4main4Ring4read17h0123456789abcdefE")
+    assert rust is not None and qualified(rust) == "main::Ring::read"  # the hash is ignored
+    template = demangle("_Z1fIiEvT_")
+    assert template == "void f<int>(int)" and qualified(template) == "f<int>"
+    assert last_component("std::vector<int, std::allocator<int> >::push_back") == "push_back"
+    assert demangle("malloc") is None

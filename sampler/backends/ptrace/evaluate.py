@@ -285,7 +285,7 @@ class Evaluator:
         data = b""
         while len(data) < MAX_C_STRING:
             at = pointer + len(data)
-            chunk = min(MAX_C_STRING - len(data), 4096 - at % 4096)
+            chunk = min(MAX_C_STRING - len(data), 64, 4096 - at % 4096)
             piece = self.read(at, chunk)
             end = piece.find(b"\0")
             if end >= 0:

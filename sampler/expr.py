@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from sampler import casts
 from sampler.errors import ExpressionError
 
+BUILTINS = frozenset({"len", "cap"})
+"""Go's len() and cap(): part of the expression language (they read, they call nothing)."""
 REGISTER_PREFIX = "__reg_"
 """``$rdi`` (gdb's spelling of a register) is the name ``__reg_rdi__`` in the parsed tree."""
 DEREF = "__deref__"
@@ -85,8 +87,15 @@ def parse(text: str) -> ast.Expression:
         raise ExpressionError(f"{text!r} is nested too deeply (at most {MAX_DEPTH} levels)")
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Name) and node.func.id in BUILTINS:
+                if len(node.args) != 1 or node.keywords:
+                    raise ExpressionError(f"{text!r}: {node.func.id}() takes one argument")
+                continue
             if not (isinstance(node.func, ast.Name) and node.func.id == DEREF):
-                raise ExpressionError(f"{text!r}: function calls are not allowed")
+                raise ExpressionError(f"{text!r}: function calls are not allowed "
+                                      f"(only the built-ins {', '.join(sorted(BUILTINS))})")
+            continue
+        if isinstance(node, ast.Name) and node.id in BUILTINS:
             continue
         if isinstance(node, ast.Constant) and (
                 isinstance(node.value, bool) or not isinstance(node.value, (int, float))):

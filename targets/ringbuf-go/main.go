@@ -20,6 +20,10 @@ type Ring struct {
 	w   uint64
 	buf []uint64
 	bug bool
+	// for sampler's tests of Go values: a string, a map and a channel
+	name   string
+	tags   map[string]int
+	events chan uint64
 }
 
 var ring *Ring
@@ -79,7 +83,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "ringbuf: --capacity must be at least 1")
 		os.Exit(2)
 	}
-	ring = &Ring{buf: make([]uint64, *capacity), bug: *bug}
+	ring = &Ring{buf: make([]uint64, *capacity), bug: *bug, name: "ring-go",
+		tags: map[string]int{"a": 1, "b": 2, "c": 3}, events: make(chan uint64, 8)}
+	ring.events <- 1
+	ring.events <- 2
+	ring.events <- 3
 	var reads, writes uint64
 
 	go func() {

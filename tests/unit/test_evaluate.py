@@ -57,6 +57,9 @@ def value(text: str, memory: dict[int, int] | None = None) -> object:
     ("w_atomic", 12),
     ("rust_name", "ring"),  # String and &str are their text
     ("tag", "rin"),
+    ("len(s)", 3),  # Go's len() and cap()
+    ("cap(s) + 1", 4),
+    ("len(arr)", 4),
 ])
 def test_values(text: str, expected: object) -> None:
     assert value(text) == expected

@@ -32,6 +32,7 @@ def python(text: str) -> str:
     ("(unsigned long)-x + 1", "__cast_unsigned_long_0__ @ -x + 1"),  # (cast @ -x) + 1
     ("(const char *)p", "__cast_char_1__ @ p"),
     ("(x) - y", "x - y"),
+    ("len(b.buf) - cap(b.buf)", "len(b.buf) - cap(b.buf)"),
 ])
 def test_accepted(text: str, tree: str) -> None:
     assert python(text) == tree
@@ -56,6 +57,8 @@ def test_accepted(text: str, tree: str) -> None:
     ("b.w-", "not a valid expression"),
     ("(foo_t *)p", "unknown type 'foo_t' in a cast"),
     ("(uint64_t *)", "not a valid expression"),
+    ("len(a, b)", "takes one argument"),
+    ("print(x)", "only the built-ins cap, len"),
 ])
 def test_refused(text: str, message: str) -> None:
     with pytest.raises(ExpressionError, match=message):

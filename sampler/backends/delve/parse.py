@@ -7,6 +7,7 @@ nowhere else.
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 
@@ -114,11 +115,18 @@ def classify_failure(message: str, expression: str) -> str:
 
 
 def number(value: str) -> Value:
-    """Delve's text of a value, as an int or float when it is one."""
+    """Delve's text of a value, as an int or float when it is one; a string as its text
+    (Delve's terminal quotes and escapes it; the ptrace backend and the RPC give it plain)."""
     if _INT.match(value):
         return int(value)
     if _FLOAT.match(value):
         return float(value)
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        try:
+            text = ast.literal_eval(value)  # Go's escapes (\n, \t, \", \xNN, \u...) are Python's
+        except (ValueError, SyntaxError):
+            return value
+        return text if isinstance(text, str) else value
     return value
 
 

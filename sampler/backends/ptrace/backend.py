@@ -31,6 +31,7 @@ from sampler.backends.ptrace.dwarf import (
     Malformed,
     OptimizedOut,
     Scalar,
+    Struct,
     Variable,
 )
 from sampler.backends.ptrace.evaluate import Evaluator, Object, SampleError, dotted_name
@@ -42,7 +43,7 @@ from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.tracer import Hit, Tracer
 from sampler.config import SessionConfig
 from sampler.errors import ExpressionError, LocationNotFound, UsageError
-from sampler.expr import DEREF, REGISTER_PREFIX, register_name, source_name
+from sampler.expr import BUILTINS, DEREF, REGISTER_PREFIX, register_name, source_name
 from sampler.guardian import Guardian
 from sampler.journal import Journal
 from sampler.process import TargetProcess
@@ -60,6 +61,9 @@ class PtraceBackend:
             else "check the spelling"
         """What to do about an unknown name: the Go advice only for Go programs."""
         self.modules = modules
+        self.is_go = is_go
+        self._goid_offset: int | None = None
+        """Offset of goid in runtime.g, for the thread column of Go programs."""
         self.place: Place | None = None
         self.address: int | None = None
         """Run-time address of the breakpoint (None: zero-stop reads)."""
@@ -96,6 +100,8 @@ class PtraceBackend:
             return
         self._check_names()
         self._check_instruction()
+        if self.is_go:
+            self._find_goid()
         # what the DWARF parse left behind: collected now, and frozen so that no collection
         # of those objects falls inside a pause
         gc.collect()
@@ -167,11 +173,31 @@ class PtraceBackend:
         """Evaluate at the hit, let the thread go on every way out, say how long it was held."""
         try:
             values, errors = self._evaluate(hit)
+            thread = self._thread_of(hit)
         finally:
             let_go(hit)
             resumed = time.monotonic()
-        return Reading(values, thread=str(hit.tid), pause_us=(resumed - hit.seen) * 1e6,
+        return Reading(values, thread=thread, pause_us=(resumed - hit.seen) * 1e6,
                        wait_us=(hit.seen - since) * 1e6, error="; ".join(errors))
+
+    def _thread_of(self, hit: Hit) -> str:
+        """The thread column: for Go, the goroutine id (as Delve gives it), read from the
+        current g (R14 under Go's register ABI); else the OS thread id."""
+        if self._goid_offset is not None and self.memory is not None:
+            try:
+                g = int(hit.registers.r14)
+                return str(int.from_bytes(self.memory.read(g + self._goid_offset, 8), "little"))
+            except UnreadableMemory:
+                pass  # not on a goroutine's stack (a cgo or runtime thread): the OS thread id
+        return str(hit.tid)
+
+    def _find_goid(self) -> None:
+        """Where runtime.g keeps goid, from the type of runtime.g0 (Go programs only)."""
+        g0 = self._global("runtime.g0")
+        if g0 is not None and isinstance(g0.type, Struct):
+            found = g0.type.member("goid")
+            if found is not None:
+                self._goid_offset = found[0] + found[1].offset
 
     def idle(self, seconds: float, stop: threading.Event) -> None:
         if self.tracer is None:
@@ -316,7 +342,8 @@ class PtraceBackend:
                     self._global(dotted)  # looked up now, not at a hit (main.ring, a Go global)
                 if isinstance(node, ast.Name) and node.id.startswith(REGISTER_PREFIX):
                     self._check_register(register_name(node.id))
-                elif isinstance(node, ast.Name) and node.id != DEREF and not node.id.startswith(casts.PREFIX):
+                elif isinstance(node, ast.Name) and node.id not in (DEREF, *BUILTINS) \
+                        and not node.id.startswith(casts.PREFIX):
                     name = source_name(node.id)
                     if name in names or self._global(name) is not None:
                         continue

@@ -31,7 +31,7 @@ from sampler.backends.ptrace.dwarf import (
 from sampler.backends.ptrace.memory import UnreadableMemory
 from sampler.backends.ptrace.wrappers import MAX_TEXT, text_fields, unwrap
 from sampler.errors import ExpressionError
-from sampler.expr import REGISTER_PREFIX, register_name, source_name
+from sampler.expr import BUILTINS, REGISTER_PREFIX, register_name, source_name
 from sampler.sample import Value
 
 
@@ -109,7 +109,9 @@ class Evaluator:
             return self._field(self._object(node.value), source_name(node.attr))
         if isinstance(node, ast.Subscript):
             return self._index(self._object(node.value), self._int(self._eval(node.slice)))
-        if isinstance(node, ast.Call):  # only __deref__ passes expr's checks
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in BUILTINS:
+            return self._builtin(node.func.id, self._object(node.args[0]))
+        if isinstance(node, ast.Call):  # only __deref__ and the built-ins pass expr's checks
             return self._deref(self._object(node.args[0]))
         if isinstance(node, ast.UnaryOp):
             operand = self._num(self._eval(node.operand))
@@ -137,6 +139,25 @@ class Evaluator:
                     return Num(want, is_bool=True)
             return Num(not want, is_bool=True)
         raise ExpressionError(f"unsupported expression {ast.unparse(node)!r}")
+
+    def _builtin(self, name: str, obj: Object) -> Num:
+        """Go's len() and cap() of a string, slice, array, map or channel."""
+        t = obj.type
+        if isinstance(t, Array) and t.count is not None:
+            return Num(t.count, 64)
+        if isinstance(t, Struct) and (t.name == "string" or t.name.startswith("[]")):
+            if name == "cap" and t.name == "string":
+                raise ExpressionError("cap() of a string: a string has only a len()")
+            return self._load(self._field(obj, "len" if name == "len" else "cap"))
+        if isinstance(t, Pointer) and isinstance(t.target, Struct) and t.target.name.startswith(("hash<", "hchan<")):
+            field = {("len", True): "count", ("len", False): "qcount", ("cap", False): "dataqsiz"}.get(
+                (name, t.target.name.startswith("hash<")))
+            if field is None:
+                raise ExpressionError("cap() of a map: a map has only a len()")
+            if self._int(self._load(obj)) == 0:
+                return Num(0, 64)  # a nil map or channel
+            return self._load(self._field(obj, field))
+        raise ExpressionError(f"{name}() of {t.name}: it takes a string, slice, array, map or channel")
 
     def _cast(self, cast: casts.Cast, operand: Object | Num) -> Object | Num:
         """A C cast: a pointer of the named type (a read only happens through it), or the

@@ -39,6 +39,8 @@ def text_fields(t: Type) -> tuple[int, int] | None:
     if not isinstance(t, Struct):
         return None
     name = t.name
+    if name == "string" and {"str", "len"} <= set(t.members):  # Go
+        return t.members["str"].offset, t.members["len"].offset
     if name.startswith(("basic_string<char,", "std::basic_string<char,", "std::__cxx11::basic_string<char,")) \
             or name in ("string", "std::string"):
         plus = t.member("_M_dataplus")

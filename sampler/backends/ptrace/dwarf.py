@@ -16,7 +16,9 @@ from elftools.dwarf.compileunit import CompileUnit
 from elftools.dwarf.die import DIE
 from elftools.dwarf.dwarf_expr import DWARFExprOp, DWARFExprParser
 from elftools.dwarf.dwarfinfo import DWARFInfo
-from elftools.dwarf.locationlists import BaseAddressEntry, LocationEntry, LocationExpr, LocationParser
+from elftools.dwarf.locationlists import BaseAddressEntry as LocationBase
+from elftools.dwarf.locationlists import LocationEntry, LocationExpr, LocationParser
+from elftools.dwarf.ranges import BaseAddressEntry
 from elftools.elf.elffile import ELFFile
 
 from sampler.backends.ptrace.cfi import CallFrames
@@ -243,6 +245,8 @@ class Debug:
     @_guarded
     def function_at(self, pc: int) -> Function | None:
         unit = self._unit_at(pc)
+        if unit is None:
+            unit = self._unit_by_ranges(pc)
         try:
             candidates = self._index_unit(unit) if unit is not None else None
         except Exception:  # aranges pointed at something that is not a unit: walk them all
@@ -253,6 +257,30 @@ class Debug:
         for function in candidates:
             if function.low <= pc < function.high:
                 return function
+        return None
+
+    def _unit_by_ranges(self, pc: int) -> CompileUnit | None:
+        """Without .debug_aranges (Go writes none): the unit whose top DIE's ranges cover pc,
+        reading only the top DIE of each unit."""
+        try:
+            lists = self.info.range_lists()
+            for cu in self.info.iter_CUs():
+                top = cu.get_top_DIE()
+                if "DW_AT_ranges" in top.attributes and lists is not None:
+                    base = top.attributes["DW_AT_low_pc"].value if "DW_AT_low_pc" in top.attributes else 0
+                    for entry in lists.get_range_list_at_offset(top.attributes["DW_AT_ranges"].value, cu=cu):
+                        if isinstance(entry, BaseAddressEntry):
+                            base = entry.base_address
+                            continue
+                        begin, end = entry.begin_offset, entry.end_offset
+                        if not getattr(entry, "is_absolute", False):
+                            begin, end = begin + base, end + base
+                        if begin <= pc < end:
+                            return cu
+                elif _covers(top, pc) and "DW_AT_low_pc" in top.attributes:
+                    return cu
+        except Exception:  # unreadable ranges: the caller walks every unit
+            return None
         return None
 
     def _unit_at(self, pc: int) -> CompileUnit | None:
@@ -432,7 +460,7 @@ class Debug:
         base = die.cu.get_top_DIE().attributes.get("DW_AT_low_pc")
         base_address = base.value if base is not None else 0
         for entry in parsed:
-            if isinstance(entry, BaseAddressEntry):
+            if isinstance(entry, LocationBase):
                 base_address = entry.base_address
                 continue
             if not isinstance(entry, LocationEntry):

@@ -75,6 +75,14 @@ def split(binary: Path, folder: Path, debuglink: bool) -> tuple[Path, Path]:
     return stripped, debug
 
 
+def by_build_id(stripped: Path, debug: Path, folder: Path) -> Path:
+    """Move DEBUG to FOLDER/.build-id/ab/cdef....debug, where a debug directory keeps it."""
+    hexed = build_id(stripped)
+    placed = folder / ".build-id" / hexed[:2] / f"{hexed[2:]}.debug"
+    placed.parent.mkdir(parents=True)
+    return debug.rename(placed)
+
+
 # -- a shared library with DWARF ---------------------------------------------------
 
 
@@ -234,11 +242,7 @@ def test_a_debuglink_whose_crc_does_not_match_is_not_used(tmp_path: Path) -> Non
 def test_a_build_id_file_in_a_debug_dir(tmp_path: Path) -> None:
     # GIVEN a stripped program (no debuglink) and its debug file under DIR/.build-id/ab/cdef.debug
     stripped, debug = split(BIN / "ringbuf-c", tmp_path / "pkg", debuglink=False)
-    hexed = build_id(stripped)
-    folder = tmp_path / "debug" / ".build-id" / hexed[:2]
-    folder.mkdir(parents=True)
-    placed = folder / f"{hexed[2:]}.debug"
-    debug.rename(placed)
+    placed = by_build_id(stripped, debug, tmp_path / "debug")
     target = Target([str(stripped)])
     try:
         # WHEN sampling without --debug-dir: one clear line that says what to do
@@ -428,11 +432,7 @@ def test_corrupted_dwarf_in_the_program(tmp_path: Path, seed: int) -> None:
 def test_a_corrupted_separate_debug_file(tmp_path: Path, seed: int) -> None:
     # GIVEN a stripped program whose build-id debug file has 50 random bits flipped anywhere
     stripped, debug = split(BIN / "ringbuf-c", tmp_path / "pkg", debuglink=False)
-    hexed = build_id(stripped)
-    folder = tmp_path / "debug" / ".build-id" / hexed[:2]
-    folder.mkdir(parents=True)
-    placed = folder / f"{hexed[2:]}.debug"
-    debug.rename(placed)
+    placed = by_build_id(stripped, debug, tmp_path / "debug")
     flip(placed, 50, seed, None)
     target = Target([str(stripped)])
     try:

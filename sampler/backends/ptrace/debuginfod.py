@@ -15,6 +15,8 @@ import os
 import time
 from collections.abc import Callable
 
+from sampler.backends.ptrace.untrusted import free
+
 _PROGRESS = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_long, ctypes.c_long)
 
 DEFAULT_TIMEOUT_S = "10"
@@ -58,7 +60,7 @@ def fetch_debuginfo(build_id: bytes, say: Callable[[str], None], what: str) -> s
     if fd >= 0:
         os.close(fd)
         found = (path.value or b"").decode("utf-8", "surrogateescape")
-        _free(path)
+        free(path)
         if started:
             size = os.path.getsize(found) if os.path.exists(found) else received[0]
             say(f"{what}: downloaded {size / 1e6:.1f} MB in {time.monotonic() - started[0]:.1f} s")
@@ -100,9 +102,3 @@ def _library() -> ctypes.CDLL:
         library.debuginfod_find_debuginfo.restype = ctypes.c_int
         _LOADED = library
     return _LOADED
-
-
-def _free(pointer: ctypes.c_char_p) -> None:
-    libc = ctypes.CDLL(None)
-    libc.free.argtypes = [ctypes.c_void_p]
-    libc.free(ctypes.cast(pointer, ctypes.c_void_p))

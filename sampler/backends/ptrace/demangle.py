@@ -11,6 +11,8 @@ import ctypes
 import ctypes.util
 import re
 
+from sampler.backends.ptrace.untrusted import free
+
 _RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")
 _QUALIFIERS = (" const", " volatile", " &&", " &")
 
@@ -45,13 +47,8 @@ def demangle(name: str) -> str | None:
     try:
         return ctypes.string_at(pointer).decode("utf-8", "replace")
     finally:
-        _free(pointer)
+        free(pointer)
 
-
-def _free(pointer: int) -> None:
-    libc = ctypes.CDLL(None)
-    libc.free.argtypes = [ctypes.c_void_p]
-    libc.free(pointer)
 
 
 def qualified(demangled: str) -> str:

@@ -6,11 +6,10 @@ the load bias. Built once, before anything in the target is stopped.
 
 from __future__ import annotations
 
-import functools
 import posixpath
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from elftools.dwarf.compileunit import CompileUnit
 from elftools.dwarf.die import DIE
@@ -22,6 +21,7 @@ from elftools.dwarf.ranges import BaseAddressEntry
 from elftools.elf.elffile import ELFFile
 
 from sampler.backends.ptrace.cfi import CallFrames
+from sampler.backends.ptrace.untrusted import converting
 
 # DWARF register numbers on x86-64 -> names in struct user_regs_struct
 REGISTERS = ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp",
@@ -144,23 +144,9 @@ class Malformed(Exception):
     """The debug information cannot be read: truncated, corrupted, or a form we do not know."""
 
 
-_T = TypeVar("_T")
-
-
-def _guarded(method: Callable[..., _T]) -> Callable[..., _T]:
-    """Debug information is input sampler does not control (it may run as root on any
-    file): whatever the parser raises on bad bytes becomes Malformed, one clear message."""
-
-    @functools.wraps(method)
-    def wrapper(*args: Any, **kwargs: Any) -> _T:
-        try:
-            return method(*args, **kwargs)
-        except (OptimizedOut, Malformed):
-            raise
-        except Exception as e:  # pyelftools raises many kinds on bad bytes
-            raise Malformed(f"{type(e).__name__}: {e}"[:200]) from None
-
-    return wrapper
+_guarded = converting(Malformed, keep=(OptimizedOut,))
+"""Debug information is input sampler does not control: whatever the parser raises on bad
+bytes becomes Malformed, one clear message."""
 
 
 class Debug:

@@ -9,32 +9,20 @@ from __future__ import annotations
 import functools
 import struct
 import zlib
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, BinaryIO, TypeVar
+from typing import BinaryIO
 
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import NoteSection, SymbolTableSection
+
+from sampler.backends.ptrace.untrusted import converting
 
 
 class BadFile(Exception):
     """Not an ELF file, or one that cannot be read."""
 
 
-_T = TypeVar("_T")
-
-
-def _guarded(method: Callable[..., _T]) -> Callable[..., _T]:
-    @functools.wraps(method)
-    def wrapper(*args: Any, **kwargs: Any) -> _T:
-        try:
-            return method(*args, **kwargs)
-        except BadFile:
-            raise
-        except Exception as e:  # pyelftools raises many kinds on bad bytes
-            raise BadFile(f"{type(e).__name__}: {e}"[:200]) from None
-
-    return wrapper
+_guarded = converting(BadFile)
 
 
 @dataclass(frozen=True)

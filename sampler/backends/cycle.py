@@ -3,6 +3,14 @@
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from sampler import procfs
+from sampler.errors import DebuggerError, TargetExited
+
+T = TypeVar("T")
 
 HALT_TIMEOUT_S = 5.0
 """How long a debugger may take to halt a running target."""
@@ -17,3 +25,22 @@ def miss(stop: threading.Event, hit_timeout_s: float) -> str:
     if stop.is_set():
         return "stopped before the breakpoint was hit"
     return f"breakpoint not hit within {hit_timeout_s:g}s"
+
+
+def await_halt(pid: int, poll: Callable[[float], T | None]) -> T:
+    """What ``poll`` gives once the debugger has halted the target; raise if it never does.
+
+    ``poll(seconds)`` waits up to that long for the debugger's answer. Between waits the
+    target is looked at: a target killed while the debugger halts it may leave the
+    debugger waiting for a stop that never comes, and that is the target's exit, not the
+    debugger's fault.
+    """
+    deadline = time.monotonic() + HALT_TIMEOUT_S
+    while True:
+        answer = poll(max(0.0, min(POLL_S * 4, deadline - time.monotonic())))
+        if answer is not None:
+            return answer
+        if not procfs.is_running(pid):
+            raise TargetExited(f"target process {pid} exited")
+        if time.monotonic() >= deadline:
+            raise DebuggerError(f"dlv did not halt the target within {HALT_TIMEOUT_S:g}s")

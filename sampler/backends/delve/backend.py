@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from sampler.backends.base import Capabilities
-from sampler.backends.cycle import CALL_TIMEOUT_S, HALT_TIMEOUT_S, POLL_S, miss
+from sampler.backends.cycle import CALL_TIMEOUT_S, POLL_S, await_halt, miss
 from sampler.backends.delve import parse
 from sampler.backends.delve.leave import settle_before_detach
 from sampler.backends.delve.target import check
@@ -186,10 +186,11 @@ class DelveBackend:
             raise
 
     def _expect_stop(self) -> str:
-        text = self.term.wait(HALT_TIMEOUT_S)
-        if text is None:
-            raise DebuggerError(f"dlv did not halt the target within {HALT_TIMEOUT_S:g}s")
-        return text
+        try:
+            return await_halt(self.config.pid, self.term.wait)
+        except TargetExited:
+            self._exited = True
+            raise
 
     def _batch(self, commands: list[str], then_continue: bool = False) -> list[str]:
         """Send ``commands`` (and ``continue``) in one write; return each command's output."""

@@ -9,7 +9,7 @@ import time
 from typing import Any, ClassVar
 
 from sampler.backends.base import Capabilities
-from sampler.backends.cycle import CALL_TIMEOUT_S, HALT_TIMEOUT_S, POLL_S, miss
+from sampler.backends.cycle import CALL_TIMEOUT_S, POLL_S, await_halt, miss
 from sampler.backends.delve import parse
 from sampler.backends.delve.leave import settle_before_detach
 from sampler.backends.delve.rescue import DlvRescue, rescue_rpc
@@ -159,9 +159,12 @@ class DelveRpcBackend:
         self.rpc.call("Command", {"name": "halt"})
         if self._continuing is None:
             return {}
-        result = self.rpc.answer(self._continuing, HALT_TIMEOUT_S)
-        if result is None:
-            raise DebuggerError(f"dlv did not halt the target within {HALT_TIMEOUT_S:g}s")
+        continuing = self._continuing
+        try:
+            result = await_halt(self.config.pid, lambda s: self.rpc.answer(continuing, s))
+        except TargetExited:
+            self._exited = True
+            raise
         self._continuing = None
         return self._state(result)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / "targets" / "bin"
-_THROUGHPUT = re.compile(r"^reads/s=(\d+) writes/s=(\d+)$")
+_THROUGHPUT = re.compile(r"^(?:reads/s=(\d+) writes/s=\d+|requests/s=(\d+))$")
 
 
 class Target:
@@ -46,7 +46,7 @@ class Target:
 
     def throughput(self) -> list[int]:
         """reads/s of every throughput line so far."""
-        return [int(m.group(1)) for m in map(_THROUGHPUT.match, self.lines) if m]
+        return [int(m.group(1) or m.group(2)) for m in map(_THROUGHPUT.match, self.lines) if m]
 
     def more_throughput(self, lines: int = 2, timeout: float = 10) -> list[int]:
         """Wait for ``lines`` new throughput lines and return them."""

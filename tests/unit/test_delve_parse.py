@@ -94,3 +94,29 @@ def test_a_failure_of_one_moment_is_data() -> None:
 def test_attach_failures(name: str, error: type) -> None:
     assert isinstance(parse.attach_error(recorded(name), 1), error)
     assert isinstance(parse.attach_error("", 1), DebuggerError)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("interface {}(int64) 200", 200),
+    ("main.Shape(main.Number) 5", 5),
+    ('interface {}(string) "a,b \\"c\\""', 'a,b "c"'),
+    ("main.Shape(*main.Square) *{side: 9}", "*main.Square"),
+    ("main.Shape(main.Circle) {radius: 2}", "main.Circle"),
+    ("net/http.ResponseWriter(*net/http.response) *{conn: ...}", "*net/http.response"),
+    ("error nil", "nil"),
+    ("*main.Ring nil", "*main.Ring nil"),  # a nil pointer is no interface
+    ("12", 12),
+])
+def test_interfaces_read_as_the_ptrace_backend_gives_them(text: str, expected: object) -> None:
+    assert parse.value(text) == expected
+
+
+@pytest.mark.parametrize("variable, expected", [
+    ({"kind": 20, "type": "interface {}", "children": [{"kind": 2, "type": "int64", "value": "200"}]}, 200),
+    ({"kind": 20, "type": "main.Shape", "children": [{"kind": 22, "type": "*main.Square", "value": "8246"}]},
+     "*main.Square"),
+    ({"kind": 20, "type": "error", "children": [{"kind": 0, "type": "void", "value": ""}]}, "nil"),
+    ({"kind": 24, "type": "string", "value": "/items"}, "/items"),
+])
+def test_rpc_interfaces_read_as_the_terminal_gives_them(variable: dict[str, object], expected: object) -> None:
+    assert parse.rpc_value(variable) == expected

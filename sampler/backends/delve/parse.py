@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from sampler import permission
 from sampler.errors import (
@@ -45,7 +46,8 @@ _NOISE = re.compile(r"^(?:Warning: debugging optimized function|received SIGINT,
 # Failures that say the expression is wrong for this program, not this moment.
 _STATIC = re.compile(r"could not find symbol value for|has no member|^\d+:\d+: |invalid operation|"
                      r"not defined on|mismatched types|cannot (?:convert|use)|undefined|"
-                     r"no (?:field|method)|can not|unsupported|is not a (?:struct|pointer|slice|array|map)",
+                     r"no (?:field|method)|can not|unsupported|is not a (?:struct|pointer|slice|array|map)|"
+                     r"invalid argument .* for (?:len|cap)",
                      re.I)
 
 
@@ -130,6 +132,44 @@ def number(value: str) -> Value:
     return value
 
 
+_INTERFACE = re.compile(r"^[\w./]+(?: \{\})?\((?P<dynamic>[^()]+)\) (?P<value>.*)$", re.S)
+_NIL_INTERFACE = re.compile(r"^[\w./]+(?: \{\})? nil$")
+BASIC_KINDS = frozenset(range(1, 17)) | {24}
+"""reflect.Kind of bool, the integers, floats, complex numbers and string."""
+INTERFACE_KIND = 20
+
+
+def _basic(text: str) -> bool:
+    return bool(_INT.match(text) or _FLOAT.match(text)) or text in ("true", "false") \
+        or (len(text) >= 2 and text[0] == text[-1] == '"')
+
+
+def value(text: str) -> Value:
+    """A value printed by Delve's terminal. A Go interface gives what the ptrace backend
+    gives: its dynamic value when that is a basic type (``interface {}(int64) 200`` is 200),
+    else the dynamic type's name (``main.Shape(*main.Square) *{side: 9}`` is
+    ``*main.Square``); a nil one is ``nil``."""
+    if _NIL_INTERFACE.match(text):
+        return "nil"
+    found = _INTERFACE.match(text)
+    if found is not None:
+        inner = found["value"].strip()
+        return number(inner) if _basic(inner) else found["dynamic"]
+    return number(text)
+
+
+def rpc_value(variable: dict[str, Any]) -> Value:
+    """A value as Delve's JSON-RPC gives it (api.Variable), by the same rule as ``value``."""
+    if variable.get("kind") == INTERFACE_KIND:
+        inner = (variable.get("children") or [{}])[0]
+        if not inner.get("kind"):
+            return "nil"
+        if inner.get("kind") in BASIC_KINDS:
+            return number(str(inner.get("value") or ""))
+        return str(inner.get("type") or "?")
+    return number(str(variable.get("value") or variable.get("type") or ""))
+
+
 def parse_value(text: str, expression: str) -> tuple[Value, str]:
     """(value, '') for a printed value, or (None, error) for a failure of this sample.
 
@@ -141,7 +181,7 @@ def parse_value(text: str, expression: str) -> tuple[Value, str]:
     if message is not None:
         return None, classify_failure(message, expression)
     lines = [line.strip() for line in text.splitlines() if not _NOISE.match(line.strip())]
-    return number(" ".join(line for line in lines if line)), ""
+    return value(" ".join(line for line in lines if line)), ""
 
 
 def attach_error(text: str, pid: int) -> SamplerError:

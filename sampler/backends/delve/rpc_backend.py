@@ -198,7 +198,5 @@ class DelveRpcBackend:
                 continue
             if result is None:
                 raise DebuggerError(f"dlv did not evaluate {expression.text!r} within {CALL_TIMEOUT_S:g}s")
-            variable = result.get("Variable") or {}
-            text = str(variable.get("value") or variable.get("type") or "")
-            values.append(parse.number(text))
+            values.append(parse.rpc_value(result.get("Variable") or {}))
         return tuple(values), errors

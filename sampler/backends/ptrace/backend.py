@@ -30,11 +30,15 @@ from sampler.backends.ptrace.dwarf import (
     InRegister,
     Malformed,
     OptimizedOut,
+    Pointer,
     Scalar,
     Struct,
+    Type,
     Variable,
+    is_interface,
 )
 from sampler.backends.ptrace.evaluate import Evaluator, Object, SampleError, dotted_name
+from sampler.backends.ptrace.golang import GoTypes
 from sampler.backends.ptrace.instructions import MAX_FUNCTION, starts_instruction
 from sampler.backends.ptrace.locate import NO_DEBUG_HINT, Place, defines_package, find_global, resolve
 from sampler.backends.ptrace.memory import Memory, UnreadableMemory
@@ -64,6 +68,8 @@ class PtraceBackend:
         self.is_go = is_go
         self._goid_offset: int | None = None
         """Offset of goid in runtime.g, for the thread column of Go programs."""
+        self._go_types: GoTypes | None = None
+        """Go: dynamic types of interfaces."""
         self.place: Place | None = None
         self.address: int | None = None
         """Run-time address of the breakpoint (None: zero-stop reads)."""
@@ -102,6 +108,7 @@ class PtraceBackend:
         self._check_instruction()
         if self.is_go:
             self._find_goid()
+            self._prepare_interfaces()
         # what the DWARF parse left behind: collected now, and frozen so that no collection
         # of those objects falls inside a pause
         gc.collect()
@@ -199,6 +206,51 @@ class PtraceBackend:
             if found is not None:
                 self._goid_offset = found[0] + found[1].offset
 
+    def _prepare_interfaces(self) -> None:
+        """Go: the dynamic types of interfaces, read from the DWARF now when an expression
+        reaches an interface (not while a thread waits at the first hit)."""
+        found = self._debug()
+        if found is None or self.memory is None:
+            return
+        debug, memory = found[0], self.memory
+
+        def moduledata() -> tuple[Type, int] | None:
+            obj = self._global("runtime.firstmoduledata")
+            if obj is None or not isinstance(obj.location, InMemory):
+                return None
+            return obj.type, obj.location.address
+
+        self._go_types = GoTypes(debug, memory.read, moduledata)
+        variables = self._variables.get(self.address - found[1].bias, {}) if self.address is not None else {}
+        if any(is_interface(self._static_type(node, variables))
+               for expression in self.config.expressions for node in ast.walk(expression.tree)):
+            with contextlib.suppress(Malformed, UnreadableMemory):
+                debug.go_type(0)
+                moduledata()
+
+    def _static_type(self, node: ast.AST, variables: dict[str, Variable]) -> Type | None:
+        """The type of a name or a field chain, as far as it can be known before a hit."""
+        if isinstance(node, ast.Name):
+            name = source_name(node.id)
+            if name in variables:
+                return variables[name].type
+            known = self._globals.get(name)
+            return known.type if known is not None else None
+        if isinstance(node, ast.Attribute):
+            dotted = dotted_name(node)
+            known = self._globals.get(dotted) if dotted is not None else None
+            if known is not None:
+                return known.type
+            t = self._static_type(node.value, variables)
+            for _ in range(4):
+                if not isinstance(t, Pointer):
+                    break
+                t = t.target
+            if isinstance(t, Struct):
+                member = t.member(source_name(node.attr))
+                return member[1].type if member is not None else None
+        return None
+
     def idle(self, seconds: float, stop: threading.Event) -> None:
         if self.tracer is None:
             stop.wait(seconds)
@@ -274,7 +326,8 @@ class PtraceBackend:
                 raise SampleError("registers are only known at a breakpoint")
             return int(getattr(hit.registers, name))
 
-        evaluator = Evaluator(resolve, memory.read, register, self._where(), self.name_hint)
+        evaluator = Evaluator(resolve, memory.read, register, self._where(), self.name_hint,
+                              self._go_types.dynamic if self._go_types is not None else None)
         values: list[Value] = []
         errors: list[str] = []
         for expression in self.config.expressions:

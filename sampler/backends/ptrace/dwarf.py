@@ -28,6 +28,18 @@ REGISTERS = ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp",
              "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "rip")
 
 
+GO_RUNTIME_TYPE = 0x2904
+"""DW_AT_go_runtime_type: where a Go type's runtime descriptor is, as an offset into the
+module's types section (moduledata.types), as Delve reads it."""
+GO_INTERFACES = ("runtime.iface", "runtime.eface")
+"""What Go's DWARF says an interface is, once its named typedefs are followed."""
+
+
+def is_interface(t: Type | None) -> bool:
+    """A Go interface (iface or eface)."""
+    return isinstance(t, Struct) and t.name in GO_INTERFACES
+
+
 class OptimizedOut(Exception):
     """The variable has no location at this address."""
 
@@ -111,7 +123,15 @@ class Computed:
     value: int
 
 
-Location = InMemory | InRegister | Computed
+@dataclass(frozen=True)
+class InBytes:
+    """A value put together from pieces (DW_OP_piece): a Go string or interface passed in
+    two registers, for instance."""
+
+    data: bytes
+
+
+Location = InMemory | InRegister | Computed | InBytes
 
 
 @dataclass(frozen=True)
@@ -174,6 +194,8 @@ class Debug:
         self._units: Iterator[CompileUnit] = self.info.iter_CUs()
         self._scanned = False
         self._aranges: Any = None
+        self._go_types_unit: Any = None  # the unit (CompileUnit or TypeUnit) with Go's types
+        self._go_types: dict[int, int] | None = None
         self.bias = bias
 
     # -- index ------------------------------------------------------------
@@ -388,6 +410,8 @@ class Debug:
         elif tag in ("DW_TAG_structure_type", "DW_TAG_union_type", "DW_TAG_class_type"):
             struct = Struct(name or "struct", size)
             self._types[die.offset] = struct
+            if name in GO_INTERFACES:  # Go keeps its types in one unit: where interfaces are
+                self._go_types_unit = die.cu
             for child in children(die):
                 if child.tag not in ("DW_TAG_member", "DW_TAG_inheritance") \
                         or "DW_AT_declaration" in child.attributes:  # a C++ static member
@@ -421,6 +445,26 @@ class Debug:
             result = Type(name or str(tag).removeprefix("DW_TAG_"), size)
         self._types[die.offset] = result
         return result
+
+    @_guarded
+    def go_type(self, offset: int) -> tuple[str, Callable[[], Type]] | None:
+        """The Go type whose runtime descriptor is at ``offset`` in moduledata.types (the
+        dynamic type of an interface): its name, and how to build the type (only when a
+        field is read: a type like *net/http.response reaches hundreds of others). The first
+        call reads the top DIEs of the unit that holds Go's types (a few tenths of a second
+        on a 10 MB binary)."""
+        if self._go_types is None:
+            self._go_types = {}
+            if self._go_types_unit is not None:
+                for die in children(self._go_types_unit.get_top_DIE()):
+                    attr = die.attributes.get(GO_RUNTIME_TYPE)  # type: ignore[call-overload]
+                    if attr is not None and isinstance(attr.value, int):
+                        self._go_types.setdefault(attr.value, die.offset)
+        at = self._go_types.get(offset)
+        if at is None:
+            return None
+        die = self.info.get_DIE_from_refaddr(at)
+        return _name(die) or "?", _guarded(lambda: self._type(die))
 
     # -- locations ----------------------------------------------------------------
 
@@ -462,6 +506,7 @@ class Debug:
                   function: Function | None) -> Location:
         stack: list[int] = []
         result: Location | None = None
+        pieces: list[tuple[Location | None, int]] = []
 
         def register(number: int) -> int:
             if frame is None:
@@ -500,16 +545,18 @@ class Debug:
                     raise OptimizedOut(f"{name}: cannot dereference without a stop")
                 stack.append(frame.read_word(stack.pop()))
             elif kind == "DW_OP_stack_value":
-                return Computed(stack.pop())
+                result = Computed(stack.pop())
             elif kind == "DW_OP_piece":
-                # the first piece is where the value starts; scalars fit in it
                 if result is None and stack:
                     result = InMemory(stack.pop())
-                return result if result is not None else _optimized(name)
+                pieces.append((result, op.args[0]))
+                result = None
             elif kind in ("DW_OP_entry_value", "DW_OP_GNU_entry_value"):
                 raise OptimizedOut(f"{name} is optimized out here (only its entry value is known)")
             else:
                 raise OptimizedOut(f"{name}: unsupported DWARF location operation {kind}")
+        if pieces:
+            return _joined(pieces, name, frame)
         if result is not None:
             return result
         if stack:
@@ -530,6 +577,8 @@ class Debug:
             return frame.registers[location.register]
         if isinstance(location, InMemory):
             return location.address
+        if isinstance(location, InBytes):
+            raise OptimizedOut(f"{name}: the function's frame base is made of pieces")
         return location.value
 
     # -- call frame information --------------------------------------------------
@@ -591,6 +640,28 @@ def _descendants(die: DIE) -> Iterator[DIE]:
             depth -= 1
         elif child.has_children:
             depth += 1
+
+
+def _joined(pieces: list[tuple[Location | None, int]], name: str, frame: Frame | None) -> Location:
+    """The value of a composite location: one piece is where the value starts (a scalar
+    fits in it); several are read now and joined."""
+    first = pieces[0][0]
+    if len(pieces) == 1 or frame is None:
+        return first if first is not None else _optimized(name)
+    data = b""
+    for where, size in pieces:
+        if where is None:
+            raise OptimizedOut(f"{name} is partly optimized out here")
+        if isinstance(where, InRegister):
+            word = frame.registers[where.register]
+        elif isinstance(where, Computed):
+            word = where.value
+        elif isinstance(where, InMemory) and size <= 8:
+            word = frame.read_word(where.address)
+        else:
+            raise OptimizedOut(f"{name}: a piece of {size} bytes in {where} is not supported")
+        data += (word & (1 << 64) - 1).to_bytes(8, "little")[:size]
+    return InBytes(data)
 
 
 def _optimized(name: str) -> Location:

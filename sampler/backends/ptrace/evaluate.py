@@ -19,6 +19,7 @@ from sampler.backends.ptrace.dwarf import (
     Array,
     Computed,
     Enum,
+    InBytes,
     InMemory,
     InRegister,
     Location,
@@ -27,7 +28,9 @@ from sampler.backends.ptrace.dwarf import (
     Scalar,
     Struct,
     Type,
+    is_interface,
 )
+from sampler.backends.ptrace.golang import Dynamic
 from sampler.backends.ptrace.memory import UnreadableMemory
 from sampler.backends.ptrace.wrappers import MAX_TEXT, text_fields, unwrap
 from sampler.errors import ExpressionError
@@ -59,12 +62,15 @@ class Num:
 Resolve = Callable[[str], Object | None]
 Read = Callable[[int, int], bytes]
 RegisterValue = Callable[[str], int]
+DynamicType = Callable[[int], Dynamic | None]
 
 
 class Evaluator:
     def __init__(self, resolve: Resolve, read: Read, register: RegisterValue, where: str,
-                 name_hint: str = "check the spelling") -> None:
+                 name_hint: str = "check the spelling", dynamic: DynamicType | None = None) -> None:
         self.resolve = resolve
+        self.dynamic = dynamic
+        """Go: the dynamic type of an interface, from its runtime type descriptor."""
         self.read = read
         self.register = register
         self.where = where
@@ -142,6 +148,7 @@ class Evaluator:
 
     def _builtin(self, name: str, obj: Object) -> Num:
         """Go's len() and cap() of a string, slice, array, map or channel."""
+        obj = self._concrete(obj)
         t = obj.type
         if isinstance(t, Array) and t.count is not None:
             return Num(t.count, 64)
@@ -199,14 +206,23 @@ class Evaluator:
     def _field(self, obj: Object, name: str) -> Object:
         if isinstance(obj.type, Pointer):
             obj = self._deref(obj)
+        dynamic = is_interface(obj.type)
+        if dynamic:
+            obj = self._concrete(obj)
+            if isinstance(obj.type, Pointer):
+                obj = self._deref(obj)
         if not isinstance(obj.type, Struct):
+            if dynamic:  # the next sample's dynamic type may have it
+                raise SampleError(f"the interface holds a {obj.type.name}, which has no field {name!r}")
             raise ExpressionError(f"{obj.type.name} has no field {name!r} (it is not a struct)")
         found = obj.type.member(name)
+        if found is None and dynamic:
+            raise SampleError(f"the interface holds a {obj.type.name}, which has no field {name!r}")
         if found is None:
             raise ExpressionError(f"{obj.type.name} has no field {name!r}",
                                   f"its fields are: {', '.join(obj.type.members) or 'none'}")
         base, member = found
-        return Object(member.type, InMemory(self._address(obj) + base + member.offset))
+        return self._part(obj, base + member.offset, member.type)
 
     def _deref(self, obj: Object) -> Object:
         if not isinstance(obj.type, Pointer) or obj.type.target is None:
@@ -217,11 +233,12 @@ class Evaluator:
         return Object(obj.type.target, InMemory(address))
 
     def _index(self, obj: Object, index: int) -> Object:
+        obj = self._concrete(obj)
         t = obj.type
         if isinstance(t, Array) and t.element is not None:
             if t.count is not None and not 0 <= index < t.count:
                 raise SampleError(f"index {index} out of range [0, {t.count})")
-            return Object(t.element, InMemory(self._address(obj) + index * t.element.size))
+            return self._part(obj, index * t.element.size, t.element)
         if isinstance(t, Pointer) and t.target is not None:
             base = self._int(self._load(obj))
             if base == 0:
@@ -241,20 +258,44 @@ class Evaluator:
             return obj.location.address
         raise SampleError(f"a {obj.type.name} held in a register has no address")
 
+    def _part(self, obj: Object, offset: int, t: Type) -> Object:
+        """The part of ``obj`` at ``offset``, of type ``t`` (a field, an element)."""
+        where = obj.location
+        if isinstance(where, InMemory):
+            return Object(t, InMemory(where.address + offset))
+        if isinstance(where, (InRegister, Computed)):  # a small struct in one register
+            where = InBytes(self._bytes(obj, 0, 8))
+        if isinstance(where, InBytes) and offset + t.size <= len(where.data):
+            return Object(t, InBytes(where.data[offset:offset + t.size]))
+        raise SampleError(f"a {obj.type.name} held in registers has no part at offset {offset}")
+
+    def _bytes(self, obj: Object, offset: int, size: int) -> bytes:
+        """``size`` bytes of ``obj`` from ``offset``, wherever it is."""
+        where = obj.location
+        if isinstance(where, InMemory):
+            return self.read(where.address + offset, size)
+        if isinstance(where, InBytes):
+            data = where.data
+        elif isinstance(where, InRegister):
+            data = self.register(where.register).to_bytes(8, "little")
+        else:
+            data = (where.value & (1 << 64) - 1).to_bytes(8, "little")
+        if offset + size > len(data):
+            raise SampleError(f"a {obj.type.name} held in registers has no bytes at offset {offset}")
+        return data[offset:offset + size]
+
+    def _word(self, obj: Object, offset: int) -> int:
+        return int.from_bytes(self._bytes(obj, offset, 8), "little")
+
     def _load(self, obj: Object) -> Num:
         t = obj.type
         wrapped = unwrap(t)
         if wrapped is not None:  # std::atomic<T>, AtomicU64, Cell<T>: their T
-            return self._load(Object(wrapped[1], InMemory(self._address(obj) + wrapped[0])))
+            return self._load(self._part(obj, wrapped[0], wrapped[1]))
         if isinstance(t, (Struct, Array)) or t.size == 0:
             raise ExpressionError(f"{t.name} is not a number: pick a field or an element")
         size = t.size
-        if isinstance(obj.location, InMemory):
-            raw = self.read(obj.location.address, size)
-        elif isinstance(obj.location, InRegister):
-            raw = self.register(obj.location.register).to_bytes(8, "little")[:size]
-        else:
-            raw = (obj.location.value & (1 << 64) - 1).to_bytes(8, "little")[:size]
+        raw = self._bytes(obj, 0, size)
         if isinstance(t, Scalar) and t.kind == "float":
             if len(raw) not in _FLOAT_FORMATS:
                 raise ExpressionError(f"{t.name}: {size}-byte floats are not supported")
@@ -273,11 +314,16 @@ class Evaluator:
         return int(num.value)
 
     def _present(self, obj: Object) -> Value:
+        if is_interface(obj.type):  # Go: a basic dynamic value as itself, else its type's name
+            dynamic = self._dynamic_type(obj)
+            if dynamic is None:
+                return "nil"
+            if dynamic.basic:
+                return self._present(self._inside(obj, dynamic))
+            return dynamic.name
         fields = text_fields(obj.type)
         if fields is not None:  # std::string, String, &str: the text
-            base = self._address(obj)
-            pointer = int.from_bytes(self.read(base + fields[0], 8), "little")
-            length = int.from_bytes(self.read(base + fields[1], 8), "little")
+            pointer, length = self._word(obj, fields[0]), self._word(obj, fields[1])
             return self._text(pointer, min(length, MAX_TEXT), length > MAX_TEXT)
         if isinstance(obj.type, TextPointer):  # (char *)EXPR: the NUL-terminated string
             pointer = self._int(self._load(obj))
@@ -291,6 +337,34 @@ class Evaluator:
             return obj.type.names.get(int(num.value), int(num.value))
         return _present_num(num)
 
+
+    def _dynamic_type(self, obj: Object) -> Dynamic | None:
+        """The dynamic type of a Go interface; None for a nil one."""
+        first = self._word(obj, 0)
+        if first == 0:
+            return None
+        descriptor = first if obj.type.name == "runtime.eface" else \
+            int.from_bytes(self.read(first + 8, 8), "little")  # itab._type
+        found = self.dynamic(descriptor) if self.dynamic is not None else None
+        if found is None:
+            raise SampleError(f"the dynamic type of this interface (runtime type at {descriptor:#x}) "
+                              "is not in the debug info")
+        return found
+
+    def _inside(self, obj: Object, dynamic: Dynamic) -> Object:
+        """The value a Go interface holds."""
+        if dynamic.direct:  # the data word is the value
+            return self._part(obj, 8, dynamic.type)
+        return Object(dynamic.type, InMemory(self._word(obj, 8)))
+
+    def _concrete(self, obj: Object) -> Object:
+        """The value inside a Go interface (other objects as they are)."""
+        if not is_interface(obj.type):
+            return obj
+        dynamic = self._dynamic_type(obj)
+        if dynamic is None:
+            raise SampleError("nil interface")
+        return self._inside(obj, dynamic)
 
     def _text(self, pointer: int, length: int, cut: bool) -> str:
         if length == 0:

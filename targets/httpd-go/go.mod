@@ -1,0 +1,3 @@
+module httpd
+
+go 1.19

@@ -1,0 +1,133 @@
+// httpd is a small HTTP server for sampler to measure, built from the
+// standard library alone: a handler that counts requests per path, and a
+// bounded client in the same process that calls it on 127.0.0.1 a few
+// hundred times a second. It imports enough of the standard library
+// (JSON, templates, TLS, gzip) to be the size of a real service's binary.
+package main
+
+import (
+	"compress/gzip"
+	"crypto/tls"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"html/template"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Stats is what the handler keeps: requests served and the last one's path.
+type Stats struct {
+	served uint64
+	last   string
+	paths  map[string]int
+	mu     sync.Mutex
+}
+
+// Shape is an interface for sampler's tests: its dynamic value is a basic
+// type, a pointer to a struct, or a struct, by the length of the path (handler).
+type Shape interface{ Area() float64 }
+
+type Square struct{ side int64 }
+
+func (s *Square) Area() float64 { return float64(s.side * s.side) }
+
+type Circle struct{ radius int64 }
+
+func (c Circle) Area() float64 { return 3 * float64(c.radius*c.radius) }
+
+type Number int64
+
+func (n Number) Area() float64 { return float64(n) }
+
+var (
+	stats               = &Stats{paths: map[string]int{}}
+	current Shape       = &Square{side: 7} // a pointer to a struct
+	anyval  interface{}                    // the --rate, an int64
+	lastErr error                          // the last encoding error: nil
+	page    = template.Must(template.New("page").Parse("<p>{{.}}</p>"))
+	_       = tls.VersionTLS13
+)
+
+//go:noinline
+func serve(w http.ResponseWriter, r *http.Request, shape Shape) int {
+	stats.mu.Lock()
+	stats.served++
+	stats.last = r.URL.Path
+	stats.paths[r.URL.Path]++
+	n := stats.paths[r.URL.Path]
+	stats.mu.Unlock()
+	if r.URL.Query().Get("gzip") != "" {
+		z := gzip.NewWriter(w)
+		defer z.Close()
+		_ = page.Execute(z, r.URL.Path)
+		return n
+	}
+	lastErr = json.NewEncoder(w).Encode(map[string]int{"n": n})
+	return n
+}
+
+//go:noinline
+func handler(w http.ResponseWriter, r *http.Request) {
+	var shape Shape
+	switch len(r.URL.Path) % 3 {
+	case 0:
+		shape = &Square{side: int64(len(r.URL.Path))}
+	case 1:
+		shape = Circle{radius: 2}
+	default:
+		shape = Number(len(r.URL.Path))
+	}
+	if serve(w, r, shape) < 0 || current.Area() < 0 {
+		panic("never")
+	}
+}
+
+func main() {
+	rate := flag.Int("rate", 200, "requests per second the built-in client makes (0: none)")
+	exitAfter := flag.Int("exit-after", 0, "exit (status 0) after this many seconds; 0: run until killed")
+	flag.Parse()
+	anyval = int64(*rate)
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "httpd:", err)
+		os.Exit(1)
+	}
+	http.HandleFunc("/", handler)
+	go func() { _ = http.Serve(listener, nil) }()
+	url := "http://" + listener.Addr().String()
+	fmt.Printf("ready pid=%d url=%s\n", os.Getpid(), url)
+
+	var done uint64
+	if *rate > 0 {
+		go func() {
+			client := &http.Client{Timeout: 5 * time.Second}
+			paths := []string{"/", "/items", "/items/42", "/health", "/ping", "/a,b", "/say%20\"hi\""}
+			tick := time.NewTicker(time.Second / time.Duration(*rate))
+			for i := 0; ; i++ {
+				<-tick.C
+				resp, err := client.Get(url + paths[i%len(paths)])
+				if err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					atomic.AddUint64(&done, 1)
+				}
+			}
+		}()
+	}
+	var last uint64
+	for second := 1; ; second++ {
+		time.Sleep(time.Second)
+		now := atomic.LoadUint64(&done)
+		fmt.Printf("requests/s=%d\n", now-last)
+		last = now
+		if second == *exitAfter {
+			os.Exit(0)
+		}
+	}
+}

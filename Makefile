@@ -68,12 +68,17 @@ $(VENV)/.installed: pyproject.toml | system-deps
 	$(VENV)/bin/python -m pip install -q -e '.[test,bench]'
 	touch $@
 
-targets: targets/bin/ringbuf-go targets/bin/httpd-go targets/bin/ringbuf-c targets/bin/ringbuf-c-O0 targets/bin/ringbuf-lib \
+targets: targets/bin/ringbuf-go targets/bin/ringbuf-go-stripped targets/bin/httpd-go targets/bin/ringbuf-c targets/bin/ringbuf-c-O0 targets/bin/ringbuf-lib \
 	targets/bin/libplugin.so targets/bin/ringbuf-cpp targets/bin/ringbuf-rust targets/bin/ringbuf-c-exported
 
 targets/bin/ringbuf-go: targets/ringbuf-go/main.go targets/ringbuf-go/go.mod | system-deps
 	mkdir -p targets/bin
 	cd targets/ringbuf-go && $(GOBUILD) -o ../bin/ringbuf-go .
+
+# as many images ship Go: no .symtab, no DWARF; only Go's own function table (.gopclntab)
+targets/bin/ringbuf-go-stripped: targets/ringbuf-go/main.go targets/ringbuf-go/go.mod | system-deps
+	mkdir -p targets/bin
+	cd targets/ringbuf-go && $(GOBUILD) -ldflags='-s -w' -o ../bin/ringbuf-go-stripped .
 
 # a Go HTTP server built from the standard library alone (about 9 MB), with its own client
 targets/bin/httpd-go: targets/httpd-go/main.go targets/httpd-go/go.mod | system-deps

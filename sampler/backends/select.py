@@ -28,7 +28,9 @@ def pick(config: SessionConfig, target: TargetProcess) -> Choice:
     dlv = shutil.which("dlv")
     choice = config.backend
     if choice == "auto":
-        if target.is_go and dlv is not None:
+        if target.is_go and not target.has_debug_info:
+            choice, reason = "ptrace", "Go program without DWARF: Delve cannot read it"
+        elif target.is_go and dlv is not None:
             choice, reason = "delve", "Go program and dlv found"
         elif target.is_go:
             choice, reason = "ptrace", "Go program, but no dlv on PATH"

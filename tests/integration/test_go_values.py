@@ -53,3 +53,45 @@ def test_len_of_what_has_none_is_one_line(go_target: Target, expression: str, ex
     line = one_line_error(attach(go_target.pid, "ptrace", "--at", READ, "--expr", expression, "--count", "1"))
     assert expected in line, line
     go_target.assert_untouched()
+
+
+def test_a_stripped_go_binary_is_read_through_its_function_table(start_target, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # GIVEN the Go ring built as usual and built with -ldflags='-s -w' (no .symtab, no DWARF)
+    full = start_target("ringbuf-go")
+    stripped = start_target("ringbuf-go-stripped")
+    cast = ["--expr", "r=*(uint64_t *)arg0", "--expr", "w=*(uint64_t *)(arg0 + 8)",
+            "--expr", "n=*(int64_t *)(arg0 + 24)"]  # b.r, b.w and len(b.buf) by Go's register ABI
+    # WHEN the unstripped build is sampled by name and by machine-level reads at the same line
+    out = tmp_path / "full.csv"
+    result = attach(full.pid, "ptrace", "--at", "main.go:53", "--expr", "bw=b.w", "--expr", "bn=len(b.buf)",
+                    *cast, "--count", "3", "--rate", "10", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    # THEN both read the same fields
+    for row in assert_csv_whole(out):
+        assert row["error"] == "" and (row["w"], row["n"]) == (row["bw"], row["bn"]) == (row["w"], "20000"), row
+    # WHEN the stripped build is sampled by its function's name and by FILE:LINE, backend chosen for it
+    for at in ("main.(*Ring).Read", "main.go:53"):
+        out = tmp_path / "stripped.csv"
+        result = sampler("attach", "--pid", str(stripped.pid), "--at", at, *cast, "--count", "3", "--rate", "10",
+                         "--out", str(out))
+        assert result.returncode == 0, (at, result.stderr)
+        assert "ptrace backend (Go program without DWARF" in result.stderr, result.stderr
+        # THEN the same fields read as plausibly as in the unstripped build
+        for row in assert_csv_whole(out):
+            assert row["error"] == "" and row["n"] == "20000", (at, row)
+            assert 0 <= int(row["w"]) - int(row["r"]) <= 20000, (at, row)
+    stripped.assert_untouched()
+    assert_text_matches_file(stripped)
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--expr", "b.w"], "no variable 'b'"),
+    (["--expr", "arg9"], "arg0-arg8 are known"),
+    (["--backend", "delve", "--expr", "arg0"], "use --backend ptrace"),
+])
+def test_stripped_go_bad_input_is_one_line(start_target, args: list[str], expected: str) -> None:  # type: ignore[no-untyped-def]
+    stripped = start_target("ringbuf-go-stripped")
+    line = one_line_error(sampler("attach", "--pid", str(stripped.pid), "--quiet", "--at", READ, *args,
+                                  "--count", "1"))
+    assert expected in line, line
+    stripped.assert_untouched()

@@ -15,5 +15,6 @@ def check(target: TargetProcess, dlv: str | None) -> str:
                                 "the delve backends sample Go programs only")
     if not target.has_debug_info:
         raise UnsupportedTarget(f"{target.exe} has no DWARF debug info (built with -ldflags=-s -w?)",
-                                "rebuild without stripping, or sample an unstripped build")
+                                "use --backend ptrace (it reads Go's function table, .gopclntab), "
+                                "or sample an unstripped build")
     return dlv

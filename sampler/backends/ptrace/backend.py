@@ -317,8 +317,8 @@ class PtraceBackend:
             if name.partition(".")[0] in scope:  # b.w with a local b: a field, not a global
                 return None
             found = self._global(name)
-            if found is None and hit is not None and name in ARGUMENTS:  # no DWARF name: the ABI's
-                return Object(ARGUMENT_TYPE, InRegister(ARGUMENTS[name]))
+            if found is None and hit is not None and name in self._arguments:  # no DWARF name: the ABI's
+                return Object(ARGUMENT_TYPE, InRegister(self._arguments[name]))
             return found
 
         def register(name: str) -> int:
@@ -412,10 +412,19 @@ class PtraceBackend:
         if self.address is None:
             raise ExpressionError(f"${name}: registers are only known at a breakpoint", "give --at")
 
+    @property
+    def _arguments(self) -> dict[str, str]:
+        """argN -> register: Go's internal ABI in a Go program's own code, else System V's."""
+        go = self.is_go and (self.place is None or self.place.module is self.modules.main)
+        return GO_ARGUMENTS if go else ARGUMENTS
+
     def _check_argument(self, name: str) -> None:
-        if name not in ARGUMENTS:
-            raise ExpressionError(f"{name}: only arg0-arg5 are known (the integer arguments passed in "
-                                  "registers by the System V AMD64 ABI)",
+        if name not in self._arguments:
+            last = len(self._arguments) - 1
+            abi = "Go's internal ABI (RAX, RBX, RCX, RDI, RSI, R8-R11)" if self._arguments is GO_ARGUMENTS \
+                else "the System V AMD64 ABI"
+            raise ExpressionError(f"{name}: only arg0-arg{last} are known (the integer arguments passed in "
+                                  f"registers by {abi})",
                                   "read the stack instead, e.g. *(uint64_t *)($rsp + 8) at a function's entry")
         if self.address is None:
             raise ExpressionError(f"{name}: arguments are only known at a breakpoint", "give --at")
@@ -437,6 +446,9 @@ class PtraceBackend:
 
 ARGUMENTS = {f"arg{i}": register for i, register in enumerate(("rdi", "rsi", "rdx", "rcx", "r8", "r9"))}
 """The integer arguments at a function's entry, System V AMD64 ABI."""
+GO_ARGUMENTS = {f"arg{i}": register for i, register in
+                enumerate(("rax", "rbx", "rcx", "rdi", "rsi", "r8", "r9", "r10", "r11"))}
+"""The integer arguments at a Go function's entry, Go's internal register ABI (Go 1.17+)."""
 ARGUMENT_TYPE = Scalar("uint64_t", 8, "unsigned")
 _ARGUMENT = re.compile(r"^arg\d+$")
 REGISTER_NAMES = (*REGISTERS, "eflags", "orig_rax", "fs_base", "gs_base", "cs", "ss", "ds", "es", "fs", "gs")

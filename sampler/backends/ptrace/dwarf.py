@@ -329,7 +329,7 @@ class Debug:
         """Lowest statement address for FILE:LINE (file matched by its trailing path)."""
         best: int | None = None
         for path, state in self._rows(self.info.iter_CUs()):
-            if state.line == line and state.is_stmt and not state.end_sequence and _same_file(path, file):
+            if state.line == line and state.is_stmt and not state.end_sequence and same_file(path, file):
                 best = state.address if best is None else min(best, state.address)
         return best
 
@@ -708,5 +708,5 @@ def _file_names(program: Any, cu: CompileUnit) -> dict[int, str]:
     return names
 
 
-def _same_file(path: str, wanted: str) -> bool:
+def same_file(path: str, wanted: str) -> bool:
     return path == wanted or path.endswith("/" + wanted.lstrip("./"))

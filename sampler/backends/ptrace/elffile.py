@@ -15,6 +15,7 @@ from typing import BinaryIO
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import NoteSection, SymbolTableSection
 
+from sampler.backends.ptrace.gopclntab import BadTable, PcLineTable
 from sampler.backends.ptrace.untrusted import converting
 
 
@@ -52,6 +53,7 @@ class ElfFile:
             self._file.close()
             raise
         self._symbols: dict[str, Symbol] | None = None
+        self._go_table: PcLineTable | bool | None = False
 
     @_guarded
     def _open(self) -> ELFFile:
@@ -137,8 +139,28 @@ class ElfFile:
                             and sym["st_shndx"] != "SHN_UNDEF":
                         found[sym.name] = Symbol(sym["st_value"], sym["st_size"], kind != "STT_OBJECT",
                                                  sym["st_info"]["bind"] != "STB_LOCAL")
+            if self.elf.get_section_by_name(".symtab") is None:  # stripped Go: its own table
+                table = self.go_table()
+                for function in table.functions() if table is not None else ():
+                    found.setdefault(function.name, Symbol(function.entry, function.end - function.entry, True))
             self._symbols = found
         return self._symbols
+
+    def go_table(self) -> PcLineTable | None:
+        """Go's function table (.gopclntab), None when the file has none; BadFile when it
+        cannot be read."""
+        if self._go_table is False:
+            section = self.elf.get_section_by_name(".gopclntab")
+            text = self.text_section()
+            if section is None or section["sh_type"] == "SHT_NOBITS":
+                self._go_table = None
+            else:
+                try:
+                    self._go_table = PcLineTable(section.data(), text[0] if text else 0)
+                except BadTable as e:
+                    raise BadFile(str(e)) from None
+        assert self._go_table is not True
+        return self._go_table
 
     @_guarded
     def text_section(self) -> tuple[int, int] | None:

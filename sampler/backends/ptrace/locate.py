@@ -13,7 +13,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sampler.backends.ptrace.dwarf import Function, Malformed, Variable
+from sampler.backends.ptrace.dwarf import Function, Malformed, Variable, same_file
+from sampler.backends.ptrace.elffile import BadFile
+from sampler.backends.ptrace.gopclntab import BadTable
 from sampler.backends.ptrace.modules import Module, Modules
 from sampler.errors import LocationNotFound
 
@@ -89,7 +91,7 @@ def _in_module(module: Module, name: str, everywhere: bool) -> Place | None:
     if line:
         debug = module.debug(remote=everywhere)
         if debug is None:
-            return None
+            return _go_line(module, line.group("file"), int(line.group("line")))
         try:
             found = debug.line_address(line.group("file"), int(line.group("line")))
         except Malformed as e:
@@ -121,6 +123,17 @@ def _in_module(module: Module, name: str, everywhere: bool) -> Place | None:
             if function is not None:
                 return Place(_after_prologue(module, function), module, function)
     return None
+
+
+def _go_line(module: Module, file: str, line: int) -> Place | None:
+    """FILE:LINE in a Go binary without DWARF, from Go's own table (.gopclntab)."""
+    try:
+        table = module.file.go_table()
+        found = table.line_address(file, line, same_file) if table is not None else None
+    except (BadFile, BadTable) as e:
+        module.notes.append(f"its Go function table cannot be read ({e})")
+        return None
+    return None if found is None else Place(found + module.bias, module, None)
 
 
 def _at_symbol(module: Module, address: int) -> Place:

@@ -1,0 +1,136 @@
+"""Go's own function table, ``.gopclntab``: every Go binary keeps it, stripped or not
+(``-ldflags='-s -w'`` removes .symtab and DWARF, never this), since the runtime needs it
+to unwind and to print stack traces. It maps every function to its entry and each pc to
+its file and line, in the format of Go's ``debug/gosym`` (Go 1.18 and later).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sampler.backends.ptrace.untrusted import converting
+
+MAGICS = {0xFFFFFFF0: "1.18", 0xFFFFFFF1: "1.20"}
+"""The table's first word, by the Go version that introduced that layout."""
+
+
+class BadTable(Exception):
+    """The table is not one sampler can read (an older Go, or damaged)."""
+
+
+_guarded = converting(BadTable)
+
+
+@dataclass(frozen=True)
+class GoFunction:
+    name: str
+    entry: int
+    """File address of its first instruction."""
+    end: int
+    offset: int
+    """Where its _func record is in the table."""
+
+
+class PcLineTable:
+    """One binary's .gopclntab."""
+
+    @_guarded
+    def __init__(self, data: bytes, text_start: int) -> None:
+        """``text_start``: the .text section's address, for tables that do not record it."""
+        magic = struct.unpack_from("<I", data, 0)[0]
+        if magic not in MAGICS or data[4:6] != b"\0\0" or data[7] != 8:
+            raise BadTable(f"a Go function table of an unknown layout (magic {magic:#x}): "
+                           "sampler reads those of Go 1.18 and later")
+        self.data = data
+        self.quantum = data[6]
+        self.has_start_line = MAGICS[magic] == "1.20"
+        (self.nfunc, _nfiles, start, self.funcnames, self.cutab, self.filetab, self.pctab,
+         self.pcln) = struct.unpack_from("<8Q", data, 8)
+        self.text_start = start or text_start
+        self._functions: list[GoFunction] | None = None
+
+    @_guarded
+    def functions(self) -> list[GoFunction]:
+        """Every function, by entry."""
+        if self._functions is None:
+            table = struct.unpack_from(f"<{2 * self.nfunc + 2}I", self.data, self.pcln)
+            found = []
+            for i in range(self.nfunc):
+                entry, record, end = table[2 * i], table[2 * i + 1], table[2 * i + 2]
+                offset = self.pcln + record
+                name_at = self.funcnames + struct.unpack_from("<i", self.data, offset + 4)[0]
+                name = self.data[name_at:self.data.index(b"\0", name_at)].decode("utf-8", "replace")
+                found.append(GoFunction(name, self.text_start + entry, self.text_start + end, offset))
+            self._functions = found
+        return self._functions
+
+    def function_named(self, name: str) -> GoFunction | None:
+        for function in self.functions():
+            if function.name == name:
+                return function
+        return None
+
+    @_guarded
+    def line_address(self, file: str, line: int, same_file: Callable[[str, str], bool]) -> int | None:
+        """The lowest address of FILE:LINE, preferring a function written in that file over
+        one that only has the line inlined. ``same_file(path, wanted)`` compares names."""
+        best: tuple[int, int] | None = None
+        for function in self.functions():
+            pcfile, pcln, cu = (struct.unpack_from("<I", self.data, function.offset + at)[0]
+                                for at in (20, 24, 32))
+            files = self._values(function, pcfile)
+            if not files:
+                continue
+            names = {index: self._file_name(cu, index) for _, _, index in files}
+            wanted = {index for index, path in names.items() if same_file(path, file)}
+            if not wanted:
+                continue
+            home = 0 if files[0][2] in wanted else 1
+            for low, _high, value in self._values(function, pcln):
+                if value == line and any(f_low <= low < f_high and index in wanted
+                                         for f_low, f_high, index in files):
+                    if best is None or (home, low) < best:
+                        best = (home, low)
+                    break
+        return None if best is None else best[1]
+
+    def _file_name(self, cu: int, index: int) -> str:
+        offset = struct.unpack_from("<I", self.data, self.cutab + 4 * (cu + index))[0]
+        at = self.filetab + offset
+        return self.data[at:self.data.index(b"\0", at)].decode("utf-8", "replace")
+
+    def _values(self, function: GoFunction, table: int) -> list[tuple[int, int, int]]:
+        """A pc-value table of a function: (low, high, value) for each run of pcs."""
+        if table == 0:
+            return []
+        data, at = self.data, self.pctab + table
+        pc, value = function.entry, -1
+        runs: list[tuple[int, int, int]] = []
+        first = True
+        while True:
+            delta, at = _varint(data, at)
+            if delta == 0 and not first:
+                return runs
+            first = False
+            value += ~(delta >> 1) if delta & 1 else delta >> 1
+            step, at = _varint(data, at)
+            high = pc + step * self.quantum
+            runs.append((pc, high, value))
+            pc = high
+            if pc >= function.end or len(runs) > 100_000:
+                return runs
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        byte = data[at]
+        at += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, at
+        shift += 7
+        if shift > 35:
+            raise BadTable("a varint longer than 5 bytes")

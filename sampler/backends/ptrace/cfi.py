@@ -1,8 +1,9 @@
 """Call frame information: the canonical frame address (CFA) rule at an address.
 
-A function's FDE is found through the loaded file's ``.eh_frame_hdr`` search table and
-only that entry is parsed (libc's 3,700 entries take pyelftools over a second); files
-without the table (or only ``.debug_frame``) are parsed whole, once.
+A function's FDE is found through the loaded file's ``.eh_frame_hdr`` search table, or
+through an index of ``.debug_frame`` read from the entries' headers alone (Go writes only
+that), and only that entry is parsed (libc's 3,700 entries take pyelftools over a
+second, a 10 MB Go server's 7,000 half a second); anything else is parsed whole, once.
 """
 
 from __future__ import annotations
@@ -29,11 +30,13 @@ class CallFrames:
         self._eh: CallFrameInfo | None = None
         self._eh_address = 0
         self._all: tuple[list[int], list[FDE]] | None = None
+        self._debug_table: tuple[list[int], list[int]] | None = None
+        self._debug_frames: CallFrameInfo | None = None
 
     def entry(self, pc: int) -> FDE | None:
         """The FDE that covers pc: through the search table, else from a full parse."""
         try:
-            found = self._indexed(pc)
+            found = self._indexed(pc) or self._debug_indexed(pc)
         except Exception:  # a corrupted table or entry: the full parse decides
             found = None
         return found if found is not None else self._parsed(pc)
@@ -71,6 +74,44 @@ class CallFrames:
         if isinstance(entry, FDE) and _covers(entry, pc):
             return entry
         return None
+
+    def _debug_indexed(self, pc: int) -> FDE | None:
+        """Through an index of .debug_frame's FDEs, made from their headers alone."""
+        if self._debug_table is None:
+            self._debug_table = self._read_debug_frame()
+        starts, offsets = self._debug_table
+        at = bisect.bisect_right(starts, pc) - 1
+        if at < 0 or self._debug_frames is None:
+            return None
+        entry = self._debug_frames._parse_entry_at(offsets[at])
+        if isinstance(entry, FDE) and _covers(entry, pc):
+            return entry
+        return None
+
+    def _read_debug_frame(self) -> tuple[list[int], list[int]]:
+        """(initial location, entry offset) of every FDE of .debug_frame (32-bit DWARF, 8-byte
+        addresses: what Go and GCC write on x86-64), sorted."""
+        info = self._debug
+        section = info.debug_frame_sec if info is not None else None
+        if info is None or section is None or info.config.default_address_size != 8:
+            return [], []
+        stream = section.stream
+        stream.seek(0)
+        data = stream.read(section.size)
+        found = []
+        at = 0
+        while at + 4 <= len(data):
+            length = int.from_bytes(data[at:at + 4], "little")
+            if length == 0xFFFFFFFF or length < 4:
+                return [], []  # 64-bit DWARF or damage: the full parse decides
+            cie_id = int.from_bytes(data[at + 4:at + 8], "little")
+            if cie_id != 0xFFFFFFFF and length >= 20:
+                found.append((int.from_bytes(data[at + 8:at + 16], "little"), at))
+            at += 4 + length
+        found.sort()
+        self._debug_frames = CallFrameInfo(stream=stream, size=section.size, address=section.address,
+                                           base_structs=info.structs, for_eh_frame=False)
+        return [start for start, _ in found], [offset for _, offset in found]
 
     def _read_table(self) -> tuple[list[int], list[int]]:
         elf = self._loaded

@@ -21,6 +21,7 @@ from elftools.dwarf.ranges import BaseAddressEntry
 from elftools.elf.elffile import ELFFile
 
 from sampler.backends.ptrace.cfi import CallFrames
+from sampler.backends.ptrace.dwarfscan import CannotScan, top_level_offsets
 from sampler.backends.ptrace.untrusted import converting
 
 # DWARF register numbers on x86-64 -> names in struct user_regs_struct
@@ -196,6 +197,7 @@ class Debug:
         self._aranges: Any = None
         self._go_types_unit: Any = None  # the unit (CompileUnit or TypeUnit) with Go's types
         self._go_types: dict[int, int] | None = None
+        self._info_bytes: bytes | None = None
         self.bias = bias
 
     # -- index ------------------------------------------------------------
@@ -205,7 +207,7 @@ class Debug:
         if known is not None:
             return known
         functions: list[Function] = []
-        for die in children(cu.get_top_DIE()):
+        for die in self._top_level(cu):
             if die.tag == "DW_TAG_subprogram":
                 function = self._function(die)
                 if function is not None:
@@ -217,6 +219,23 @@ class Debug:
                     self.globals.setdefault(name, die)
         self._unit_functions[cu.cu_offset] = functions
         return functions
+
+    def _top_level(self, cu: CompileUnit) -> Iterator[DIE]:
+        """The top DIE's children, found by the fast walk (dwarfscan) and only they parsed;
+        pyelftools' walk when the fast one cannot read the unit."""
+        top = cu.get_top_DIE()
+        try:
+            if self._info_bytes is None:
+                section: Any = self.info.debug_info_sec
+                self._info_bytes = bytes(section.stream.getvalue())
+            offsets = top_level_offsets(cu, self._info_bytes)
+        except (CannotScan, AttributeError, IndexError, KeyError, ValueError):
+            yield from children(top)
+            return
+        for offset in offsets:
+            die = cu._get_cached_DIE(offset)
+            die.set_parent(top)
+            yield die
 
     def _scan_until(self, found: Callable[[], bool]) -> bool:
         """Parse further units until ``found()`` holds or none is left."""
@@ -456,7 +475,7 @@ class Debug:
         if self._go_types is None:
             self._go_types = {}
             if self._go_types_unit is not None:
-                for die in children(self._go_types_unit.get_top_DIE()):
+                for die in self._top_level(self._go_types_unit):
                     attr = die.attributes.get(GO_RUNTIME_TYPE)  # type: ignore[call-overload]
                     if attr is not None and isinstance(attr.value, int):
                         self._go_types.setdefault(attr.value, die.offset)

@@ -10,7 +10,7 @@ export GOCACHE := $(CURDIR)/.cache/go-build
 export GOPATH := $(CURDIR)/.cache/go
 endif
 
-.PHONY: demo test lint bench bench-quick faults faults-quick soak soak-quick guardian-bench setup system-deps bench-deps \
+.PHONY: demo test lint bench bench-quick faults faults-quick soak soak-quick guardian-bench bench-attach setup system-deps bench-deps \
 	targets clean
 
 demo: setup
@@ -53,6 +53,11 @@ soak-quick: setup
 	$(VENV)/bin/python bench/soak.py --quick
 
 # how fast the guardian puts the byte back when the tracing worker is killed
+# time to the first row and peak RSS, sampler beside dlv, on four binaries up to a generated
+# 30 MB Go program (built once into build/); results under bench/results/ (about 2 minutes)
+bench-attach: setup targets
+	$(VENV)/bin/python bench/attach.py
+
 guardian-bench: setup
 	$(VENV)/bin/python bench/guardian.py
 

@@ -21,7 +21,7 @@ from elftools.dwarf.ranges import BaseAddressEntry
 from elftools.elf.elffile import ELFFile
 
 from sampler.backends.ptrace.cfi import CallFrames
-from sampler.backends.ptrace.dwarfscan import CannotScan, top_level_offsets
+from sampler.backends.ptrace.dwarfscan import CannotScan, top_level, top_level_offsets
 from sampler.backends.ptrace.untrusted import converting
 
 # DWARF register numbers on x86-64 -> names in struct user_regs_struct
@@ -198,6 +198,9 @@ class Debug:
         self._go_types_unit: Any = None  # the unit (CompileUnit or TypeUnit) with Go's types
         self._go_types: dict[int, int] | None = None
         self._info_bytes: bytes | None = None
+        self._names: dict[str, list[int]] = {}
+        self._name_units: Iterator[CompileUnit] = self.info.iter_CUs()
+        self._strings: bytes | None = None
         self.bias = bias
 
     # -- index ------------------------------------------------------------
@@ -328,6 +331,9 @@ class Debug:
     def has_global(self, name: str) -> bool:
         """A global of that name, or (Go) a package-qualified global under it."""
         prefix = name + "."
+        if self._names_until(lambda: name in self._names or any(g.startswith(prefix) for g in self._names)) \
+                and (name in self._names or any(g.startswith(prefix) for g in self._names)):
+            return True
         return self._scan_until(lambda: name in self.globals
                                 or any(g.startswith(prefix) for g in self.globals))
 
@@ -388,9 +394,42 @@ class Debug:
 
     @_guarded
     def global_variable(self, name: str) -> Variable | None:
+        if name not in self.globals:
+            self._from_name_index(name)
         self._scan_until(lambda: name in self.globals)
         die = self.globals.get(name)
         return None if die is None else Variable(name, die, self.type_of(die))
+
+    def _from_name_index(self, name: str) -> None:
+        """Put the global ``name`` into self.globals through the index of names (a fast
+        walk of the units, up to the one that has it), parsing only its DIE."""
+        for offset in self._names_until(lambda: name in self._names).get(name, ()):
+            die = self.info.get_DIE_from_refaddr(offset)
+            if "DW_AT_location" in die.attributes:
+                self.globals.setdefault(name, die)
+                return
+
+    def _names_until(self, found: Callable[[], bool]) -> dict[str, list[int]]:
+        """Top-level variables by name (offsets of their DIEs), from the fast walk of more
+        units until ``found()``; what is known when the fast walk cannot read a unit (the
+        slow walk then decides)."""
+        try:
+            if self._info_bytes is None:
+                section: Any = self.info.debug_info_sec
+                self._info_bytes = bytes(section.stream.getvalue())
+            if self._strings is None:
+                strings: Any = self.info.debug_str_sec
+                self._strings = bytes(strings.stream.getvalue()) if strings is not None else b""
+            while not found():
+                cu = next(self._name_units, None)
+                if cu is None:
+                    break
+                for offset, tag, name in top_level(cu, self._info_bytes, self._strings):
+                    if tag == "DW_TAG_variable" and name:
+                        self._names.setdefault(name, []).append(offset)
+        except (CannotScan, AttributeError, IndexError, KeyError, ValueError):
+            self._name_units = iter(())
+        return self._names
 
     @_guarded
     def type_of(self, die: DIE) -> Type:

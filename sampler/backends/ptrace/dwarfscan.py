@@ -32,6 +32,13 @@ class CannotScan(Exception):
 
 def top_level_offsets(cu: Any, data: bytes) -> list[int]:
     """Offsets of the top DIE's children, in order. ``data``: the whole .debug_info."""
+    return [offset for offset, _, _ in top_level(cu, data)]
+
+
+def top_level(cu: Any, data: bytes, strings: bytes | None = None) -> list[tuple[int, str, str | None]]:
+    """(offset, tag, name) of the top DIE's children, in order; the name when it is written
+    in place (DW_FORM_string, as Go does) or, given ``strings`` (.debug_str), by DW_FORM_strp;
+    else None."""
     if cu["address_size"] != 8 or cu.structs.dwarf_format != 32:
         raise CannotScan("not 32-bit DWARF with 8-byte addresses")
     shapes = _shapes(cu)
@@ -53,10 +60,15 @@ def top_level_offsets(cu: Any, data: bytes) -> list[int]:
         shape = shapes.get(code)
         if shape is None:
             raise CannotScan(f"abbreviation {code} is not in the unit's table")
-        if depth == 1:
-            found.append(start)
-        children, sizes = shape
-        for size in sizes:
+        children, sizes, tag, name_at = shape
+        name = None
+        for index, size in enumerate(sizes):
+            if index == name_at and depth == 1:
+                if size == STRING:
+                    name = data[at:data.index(b"\0", at)].decode("utf-8", "replace")
+                elif size == 4 and strings is not None:
+                    offset = int.from_bytes(data[at:at + 4], "little")
+                    name = strings[offset:strings.index(b"\0", offset)].decode("utf-8", "replace")
             if size >= 0:
                 at += size
             elif size == LEB:
@@ -71,19 +83,25 @@ def top_level_offsets(cu: Any, data: bytes) -> list[int]:
             else:  # a block with a fixed-size length: -10 - the length's size
                 width = -10 - size
                 at += width + int.from_bytes(data[at:at + width], "little")
+        if depth == 1:
+            found.append((start, tag, name))
         if children:
             depth += 1
     return found
 
 
-def _shapes(cu: Any) -> dict[int, tuple[bool, list[int]]]:
-    """Per abbreviation code: (has children, how to skip each attribute)."""
+def _shapes(cu: Any) -> dict[int, tuple[bool, list[int], str, int]]:
+    """Per abbreviation code: (has children, how to skip each attribute, tag, which
+    attribute is DW_AT_name (-1: none))."""
     shapes = {}
     table = cu.get_abbrev_table()
     for code in table._abbrev_map:
         decl = table.get_abbrev(code)
-        sizes = []
-        for _, form in decl.iter_attr_specs():
+        sizes: list[int] = []
+        name_at = -1
+        for name, form in decl.iter_attr_specs():
+            if name == "DW_AT_name" and form in ("DW_FORM_string", "DW_FORM_strp"):
+                name_at = len(sizes)
             if form in _FIXED:
                 size = _FIXED[form]
                 if form == "DW_FORM_ref_addr" and cu["version"] == 2:
@@ -99,7 +117,7 @@ def _shapes(cu: Any) -> dict[int, tuple[bool, list[int]]]:
                 sizes.append(-10 - _BLOCK[form])
             else:
                 raise CannotScan(f"form {form}")
-        shapes[code] = (decl.has_children(), sizes)
+        shapes[code] = (decl.has_children(), sizes, decl["tag"], name_at)
     return shapes
 
 

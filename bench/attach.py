@@ -15,7 +15,9 @@ Peak RSS: the largest resident set of the command's process tree (wait4's ru_max
 sampler's two processes; for the delve backend, dlv's). Results: bench/results/attach.csv
 and bench/results/ATTACH.md.
 
-    .venv/bin/python bench/attach.py [--runs 5]
+    .venv/bin/python bench/attach.py [--runs 5] [--quick] [--results DIR]
+
+``--quick`` (the test suite's short form): one run, without the generated program.
 """
 
 from __future__ import annotations
@@ -116,19 +118,25 @@ def tools(case: Case, pid: int, script: Path) -> dict[str, list[str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="one run, without the generated 30 MB program")
+    parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args()
-    build_big()
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    cases = [c for c in CASES if c.binary != BIG] if args.quick else CASES
+    runs = 1 if args.quick else args.runs
+    if not args.quick:
+        build_big()
+    results: Path = args.results
+    results.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as scratch:
         script = Path(scratch) / "dlv-init"
-        for case in CASES:
+        for case in cases:
             size = case.binary.stat().st_size / 1e6
             info = debug_info_mb(case.binary)
             target = start(case.binary)
             try:
                 commands = tools(case, target.pid, script)
-                for run in range(args.runs):
+                for run in range(runs):
                     for tool, argv in commands.items():
                         done = MARK if tool == "dlv attach" else f",{target.pid},"
                         seconds, rss, ok = timed(argv, done)
@@ -142,12 +150,12 @@ def main() -> None:
             finally:
                 target.kill()
                 target.wait()
-    with open(RESULTS / "attach.csv", "w", newline="") as f:
+    with open(results / "attach.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    report = summary(rows, args.runs)
-    (RESULTS / "ATTACH.md").write_text(report)
+    report = summary(rows, runs)
+    (results / "ATTACH.md").write_text(report)
     print(report)
 
 

@@ -104,3 +104,16 @@ def test_bad_input_on_the_server_is_one_line(httpd: Target, backend: str, args: 
     line = one_line_error(attach(httpd.pid, backend, *args, "--count", "1"))
     assert any(text in line for text in expected), line
     httpd.assert_untouched()
+
+
+@pytest.mark.parametrize("backend", ["ptrace", "delve-rpc"])
+def test_interfaces_read_without_a_breakpoint(httpd: Target, tmp_path: Path, backend: str) -> None:
+    # GIVEN no --at: ptrace reads the globals while nothing stops, delve-rpc halts for each sample
+    out = tmp_path / "globals.csv"
+    result = attach(httpd.pid, backend, "--expr", "c=main.current", "--expr", "side=main.current.side",
+                    "--expr", "a=main.anyval", "--expr", "e=main.lastErr",
+                    "--count", "3", "--rate", "20", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    for row in assert_csv_whole(out):
+        assert (row["c"], row["side"], row["a"], row["e"], row["error"]) == ("*main.Square", "7", "200", "nil", ""), row
+    httpd.assert_untouched()

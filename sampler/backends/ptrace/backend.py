@@ -102,6 +102,8 @@ class PtraceBackend:
         self.memory = Memory(self.config.pid, writable=not zero_stop)
         if zero_stop:
             self._check_names()  # every name must be a global: refuse others now
+            if self.is_go:
+                self._prepare_interfaces()
             self._evaluate(None)
             return
         self._check_names()
@@ -209,10 +211,10 @@ class PtraceBackend:
     def _prepare_interfaces(self) -> None:
         """Go: the dynamic types of interfaces, read from the DWARF now when an expression
         reaches an interface (not while a thread waits at the first hit)."""
-        found = self._debug()
-        if found is None or self.memory is None:
+        debug, memory = self.modules.main.debug(), self.memory
+        if debug is None or memory is None:
             return
-        debug, memory = found[0], self.memory
+        found = self._debug()
 
         def moduledata() -> tuple[Type, int] | None:
             obj = self._global("runtime.firstmoduledata")
@@ -221,7 +223,8 @@ class PtraceBackend:
             return obj.type, obj.location.address
 
         self._go_types = GoTypes(debug, memory.read, moduledata)
-        variables = self._variables.get(self.address - found[1].bias, {}) if self.address is not None else {}
+        variables = self._variables.get(self.address - found[1].bias, {}) \
+            if self.address is not None and found is not None else {}
         if any(is_interface(self._static_type(node, variables))
                for expression in self.config.expressions for node in ast.walk(expression.tree)):
             with contextlib.suppress(Malformed, UnreadableMemory):

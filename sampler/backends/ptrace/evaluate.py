@@ -23,6 +23,7 @@ from sampler.backends.ptrace.dwarf import (
     InMemory,
     InRegister,
     Location,
+    Malformed,
     OptimizedOut,
     Pointer,
     Scalar,
@@ -87,6 +88,8 @@ class Evaluator:
             return _present_num(result)
         except (UnreadableMemory, OptimizedOut) as e:
             raise SampleError(str(e)) from None
+        except Malformed as e:  # a type read lazily (an interface's dynamic type)
+            raise SampleError(f"the debug info is corrupted ({e})") from None
         except ZeroDivisionError:
             raise SampleError("division by zero") from None
         except OverflowError:

@@ -14,7 +14,7 @@ import gc
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from sampler import casts, notice
@@ -43,11 +43,12 @@ from sampler.backends.ptrace.instructions import MAX_FUNCTION, starts_instructio
 from sampler.backends.ptrace.locate import NO_DEBUG_HINT, Place, defines_package, find_global, resolve
 from sampler.backends.ptrace.memory import Memory, UnreadableMemory
 from sampler.backends.ptrace.modules import Module, Modules
+from sampler.backends.ptrace.plan import PlanMiss, ReadPlan, Recorder, Snapshot
 from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.tracer import Hit, Tracer
 from sampler.config import SessionConfig
 from sampler.errors import ExpressionError, LocationNotFound, UsageError
-from sampler.expr import BUILTINS, DEREF, REGISTER_PREFIX, register_name, source_name
+from sampler.expr import BUILTINS, DEREF, REGISTER_PREFIX, Expression, register_name, source_name
 from sampler.guardian import Guardian
 from sampler.journal import Journal
 from sampler.process import TargetProcess
@@ -80,6 +81,9 @@ class PtraceBackend:
         self._variables: dict[int, dict[str, Variable]] = {}
         """Variables in scope, per breakpoint address (file address)."""
         self._globals: dict[str, Object | None] = {}
+        self._plans: list[ReadPlan | None] | None = None
+        """The reads a hit needs, per expression and last for the thread column, learnt at
+        the first hit (plan.py); None for an expression evaluated in full at every hit."""
         if config.location is not None:
             self.place = resolve(modules, config.location)
             self.address, self.function = self.place.address, self.place.function
@@ -154,18 +158,25 @@ class PtraceBackend:
                 assert self.memory is not None
                 self.memory.check_alive()
             return Reading(values, error="; ".join(errors))
-        tracer = self.tracer
-        tracer.arm(self.address)  # journaled first (fsynced): not counted in wait_us
+        tracer, address = self.tracer, self.address
+        tracer.arm(address)  # journaled first (fsynced): not counted in wait_us
         armed = time.monotonic()
+        hit = None
         try:
             hit = tracer.wait_for_hit(armed + self.config.hit_timeout_s, stop)
         finally:
-            tracer.disarm(self.address)  # before the hitting thread goes on
+            if hit is None:
+                tracer.disarm(address)
+            else:
+                tracer.restore(address)  # the byte goes back before the thread does
         if hit is None:
             waited = time.monotonic() - armed
             return Reading((None,) * len(self.config.expressions), wait_us=waited * 1e6,
                            error=miss(stop, self.config.hit_timeout_s))
-        return self._read_hit(hit, armed, tracer.resume)
+        try:
+            return self._read_hit(hit, armed, tracer.resume)
+        finally:
+            tracer.forget(address)  # the journal after the thread runs: an entry left late is harmless
 
     def trace(self, stop: threading.Event, until: float) -> Reading | None:
         if self.tracer is None or self.address is None:
@@ -179,24 +190,59 @@ class PtraceBackend:
         return self._read_hit(hit, waiting, tracer.step_over)
 
     def _read_hit(self, hit: Hit, since: float, let_go: Callable[[Hit], None]) -> Reading:
-        """Evaluate at the hit, let the thread go on every way out, say how long it was held."""
+        """Read at the hit, let the thread go on every way out, then evaluate; say how long it
+        was held. With read plans (plan.py) only their reads happen while the thread waits,
+        and an expression whose reads the data chooses (an interface, a C string) is
+        evaluated there in full; the first hit, and the one after a plan missed, is
+        evaluated in full to make the plans."""
+        memory = self.memory
+        assert memory is not None
+        count = len(self.config.expressions)
+        results: list[tuple[Value, str] | None] = [None] * count
+        snapshots: list[Snapshot | None] = [None] * count
+        recorders: list[Recorder] = []
+        plans = self._plans
         try:
-            values, errors = self._evaluate(hit)
-            thread = self._thread_of(hit)
+            if plans is None:
+                fixed = [(o.location.address, o.location.address + max(o.type.size, 1))
+                         for o in self._globals.values() if o is not None and isinstance(o.location, InMemory)]
+                recorders = [Recorder(memory.read, hit.registers, fixed) for _ in range(count + 1)]
+                for index, recorder in enumerate(recorders[:count]):
+                    results[index] = self._evaluate_one(hit, index, recorder.read, recorder.branched)
+                thread = self._thread_of(hit, recorders[count].read)
+            else:
+                for index, plan in enumerate(plans[:count]):
+                    if plan is None:  # the data chooses its reads: in full, now
+                        results[index] = self._evaluate_one(hit, index)
+                    else:
+                        snapshots[index] = plan.run(hit.registers, memory.read)
+                thread_plan = plans[count]
+                assert thread_plan is not None
+                thread_snapshot = thread_plan.run(hit.registers, memory.read)
         finally:
             let_go(hit)
             resumed = time.monotonic()
+        if plans is None:
+            self._plans = [None if r.unstable else r.plan() for r in recorders[:count]] + [recorders[count].plan()]
+        else:
+            for index, snapshot in enumerate(snapshots):
+                if snapshot is not None:
+                    results[index] = self._evaluate_one(hit, index, snapshot.read)
+                    if snapshot.missed:
+                        self._plans = None  # the next hit is read in full, and makes new plans
+            thread = self._thread_of(hit, thread_snapshot.read)
+        values, errors = _joined(self.config.expressions, results)
         return Reading(values, thread=thread, pause_us=(resumed - hit.seen) * 1e6,
                        wait_us=(hit.seen - since) * 1e6, error="; ".join(errors))
 
-    def _thread_of(self, hit: Hit) -> str:
+    def _thread_of(self, hit: Hit, read: Callable[[int, int], bytes]) -> str:
         """The thread column: for Go, the goroutine id (as Delve gives it), read from the
         current g (R14 under Go's register ABI); else the OS thread id."""
-        if self._goid_offset is not None and self.memory is not None:
+        if self._goid_offset is not None:
             try:
                 g = int(hit.registers.r14)
-                return str(int.from_bytes(self.memory.read(g + self._goid_offset, 8), "little"))
-            except UnreadableMemory:
+                return str(int.from_bytes(read(g + self._goid_offset, 8), "little"))
+            except (UnreadableMemory, PlanMiss):
                 pass  # not on a goroutine's stack (a cgo or runtime thread): the OS thread id
         return str(hit.tid)
 
@@ -284,7 +330,7 @@ class PtraceBackend:
         debug = module.debug()
         return None if debug is None else (debug, module)
 
-    def _scope(self, hit: Hit | None) -> tuple[dict[str, _Lazy], Frame | None]:
+    def _scope(self, hit: Hit | None, read: Callable[[int, int], bytes]) -> tuple[dict[str, _Lazy], Frame | None]:
         """Locals and parameters at the hit (empty without one), and the frame."""
         found = self._debug()
         if hit is None or found is None or self.function is None:
@@ -292,10 +338,8 @@ class PtraceBackend:
         (debug, module), function = found, self.function
         registers = {name: getattr(hit.registers, name) for name in REGISTERS}
         pc = hit.address - module.bias
-        memory = self.memory
-        assert memory is not None
         frame = Frame(registers, pc, cfa=lambda: debug.cfa(pc, registers),
-                      read_word=lambda address: int.from_bytes(memory.read(address, 8), "little"))
+                      read_word=lambda address: int.from_bytes(read(address, 8), "little"))
         variables = self._variables.get(pc)
         if variables is None:
             variables = self._variables[pc] = self._in_scope(debug, function, pc)
@@ -308,10 +352,21 @@ class PtraceBackend:
         except Malformed as e:
             raise SampleError(f"the debug info is corrupted ({e})") from None
 
-    def _evaluate(self, hit: Hit | None) -> tuple[tuple[Value, ...], list[str]]:
-        scope, _ = self._scope(hit)
+    def _evaluate(self, hit: Hit | None, read: Callable[[int, int], bytes] | None = None
+                  ) -> tuple[tuple[Value, ...], list[str]]:
+        """Every expression at the hit (None: globals only), reading with ``read`` (the
+        target's memory unless given)."""
+        results = [self._evaluate_one(hit, index, read) for index in range(len(self.config.expressions))]
+        return _joined(self.config.expressions, results)
+
+    def _evaluate_one(self, hit: Hit | None, index: int, read: Callable[[int, int], bytes] | None = None,
+                      on_branch: Callable[[], None] | None = None) -> tuple[Value, str]:
+        """One expression: (value, '') or (None, why not). ``on_branch`` is told when the
+        evaluation took a way the data chose (an interface's dynamic type, a C string's end)."""
         memory = self.memory
         assert memory is not None
+        read = read or memory.read
+        scope, _ = self._scope(hit, read)
 
         def resolve(name: str) -> Object | None:
             local = scope.get(name)
@@ -329,17 +384,12 @@ class PtraceBackend:
                 raise SampleError("registers are only known at a breakpoint")
             return int(getattr(hit.registers, name))
 
-        evaluator = Evaluator(resolve, memory.read, register, self._where(), self.name_hint,
-                              self._go_types.dynamic if self._go_types is not None else None)
-        values: list[Value] = []
-        errors: list[str] = []
-        for expression in self.config.expressions:
-            try:
-                values.append(evaluator.value(expression.tree))
-            except SampleError as e:
-                values.append(None)
-                errors.append(f"{expression.name}: {e}")
-        return tuple(values), errors
+        evaluator = Evaluator(resolve, read, register, self._where(), self.name_hint,
+                              self._go_types.dynamic if self._go_types is not None else None, on_branch)
+        try:
+            return evaluator.value(self.config.expressions[index].tree), ""
+        except SampleError as e:
+            return None, str(e)
 
     def _global(self, name: str) -> Object | None:
         """A global by name (the lookup is done once; its address does not move)."""
@@ -456,6 +506,19 @@ ARGUMENT_TYPE = Scalar("uint64_t", 8, "unsigned")
 _ARGUMENT = re.compile(r"^arg\d+$")
 REGISTER_NAMES = (*REGISTERS, "eflags", "orig_rax", "fs_base", "gs_base", "cs", "ss", "ds", "es", "fs", "gs")
 """What ``$name`` may name: the fields of struct user_regs_struct."""
+
+
+def _joined(expressions: Sequence[Expression], results: Sequence[tuple[Value, str] | None]
+            ) -> tuple[tuple[Value, ...], list[str]]:
+    """The row's values, and its errors as 'name: why'."""
+    values: list[Value] = []
+    errors: list[str] = []
+    for expression, result in zip(expressions, results):
+        value, error = result if result is not None else (None, "not evaluated")
+        values.append(value)
+        if error:
+            errors.append(f"{expression.name}: {error}")
+    return tuple(values), errors
 
 
 class _Lazy:

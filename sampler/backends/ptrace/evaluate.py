@@ -33,6 +33,7 @@ from sampler.backends.ptrace.dwarf import (
 )
 from sampler.backends.ptrace.golang import Dynamic
 from sampler.backends.ptrace.memory import UnreadableMemory
+from sampler.backends.ptrace.plan import PlanMiss
 from sampler.backends.ptrace.wrappers import MAX_TEXT, text_fields, unwrap
 from sampler.errors import ExpressionError
 from sampler.expr import BUILTINS, REGISTER_PREFIX, register_name, source_name
@@ -68,8 +69,11 @@ DynamicType = Callable[[int], Dynamic | None]
 
 class Evaluator:
     def __init__(self, resolve: Resolve, read: Read, register: RegisterValue, where: str,
-                 name_hint: str = "check the spelling", dynamic: DynamicType | None = None) -> None:
+                 name_hint: str = "check the spelling", dynamic: DynamicType | None = None,
+                 on_branch: Callable[[], None] | None = None) -> None:
         self.resolve = resolve
+        self.on_branch = on_branch or (lambda: None)
+        """Told when the data chooses what is read next (an interface, a C string)."""
         self.dynamic = dynamic
         """Go: the dynamic type of an interface, from its runtime type descriptor."""
         self.read = read
@@ -88,6 +92,8 @@ class Evaluator:
             return _present_num(result)
         except (UnreadableMemory, OptimizedOut) as e:
             raise SampleError(str(e)) from None
+        except PlanMiss as e:
+            raise SampleError(f"{e}: the next sample is read in full") from None
         except Malformed as e:  # a type read lazily (an interface's dynamic type)
             raise SampleError(f"the debug info is corrupted ({e})") from None
         except ZeroDivisionError:
@@ -343,6 +349,7 @@ class Evaluator:
 
     def _dynamic_type(self, obj: Object) -> Dynamic | None:
         """The dynamic type of a Go interface; None for a nil one."""
+        self.on_branch()
         first = self._word(obj, 0)
         if first == 0:
             return None
@@ -380,6 +387,7 @@ class Evaluator:
     def _c_string(self, pointer: int) -> str:
         """Up to MAX_C_STRING bytes up to the NUL, read page by page (no read past a page
         that does not exist)."""
+        self.on_branch()
         data = b""
         while len(data) < MAX_C_STRING:
             at = pointer + len(data)

@@ -155,14 +155,23 @@ class Tracer:
         self.memory.write(address, INT3)
 
     def disarm(self, address: int) -> None:
+        self.restore(address)
+        self.forget(address)
+
+    def restore(self, address: int) -> None:
+        """Put the original byte back (the journal still lists it: see forget)."""
         original = self.armed.pop(address, None)
         if original is not None:
             try:
                 self.memory.write(address, original)
             except TargetExited:
                 pass  # the process is gone
-            if self.journal is not None:
-                self.journal.forget(address)
+
+    def forget(self, address: int) -> None:
+        """Take a restored byte off the journal: after the thread has gone on, since an entry
+        that outlives its patch is harmless (repair finds the original byte in place)."""
+        if self.journal is not None and address not in self.armed:
+            self.journal.forget(address)
 
     def resume(self, hit: Hit) -> None:
         """Rewind the hitting thread onto the original instruction and let it go."""

@@ -1,0 +1,175 @@
+"""Nothing but raw reads while the thread is stopped.
+
+The first hit is evaluated in full while the thread waits, through a Recorder that
+notes every read and explains each address by where it came from: a register plus an
+offset, a word read earlier plus an offset (a pointer followed), or a fixed address.
+That is the read plan. At every later hit the plan runs alone (registers are already
+in hand; one ``pread`` per read), the thread goes on, and only then are the
+expressions evaluated, against the bytes the plan read (a Snapshot). Evaluation is
+deterministic, so it asks for the same reads in the same way; when a sample's data
+leads elsewhere (a null pointer, another dynamic type), a read is missing from the
+snapshot: that row says so and the next hit is evaluated in full again, making a new
+plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from sampler.backends.ptrace.memory import UnreadableMemory
+
+REACH = 1 << 20
+"""How far past a base an offset may go and still explain an address (a field, an element)."""
+MAX_WORDS_READ = 64
+"""Reads longer than this (text) are not searched for pointers."""
+MAX_SIZE = 4096
+"""The longest read a length read at the hit may ask for (sampler's MAX_TEXT)."""
+REGISTER_ORDER = ("rsp", "rbp", "rdi", "rsi", "rdx", "rcx", "r8", "r9", "rax", "rbx", "r10", "r11",
+                  "r12", "r13", "r14", "r15", "rip")
+"""Where an address is looked for among the registers, first match wins."""
+
+Read = Callable[[int, int], bytes]
+
+
+class PlanMiss(Exception):
+    """The evaluation asked for a read the plan did not make at this hit."""
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: str
+    """'reg' (register + offset), 'word' (a word of an earlier read + offset), 'fixed'."""
+    source: str | int
+    """The register's name, or the earlier read's index."""
+    within: int
+    """For 'word': where the word is in that read."""
+    offset: int
+    size: int
+    size_from: tuple[int, int] | None = None
+    """Where the size was read, (earlier read, position of the word): a string's length."""
+
+
+class Recorder:
+    """Reads live memory for a full evaluation and notes how each address came about."""
+
+    def __init__(self, read: Read, registers: object, fixed: Sequence[tuple[int, int]] = ()) -> None:
+        """``fixed``: [start, end) of the globals, whose addresses never move."""
+        self._read = read
+        self._fixed = fixed
+        self._registers = {name: int(getattr(registers, name)) & (1 << 64) - 1 for name in REGISTER_ORDER}
+        self._reads: list[tuple[int, int, bytes | None]] = []
+        self.unstable = False
+        """The evaluation took a way the data chose: no plan can stand for it."""
+
+    def branched(self) -> None:
+        self.unstable = True
+
+    def read(self, address: int, size: int) -> bytes:
+        try:
+            data = self._read(address, size)
+        except UnreadableMemory:
+            self._reads.append((address, size, None))
+            raise
+        self._reads.append((address, size, data))
+        return data
+
+    def plan(self) -> ReadPlan:
+        steps = []
+        for index, (address, size, _) in enumerate(self._reads):
+            steps.append(self._explain(index, address, size))
+        return ReadPlan(steps)
+
+    def _explain(self, index: int, address: int, size: int) -> Step:
+        """The nearest base below the address: a word read earlier (a pointer followed; it
+        wins a tie) or a register, else the address itself. Go's stacks and heap share one
+        arena, so a stack pointer can be a little below an unrelated heap object: the
+        nearest base, not the first that is close enough, is the one the evaluation used."""
+        size_from = self._text_length(index, address, size)
+        length = size_from and size_from[:2]
+        if any(start <= address < end for start, end in self._fixed):
+            return Step("fixed", 0, 0, address, size, length)
+        best: Step | None = None
+        for earlier in range(index - 1, -1, -1):
+            _, read_size, data = self._reads[earlier]
+            if data is None or read_size > MAX_WORDS_READ:
+                continue
+            for within in range(0, read_size - 7, 8):
+                word = int.from_bytes(data[within:within + 8], "little")
+                if word and 0 <= address - word < REACH and (best is None or address - word < best.offset):
+                    best = Step("word", earlier, within, address - word, size, length)
+        for name in REGISTER_ORDER:
+            value = self._registers[name]
+            if value and 0 <= address - value < REACH and (best is None or address - value < best.offset):
+                best = Step("reg", name, 0, address - value, size, length)
+        return best or Step("fixed", 0, 0, address, size, length)
+
+    def _text_length(self, index: int, address: int, size: int) -> tuple[int, int, int] | None:
+        """A string's text: read right after its pointer and its length (as the evaluator
+        reads a string), so its size is that length at every hit."""
+        if index < 2:
+            return None
+        (_, pointer_size, pointer), (_, length_size, length) = self._reads[index - 2], self._reads[index - 1]
+        if pointer_size != 8 or length_size != 8 or pointer is None or length is None:
+            return None
+        if int.from_bytes(pointer, "little") != address:
+            return None
+        value = int.from_bytes(length, "little")
+        return (index - 1, 0, value) if value == size or (value > MAX_SIZE and size == MAX_SIZE) else None
+
+
+class ReadPlan:
+    def __init__(self, steps: list[Step]) -> None:
+        self.steps = steps
+
+    def run(self, registers: object, read: Read) -> Snapshot:
+        """The plan's reads at this hit: only reads (the caller's thread is stopped)."""
+        got: list[bytes | None] = []
+        snapshot = Snapshot()
+        for step in self.steps:
+            if step.kind == "reg":
+                address = (int(getattr(registers, str(step.source))) & (1 << 64) - 1) + step.offset
+            elif step.kind == "word":
+                base = got[int(step.source)]
+                if base is None:
+                    got.append(None)
+                    continue
+                address = int.from_bytes(base[step.within:step.within + 8], "little") + step.offset
+            else:
+                address = step.offset
+            size = step.size
+            if step.size_from is not None:
+                where = got[step.size_from[0]]
+                if where is None:
+                    got.append(None)
+                    continue
+                at = step.size_from[1]
+                size = min(int.from_bytes(where[at:at + 8], "little"), MAX_SIZE)
+            if size == 0:
+                got.append(b"")
+                continue
+            try:
+                data: bytes | None = read(address, size)
+            except UnreadableMemory:
+                data = None
+            got.append(data)
+            snapshot.bytes[(address, size)] = data
+        return snapshot
+
+
+class Snapshot:
+    """The bytes a plan read at one hit, served to the evaluation after the thread went on."""
+
+    def __init__(self) -> None:
+        self.bytes: dict[tuple[int, int], bytes | None] = {}
+        self.missed = False
+
+    def read(self, address: int, size: int) -> bytes:
+        try:
+            data = self.bytes[(address, size)]
+        except KeyError:
+            self.missed = True
+            raise PlanMiss(f"{size} bytes at {address:#x} were not read while the thread was stopped") from None
+        if data is None:
+            raise UnreadableMemory(f"cannot read {size} bytes at {address:#x}")
+        return data

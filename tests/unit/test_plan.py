@@ -1,0 +1,89 @@
+"""Read plans: learnt from one full evaluation's reads, replayed alone at later hits."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from sampler.backends.ptrace.memory import UnreadableMemory
+from sampler.backends.ptrace.plan import REGISTER_ORDER, PlanMiss, Recorder
+
+
+def registers(**values: int) -> SimpleNamespace:
+    return SimpleNamespace(**{name: values.get(name, 0) for name in REGISTER_ORDER})
+
+
+class FakeMemory:
+    def __init__(self, words: dict[int, bytes]) -> None:
+        self.words = words
+        self.reads: list[tuple[int, int]] = []
+
+    def read(self, address: int, size: int) -> bytes:
+        self.reads.append((address, size))
+        for start, data in self.words.items():
+            if start <= address and address + size <= start + len(data):
+                return data[address - start:address - start + size]
+        raise UnreadableMemory(f"cannot read {size} bytes at {address:#x}")
+
+
+def word(value: int) -> bytes:
+    return value.to_bytes(8, "little")
+
+
+def test_a_pointer_chain_is_replayed_from_the_new_registers_and_words() -> None:
+    # GIVEN b in rdi at the first hit; the evaluation read b->next (at +16), then next->w (at +8)
+    first = FakeMemory({0x1000: word(1) + word(2) + word(0x2000), 0x2000: word(0) + word(77)})
+    recorder = Recorder(first.read, registers(rdi=0x1000, rsp=0x7F00))
+    recorder.read(0x1010, 8)
+    recorder.read(0x2008, 8)
+    plan = recorder.plan()
+    # WHEN a later hit has another b with another next
+    later = FakeMemory({0x5000: word(0) + word(0) + word(0x6000), 0x6000: word(0) + word(99)})
+    snapshot = plan.run(registers(rdi=0x5000, rsp=0x7F00), later.read)
+    # THEN only those two reads happened, and the evaluation finds them in the snapshot
+    assert later.reads == [(0x5010, 8), (0x6008, 8)]
+    assert snapshot.read(0x6008, 8) == word(99) and not snapshot.missed
+
+
+def test_the_nearest_base_wins_over_a_stack_pointer_just_below() -> None:
+    # GIVEN Go: the stack (rsp) a little below the heap object r, which is in rbx
+    memory = FakeMemory({0xC000100000: word(0xC000200000)})
+    recorder = Recorder(memory.read, registers(rsp=0xC0000F0000, rbx=0xC000100000))
+    recorder.read(0xC000100000, 8)
+    [step] = recorder.plan().steps
+    assert (step.kind, step.source, step.offset) == ("reg", "rbx", 0)
+
+
+def test_a_string_is_read_with_the_length_of_this_hit() -> None:
+    # GIVEN a string header {pointer, length} at rdi, read as the evaluator reads it
+    first = FakeMemory({0x1000: word(0x3000) + word(1), 0x3000: b"/"})
+    recorder = Recorder(first.read, registers(rdi=0x1000))
+    for address, size in ((0x1000, 8), (0x1008, 8), (0x3000, 1)):
+        recorder.read(address, size)
+    later = FakeMemory({0x1000: word(0x4000) + word(6), 0x4000: b"/items"})
+    snapshot = recorder.plan().run(registers(rdi=0x1000), later.read)
+    assert snapshot.read(0x4000, 6) == b"/items"
+
+
+def test_a_global_keeps_its_address() -> None:
+    memory = FakeMemory({0x601000: word(5)})
+    recorder = Recorder(memory.read, registers(rax=0x600F00), fixed=[(0x601000, 0x601008)])
+    recorder.read(0x601000, 8)
+    [step] = recorder.plan().steps
+    assert (step.kind, step.offset) == ("fixed", 0x601000)
+
+
+def test_a_read_the_plan_did_not_make_is_a_miss_and_an_unreadable_one_stays_unreadable() -> None:
+    memory = FakeMemory({0x1000: word(0)})
+    recorder = Recorder(memory.read, registers(rdi=0x1000))
+    recorder.read(0x1000, 8)
+    with pytest.raises(UnreadableMemory):
+        recorder.read(0x9000, 8)
+    snapshot = recorder.plan().run(registers(rdi=0x1000), memory.read)
+    with pytest.raises(UnreadableMemory):
+        snapshot.read(0x9000, 8)
+    assert not snapshot.missed
+    with pytest.raises(PlanMiss):
+        snapshot.read(0x1008, 8)
+    assert snapshot.missed

@@ -10,7 +10,7 @@ export GOCACHE := $(CURDIR)/.cache/go-build
 export GOPATH := $(CURDIR)/.cache/go
 endif
 
-.PHONY: demo test lint bench bench-quick faults faults-quick soak soak-quick guardian-bench bench-attach setup system-deps bench-deps \
+.PHONY: demo test lint bench bench-quick faults faults-quick soak soak-quick guardian-bench bench-attach bench-limit setup system-deps bench-deps \
 	targets clean
 
 demo: setup
@@ -57,6 +57,11 @@ soak-quick: setup
 # 30 MB Go program (built once into build/); results under bench/results/ (about 2 minutes)
 bench-attach: setup targets
 	$(VENV)/bin/python bench/attach.py
+
+# sampler's breakpoint sample beside the project's minimal C tracer (bench/limit/reftracer.c)
+# and bpftrace: pauses at 10 Hz and 1 kHz, every-hit rates (about 4 minutes)
+bench-limit: setup bench-deps
+	$(VENV)/bin/python bench/limit.py
 
 guardian-bench: setup
 	$(VENV)/bin/python bench/guardian.py

@@ -198,6 +198,7 @@ class Debug:
         self._go_types_unit: Any = None  # the unit (CompileUnit or TypeUnit) with Go's types
         self._go_types: dict[int, int] | None = None
         self._info_bytes: bytes | None = None
+        self._parsed_ops: dict[tuple[int, int], list[DWARFExprOp]] = {}
         self._names: dict[str, list[int]] = {}
         self._name_units: Iterator[CompileUnit] = self.info.iter_CUs()
         self._strings: bytes | None = None
@@ -532,13 +533,17 @@ class Debug:
         attr = variable.die.attributes.get("DW_AT_location")
         if attr is None:
             raise OptimizedOut(f"{variable.name} is optimized out")
-        if attr.form in ("DW_FORM_exprloc", "DW_FORM_block1", "DW_FORM_block2", "DW_FORM_block4",
-                         "DW_FORM_block"):
-            ops = self._expr.parse_expr(attr.value)
-        else:
-            if frame is None:
-                raise OptimizedOut(f"{variable.name} has no fixed address")
-            ops = self._ops_at(attr, variable.die, frame.pc)
+        key = (variable.die.offset, frame.pc if frame is not None else -1)
+        ops = self._parsed_ops.get(key)
+        if ops is None:
+            if attr.form in ("DW_FORM_exprloc", "DW_FORM_block1", "DW_FORM_block2", "DW_FORM_block4",
+                             "DW_FORM_block"):
+                ops = list(self._expr.parse_expr(attr.value))
+            else:
+                if frame is None:
+                    raise OptimizedOut(f"{variable.name} has no fixed address")
+                ops = self._ops_at(attr, variable.die, frame.pc)
+            self._parsed_ops[key] = ops  # a breakpoint's pc is hit again and again
         return self._evaluate(ops, variable.name, frame, function)
 
     def _ops_at(self, attr: Any, die: DIE, pc: int) -> list[DWARFExprOp]:

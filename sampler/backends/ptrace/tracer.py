@@ -213,17 +213,13 @@ class Tracer:
         self._request(ptrace_func.PTRACE_CONT, hit.tid, 0, 0)
 
     def _wait_for(self, tid: int) -> int | None:
-        """The next status of thread ``tid``; other threads' events are served meanwhile."""
-        deadline = time.monotonic() + DETACH_TIMEOUT_S
-        while time.monotonic() < deadline:
-            for other, status in self._events():
-                if other == tid:
-                    return status
-                hit = self._handle(other, status)
-                if hit is not None:  # cannot happen while the byte is restored; be safe
-                    self.resume(hit)
-            self._sleep(0.01)
-        return None
+        """The next status of thread ``tid`` (a single-step ends within microseconds; the
+        other threads' events wait in the kernel's queue meanwhile)."""
+        try:
+            _, status = os.waitpid(tid, WALL)
+        except ChildProcessError:
+            return None
+        return status
 
     # -- waiting ---------------------------------------------------------------
 

@@ -26,6 +26,15 @@ class FakeMemory:
                 return data[address - start:address - start + size]
         raise UnreadableMemory(f"cannot read {size} bytes at {address:#x}")
 
+    def read_many(self, wanted: list[tuple[int, int]]) -> list[bytes | None]:
+        found: list[bytes | None] = []
+        for address, size in wanted:
+            try:
+                found.append(self.read(address, size))
+            except UnreadableMemory:
+                found.append(None)
+        return found
+
 
 def word(value: int) -> bytes:
     return value.to_bytes(8, "little")
@@ -40,7 +49,7 @@ def test_a_pointer_chain_is_replayed_from_the_new_registers_and_words() -> None:
     plan = recorder.plan()
     # WHEN a later hit has another b with another next
     later = FakeMemory({0x5000: word(0) + word(0) + word(0x6000), 0x6000: word(0) + word(99)})
-    snapshot = plan.run(registers(rdi=0x5000, rsp=0x7F00), later.read)
+    snapshot = plan.run(registers(rdi=0x5000, rsp=0x7F00), later.read_many)
     # THEN only those two reads happened, and the evaluation finds them in the snapshot
     assert later.reads == [(0x5010, 8), (0x6008, 8)]
     assert snapshot.read(0x6008, 8) == word(99) and not snapshot.missed
@@ -62,7 +71,7 @@ def test_a_string_is_read_with_the_length_of_this_hit() -> None:
     for address, size in ((0x1000, 8), (0x1008, 8), (0x3000, 1)):
         recorder.read(address, size)
     later = FakeMemory({0x1000: word(0x4000) + word(6), 0x4000: b"/items"})
-    snapshot = recorder.plan().run(registers(rdi=0x1000), later.read)
+    snapshot = recorder.plan().run(registers(rdi=0x1000), later.read_many)
     assert snapshot.read(0x4000, 6) == b"/items"
 
 
@@ -80,7 +89,7 @@ def test_a_read_the_plan_did_not_make_is_a_miss_and_an_unreadable_one_stays_unre
     recorder.read(0x1000, 8)
     with pytest.raises(UnreadableMemory):
         recorder.read(0x9000, 8)
-    snapshot = recorder.plan().run(registers(rdi=0x1000), memory.read)
+    snapshot = recorder.plan().run(registers(rdi=0x1000), memory.read_many)
     with pytest.raises(UnreadableMemory):
         snapshot.read(0x9000, 8)
     assert not snapshot.missed

@@ -215,10 +215,11 @@ class PtraceBackend:
                     if plan is None:  # the data chooses its reads: in full, now
                         results[index] = self._evaluate_one(hit, index)
                     else:
-                        snapshots[index] = plan.run(hit.registers, memory.read)
+                        snapshots[index] = plan.run(hit.registers, memory.read_many)
                 thread_plan = plans[count]
                 assert thread_plan is not None
-                thread_snapshot = thread_plan.run(hit.registers, memory.read)
+                thread_snapshot = thread_plan.run(hit.registers, memory.read_many) if thread_plan.steps \
+                    else Snapshot()
         finally:
             let_go(hit)
             resumed = time.monotonic()

@@ -30,6 +30,7 @@ REGISTER_ORDER = ("rsp", "rbp", "rdi", "rsi", "rdx", "rcx", "r8", "r9", "rax", "
 """Where an address is looked for among the registers, first match wins."""
 
 Read = Callable[[int, int], bytes]
+ReadMany = Callable[[list[tuple[int, int]]], list[bytes | None]]
 
 
 class PlanMiss(Exception):
@@ -121,39 +122,56 @@ class Recorder:
 class ReadPlan:
     def __init__(self, steps: list[Step]) -> None:
         self.steps = steps
-
-    def run(self, registers: object, read: Read) -> Snapshot:
-        """The plan's reads at this hit: only reads (the caller's thread is stopped)."""
-        got: list[bytes | None] = []
-        snapshot = Snapshot()
-        for step in self.steps:
-            if step.kind == "reg":
-                address = (int(getattr(registers, str(step.source))) & (1 << 64) - 1) + step.offset
-            elif step.kind == "word":
-                base = got[int(step.source)]
-                if base is None:
-                    got.append(None)
-                    continue
-                address = int.from_bytes(base[step.within:step.within + 8], "little") + step.offset
-            else:
-                address = step.offset
-            size = step.size
+        depth: list[int] = []
+        for step in steps:
+            needs = [int(step.source)] if step.kind == "word" else []
             if step.size_from is not None:
-                where = got[step.size_from[0]]
-                if where is None:
-                    got.append(None)
+                needs.append(step.size_from[0])
+            depth.append(1 + max((depth[n] for n in needs), default=-1))
+        self.levels = [[i for i, d in enumerate(depth) if d == level] for level in range(max(depth, default=-1) + 1)]
+        """Indexes of the steps, by how many reads each waits for: a level is one system call."""
+
+    def run(self, registers: object, read_many: ReadMany) -> Snapshot:
+        """The plan's reads at this hit: only reads (the caller's thread is stopped), the
+        independent ones together in one system call, then each level of pointers."""
+        count = len(self.steps)
+        got: list[bytes | None] = [None] * count
+        sizes = [0] * count
+        addresses = [0] * count
+        snapshot = Snapshot()
+        for level in self.levels:
+            wanted: list[tuple[int, int]] = []
+            which: list[int] = []
+            for index in level:
+                step = self.steps[index]
+                if step.kind == "reg":
+                    address = (int(getattr(registers, str(step.source))) & (1 << 64) - 1) + step.offset
+                elif step.kind == "word":
+                    base = got[int(step.source)]
+                    if base is None:
+                        continue
+                    address = int.from_bytes(base[step.within:step.within + 8], "little") + step.offset
+                else:
+                    address = step.offset
+                size = step.size
+                if step.size_from is not None:
+                    where = got[step.size_from[0]]
+                    if where is None:
+                        continue
+                    at = step.size_from[1]
+                    size = min(int.from_bytes(where[at:at + 8], "little"), MAX_SIZE)
+                if size == 0:
+                    got[index] = b""
                     continue
-                at = step.size_from[1]
-                size = min(int.from_bytes(where[at:at + 8], "little"), MAX_SIZE)
-            if size == 0:
-                got.append(b"")
-                continue
-            try:
-                data: bytes | None = read(address, size)
-            except UnreadableMemory:
-                data = None
-            got.append(data)
-            snapshot.bytes[(address, size)] = data
+                if not 0 < address < 1 << 63:
+                    snapshot.bytes[(address, size)] = None
+                    continue
+                addresses[index], sizes[index] = address, size
+                wanted.append((address, size))
+                which.append(index)
+            for index, data in zip(which, read_many(wanted)):
+                got[index] = data
+                snapshot.bytes[(addresses[index], sizes[index])] = data
         return snapshot
 
 

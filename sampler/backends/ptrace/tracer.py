@@ -18,6 +18,7 @@ from ptrace.binding import func as ptrace_func  # type: ignore[import-untyped]
 from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
 from sampler import permission, procfs
+from sampler.backends.ptrace import calls
 from sampler.backends.ptrace.memory import Memory, UnreadableMemory
 from sampler.errors import DebuggerError, ProcessNotFound, TargetExited
 from sampler.guardian import Guardian
@@ -177,12 +178,23 @@ class Tracer:
         """Rewind the hitting thread onto the original instruction and let it go."""
         hit.registers.rip = hit.address
         if self._set_registers(hit):
-            self._request(ptrace_func.PTRACE_CONT, hit.tid, 0, 0)
+            self._fast(calls.PTRACE_CONT, hit.tid)
+
+    def _fast(self, command: int, tid: int, signum: int = 0) -> bool:
+        """PTRACE_CONT or PTRACE_SINGLESTEP straight through libc; False when the thread
+        vanished meanwhile (ESRCH)."""
+        try:
+            calls.request(command, tid, signum)
+        except PtraceError as e:
+            if e.errno == errno.ESRCH:
+                return False
+            raise DebuggerError(f"ptrace request {command:#x} on thread {tid} failed: {e}") from None
+        return True
 
     def _set_registers(self, hit: Hit) -> bool:
         """Write the hit's registers back; False when the thread vanished meanwhile (ESRCH)."""
         try:
-            ptrace_func.ptrace_setregs(hit.tid, hit.registers)
+            calls.set_registers(hit.tid, hit.registers)
         except PtraceError as e:
             if e.errno != errno.ESRCH:
                 raise DebuggerError(f"cannot set the registers of thread {hit.tid}: {e}") from None
@@ -199,7 +211,7 @@ class Tracer:
         signum = 0
         stepping = self._set_registers(hit)  # False: the thread vanished (ESRCH)
         while stepping:
-            if not self._request(PTRACE_SINGLESTEP, hit.tid, 0, signum):
+            if not self._fast(calls.PTRACE_SINGLESTEP, hit.tid, signum):
                 break  # the thread is gone
             status = self._wait_for(hit.tid)
             if status is None or not os.WIFSTOPPED(status):
@@ -210,7 +222,7 @@ class Tracer:
             signum = sig  # a signal arrived first: deliver it on the step
         self.armed[hit.address] = original
         self.memory.write(hit.address, INT3)
-        self._request(ptrace_func.PTRACE_CONT, hit.tid, 0, 0)
+        self._fast(calls.PTRACE_CONT, hit.tid)
 
     def _wait_for(self, tid: int) -> int | None:
         """The next status of thread ``tid`` (a single-step ends within microseconds; the

@@ -1,0 +1,35 @@
+"""The ptrace requests of a hit's pause, called straight through libc: python-ptrace's
+wrapper (errno reset, checks, formatting) costs microseconds that the stopped thread pays."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from typing import Any
+
+from ptrace.error import PtraceError  # type: ignore[import-untyped]
+
+PTRACE_CONT = 7
+PTRACE_SINGLESTEP = 9
+PTRACE_SETREGS = 13
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_ptrace = _libc.ptrace
+_ptrace.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+_ptrace.restype = ctypes.c_long
+
+
+def request(command: int, tid: int, data: int = 0) -> None:
+    """PTRACE_CONT or PTRACE_SINGLESTEP (``data``: the signal to deliver)."""
+    if _ptrace(command, tid, None, data or None) == -1:
+        _fail(command, tid)
+
+
+def set_registers(tid: int, registers: Any) -> None:
+    if _ptrace(PTRACE_SETREGS, tid, None, ctypes.addressof(registers)) == -1:
+        _fail(PTRACE_SETREGS, tid)
+
+
+def _fail(command: int, tid: int) -> None:
+    errno = ctypes.get_errno()
+    raise PtraceError(f"ptrace({command}, {tid}) failed: {os.strerror(errno)}", errno=errno, pid=tid)

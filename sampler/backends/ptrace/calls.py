@@ -1,5 +1,5 @@
-"""The ptrace requests of a hit's pause, called straight through libc: python-ptrace's
-wrapper (errno reset, checks, formatting) costs microseconds that the stopped thread pays."""
+"""ptrace requests called straight through libc: python-ptrace's wrapper (errno reset,
+checks, formatting) costs microseconds that a stopped thread pays in every pause."""
 
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ _ptrace.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_
 _ptrace.restype = ctypes.c_long
 
 
-def request(command: int, tid: int, data: int = 0) -> None:
-    """PTRACE_CONT or PTRACE_SINGLESTEP (``data``: the signal to deliver)."""
-    if _ptrace(command, tid, None, data or None) == -1:
+def request(command: int, tid: int, addr: int = 0, data: int = 0) -> None:
+    """A request whose arguments are numbers (CONT, SINGLESTEP, DETACH, INTERRUPT, LISTEN;
+    ``data``: the signal to deliver); PtraceError when it fails."""
+    if _ptrace(command, tid, addr or None, data or None) == -1:
         _fail(command, tid)
 
 

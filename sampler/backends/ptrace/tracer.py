@@ -27,7 +27,6 @@ from sampler.journal import Journal
 PTRACE_SEIZE = 0x4206
 PTRACE_INTERRUPT = 0x4207
 PTRACE_LISTEN = 0x4208
-PTRACE_SINGLESTEP = 9
 PTRACE_O_TRACECLONE = 0x00000008
 PTRACE_EVENT_CLONE = 3
 PTRACE_EVENT_STOP = 128
@@ -178,18 +177,7 @@ class Tracer:
         """Rewind the hitting thread onto the original instruction and let it go."""
         hit.registers.rip = hit.address
         if self._set_registers(hit):
-            self._fast(calls.PTRACE_CONT, hit.tid)
-
-    def _fast(self, command: int, tid: int, signum: int = 0) -> bool:
-        """PTRACE_CONT or PTRACE_SINGLESTEP straight through libc; False when the thread
-        vanished meanwhile (ESRCH)."""
-        try:
-            calls.request(command, tid, signum)
-        except PtraceError as e:
-            if e.errno == errno.ESRCH:
-                return False
-            raise DebuggerError(f"ptrace request {command:#x} on thread {tid} failed: {e}") from None
-        return True
+            self._request(calls.PTRACE_CONT, hit.tid)
 
     def _set_registers(self, hit: Hit) -> bool:
         """Write the hit's registers back; False when the thread vanished meanwhile (ESRCH)."""
@@ -211,7 +199,7 @@ class Tracer:
         signum = 0
         stepping = self._set_registers(hit)  # False: the thread vanished (ESRCH)
         while stepping:
-            if not self._fast(calls.PTRACE_SINGLESTEP, hit.tid, signum):
+            if not self._request(calls.PTRACE_SINGLESTEP, hit.tid, 0, signum):
                 break  # the thread is gone
             status = self._wait_for(hit.tid)
             if status is None or not os.WIFSTOPPED(status):
@@ -222,7 +210,7 @@ class Tracer:
             signum = sig  # a signal arrived first: deliver it on the step
         self.armed[hit.address] = original
         self.memory.write(hit.address, INT3)
-        self._fast(calls.PTRACE_CONT, hit.tid)
+        self._request(calls.PTRACE_CONT, hit.tid)
 
     def _wait_for(self, tid: int) -> int | None:
         """The next status of thread ``tid`` (a single-step ends within microseconds; the
@@ -311,7 +299,7 @@ class Tracer:
     def _request(self, request: int, tid: int, addr: int = 0, data: int = 0) -> bool:
         """A ptrace request that tolerates a thread that has just vanished."""
         try:
-            ptrace_func.ptrace(request, tid, addr, data)
+            calls.request(request, tid, addr, data)
             return True
         except PtraceError as e:
             if e.errno == errno.ESRCH:

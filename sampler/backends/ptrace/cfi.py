@@ -66,27 +66,13 @@ class CallFrames:
     def _indexed(self, pc: int) -> FDE | None:
         if self._table is None:
             self._table = self._read_table()
-        starts, entries = self._table
-        at = bisect.bisect_right(starts, pc) - 1
-        if at < 0 or self._eh is None:
-            return None
-        entry = self._eh._parse_entry_at(entries[at] - self._eh_address)  # one entry, not all
-        if isinstance(entry, FDE) and _covers(entry, pc):
-            return entry
-        return None
+        return _one_entry(self._eh, self._table, pc, self._eh_address)
 
     def _debug_indexed(self, pc: int) -> FDE | None:
         """Through an index of .debug_frame's FDEs, made from their headers alone."""
         if self._debug_table is None:
             self._debug_table = self._read_debug_frame()
-        starts, offsets = self._debug_table
-        at = bisect.bisect_right(starts, pc) - 1
-        if at < 0 or self._debug_frames is None:
-            return None
-        entry = self._debug_frames._parse_entry_at(offsets[at])
-        if isinstance(entry, FDE) and _covers(entry, pc):
-            return entry
-        return None
+        return _one_entry(self._debug_frames, self._debug_table, pc, 0)
 
     def _read_debug_frame(self) -> tuple[list[int], list[int]]:
         """(initial location, entry offset) of every FDE of .debug_frame (32-bit DWARF, 8-byte
@@ -150,6 +136,17 @@ class CallFrames:
         starts, fdes = self._all
         at = bisect.bisect_right(starts, pc) - 1
         return fdes[at] if at >= 0 and _covers(fdes[at], pc) else None
+
+
+def _one_entry(frames: CallFrameInfo | None, table: tuple[list[int], list[int]], pc: int,
+               section_address: int) -> FDE | None:
+    """The FDE covering pc through an index (starts, where each entry is), parsing only it."""
+    starts, entries = table
+    at = bisect.bisect_right(starts, pc) - 1
+    if at < 0 or frames is None:
+        return None
+    entry = frames._parse_entry_at(entries[at] - section_address)
+    return entry if isinstance(entry, FDE) and _covers(entry, pc) else None
 
 
 def _covers(fde: FDE, pc: int) -> bool:

@@ -224,15 +224,19 @@ class Debug:
         self._unit_functions[cu.cu_offset] = functions
         return functions
 
+    def _info_data(self) -> bytes:
+        """The whole .debug_info, as the fast walk reads it (kept once read)."""
+        if self._info_bytes is None:
+            section: Any = self.info.debug_info_sec
+            self._info_bytes = bytes(section.stream.getvalue())
+        return self._info_bytes
+
     def _top_level(self, cu: CompileUnit) -> Iterator[DIE]:
         """The top DIE's children, found by the fast walk (dwarfscan) and only they parsed;
         pyelftools' walk when the fast one cannot read the unit."""
         top = cu.get_top_DIE()
         try:
-            if self._info_bytes is None:
-                section: Any = self.info.debug_info_sec
-                self._info_bytes = bytes(section.stream.getvalue())
-            offsets = top_level_offsets(cu, self._info_bytes)
+            offsets = top_level_offsets(cu, self._info_data())
         except (CannotScan, AttributeError, IndexError, KeyError, ValueError):
             yield from children(top)
             return
@@ -415,9 +419,7 @@ class Debug:
         units until ``found()``; what is known when the fast walk cannot read a unit (the
         slow walk then decides)."""
         try:
-            if self._info_bytes is None:
-                section: Any = self.info.debug_info_sec
-                self._info_bytes = bytes(section.stream.getvalue())
+            info = self._info_data()
             if self._strings is None:
                 strings: Any = self.info.debug_str_sec
                 self._strings = bytes(strings.stream.getvalue()) if strings is not None else b""
@@ -425,7 +427,7 @@ class Debug:
                 cu = next(self._name_units, None)
                 if cu is None:
                     break
-                for offset, tag, name in top_level(cu, self._info_bytes, self._strings):
+                for offset, tag, name in top_level(cu, info, self._strings):
                     if tag == "DW_TAG_variable" and name:
                         self._names.setdefault(name, []).append(offset)
         except (CannotScan, AttributeError, IndexError, KeyError, ValueError):

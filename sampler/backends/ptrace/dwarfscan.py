@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from sampler.backends.ptrace.leb128 import uleb128
+
 _FIXED = {
     "DW_FORM_addr": 8, "DW_FORM_data1": 1, "DW_FORM_ref1": 1, "DW_FORM_flag": 1, "DW_FORM_strx1": 1,
     "DW_FORM_addrx1": 1, "DW_FORM_data2": 2, "DW_FORM_ref2": 2, "DW_FORM_strx2": 2, "DW_FORM_addrx2": 2,
@@ -53,7 +55,7 @@ def top_level(cu: Any, data: bytes, strings: bytes | None = None) -> list[tuple[
         if at >= end:
             raise CannotScan("a DIE runs past its unit")
         start = at
-        code, at = _uleb(data, at)
+        code, at = uleb128(data, at)
         if code == 0:
             depth -= 1
             continue
@@ -78,7 +80,7 @@ def top_level(cu: Any, data: bytes, strings: bytes | None = None) -> list[tuple[
             elif size == STRING:
                 at = data.index(b"\0", at) + 1
             elif size == BLOCK_LEB:
-                length, at = _uleb(data, at)
+                length, at = uleb128(data, at)
                 at += length
             else:  # a block with a fixed-size length: -10 - the length's size
                 width = -10 - size
@@ -119,14 +121,3 @@ def _shapes(cu: Any) -> dict[int, tuple[bool, list[int], str, int]]:
                 raise CannotScan(f"form {form}")
         shapes[code] = (decl.has_children(), sizes, decl["tag"], name_at)
     return shapes
-
-
-def _uleb(data: bytes, at: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = data[at]
-        at += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, at
-        shift += 7

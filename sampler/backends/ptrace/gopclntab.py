@@ -10,6 +10,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sampler.backends.ptrace.leb128 import uleb128
 from sampler.backends.ptrace.untrusted import converting
 
 MAGICS = {0xFFFFFFF0: "1.18", 0xFFFFFFF1: "1.20"}
@@ -110,27 +111,14 @@ class PcLineTable:
         runs: list[tuple[int, int, int]] = []
         first = True
         while True:
-            delta, at = _varint(data, at)
+            delta, at = uleb128(data, at, limit=5)
             if delta == 0 and not first:
                 return runs
             first = False
             value += ~(delta >> 1) if delta & 1 else delta >> 1
-            step, at = _varint(data, at)
+            step, at = uleb128(data, at, limit=5)
             high = pc + step * self.quantum
             runs.append((pc, high, value))
             pc = high
             if pc >= function.end or len(runs) > 100_000:
                 return runs
-
-
-def _varint(data: bytes, at: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = data[at]
-        at += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, at
-        shift += 7
-        if shift > 35:
-            raise BadTable("a varint longer than 5 bytes")

@@ -1,0 +1,17 @@
+"""Unsigned LEB128, the variable-length integers of DWARF and of Go's pc tables."""
+
+from __future__ import annotations
+
+
+def uleb128(data: bytes, at: int, limit: int = 10) -> tuple[int, int]:
+    """(value, offset after it) of the number at ``at``; ValueError past ``limit`` bytes
+    (10 hold any 64-bit value), IndexError past the data."""
+    result = shift = 0
+    for _ in range(limit):
+        byte = data[at]
+        at += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, at
+        shift += 7
+    raise ValueError(f"a variable-length number longer than {limit} bytes")

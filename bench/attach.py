@@ -23,7 +23,6 @@ and bench/results/ATTACH.md.
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import shutil
 import statistics
@@ -35,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from elftools.elf.elffile import ELFFile
+from harness import RunningTarget, write_results  # type: ignore[import-not-found]
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -76,17 +76,6 @@ def debug_info_mb(binary: Path) -> float:
         return (section.size if section is not None else 0) / 1e6
 
 
-def start(binary: Path) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([str(binary)], stdout=subprocess.PIPE, text=True, start_new_session=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if not line.startswith("ready pid="):
-        raise SystemExit(f"{binary} did not start: {line!r}")
-    # drain its output so that it never blocks on a full pipe
-    subprocess.Popen(["cat"], stdin=proc.stdout, stdout=subprocess.DEVNULL)
-    return proc
-
-
 def timed(argv: list[str], done: str) -> tuple[float, float, bool]:
     """(seconds to the first line containing ``done``, peak RSS in MB, ended well)."""
     started = time.perf_counter()
@@ -126,21 +115,20 @@ def main() -> None:
     if not args.quick:
         build_big()
     results: Path = args.results
-    results.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as scratch:
         script = Path(scratch) / "dlv-init"
         for case in cases:
             size = case.binary.stat().st_size / 1e6
             info = debug_info_mb(case.binary)
-            target = start(case.binary)
+            target = RunningTarget(case.binary)
             try:
                 commands = tools(case, target.pid, script)
                 for run in range(runs):
                     for tool, argv in commands.items():
                         done = MARK if tool == "dlv attach" else f",{target.pid},"
                         seconds, rss, ok = timed(argv, done)
-                        if target.poll() is not None:
+                        if target.proc.poll() is not None:
                             raise SystemExit(f"{tool} ended {case.name}: the bench stops")
                         rows.append({"binary": case.name, "size_mb": round(size, 2), "debug_info_mb": round(info, 2),
                                      "tool": tool, "run": run + 1, "first_row_s": round(seconds, 3),
@@ -148,14 +136,9 @@ def main() -> None:
                         print(f"{case.name:20} {tool:17} run {run + 1}: {seconds:.2f} s, {rss:.0f} MB"
                               f"{'' if ok else ' (FAILED)'}", flush=True)
             finally:
-                target.kill()
-                target.wait()
-    with open(results / "attach.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+                target.stop()
     report = summary(rows, runs)
-    (results / "ATTACH.md").write_text(report)
+    write_results(results, "attach", rows, report)
     print(report)
 
 

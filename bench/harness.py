@@ -2,7 +2,7 @@
 they are unharmed (running, untraced, code equal to the file), check a CSV, find sampler's
 processes, and load the machine.
 
-Used by overhead.py, faults.py, soak.py and guardian.py.
+Used by overhead.py, faults.py, soak.py, guardian.py, attach.py and limit.py.
 """
 
 from __future__ import annotations
@@ -56,9 +56,9 @@ TARGETS = {
 
 
 class RunningTarget:
-    """A target started from targets/bin, its output lines timestamped as they come."""
+    """A target started from targets/bin (or a path), its output lines timestamped as they come."""
 
-    def __init__(self, binary: str, *args: str) -> None:
+    def __init__(self, binary: str | Path, *args: str) -> None:
         self.proc = subprocess.Popen([str(BIN / binary), *args], stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True)
         self.pid = self.proc.pid
@@ -192,3 +192,13 @@ def rss_kb(pid: int) -> int:
         return int(procfs.status(pid).get("VmRSS", "0 kB").split()[0])
     except procfs.ProcessNotFound:
         return 0
+
+
+def write_results(folder: Path, name: str, rows: list[dict[str, object]], report: str) -> None:
+    """A bench's rows as FOLDER/NAME.csv and its report as FOLDER/NAME-in-capitals.md."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"{name}.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    (folder / f"{name.upper()}.md").write_text(report)

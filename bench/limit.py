@@ -38,6 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from harness import TARGETS, RunningTarget, Target, write_results  # type: ignore[import-not-found]  # noqa: E402
+
 from sampler.backends.ptrace.debugfiles import DebugFinder  # noqa: E402
 from sampler.backends.ptrace.locate import resolve  # noqa: E402
 from sampler.backends.ptrace.modules import Modules  # noqa: E402
@@ -46,20 +48,8 @@ REFERENCE = ROOT / "build" / "reftracer"
 _RESULT = re.compile(r"samples=(\d+) median_pause_us=([\d.]+) p95_pause_us=([\d.]+) hits_per_s=([\d.]+)")
 
 
-@dataclass(frozen=True)
-class Target:
-    name: str
-    binary: str
-    at: str
-    expr: str
-    register: str
-    """Where the function's pointer argument is at the breakpoint (for the reference)."""
-
-
-TARGETS = [
-    Target("C -O2", "ringbuf-c", "ring_read", "delta=b->w - b->r", "rdi"),
-    Target("Go", "ringbuf-go", "main.(*Ring).Read", "delta=b.w-b.r", "rax"),
-]
+REGISTER = {"c": "rdi", "go": "rax"}
+"""Where each target's hot function has its pointer argument at entry (for the reference)."""
 
 
 @dataclass(frozen=True)
@@ -88,19 +78,9 @@ def breakpoint_address(pid: int, at: str) -> int:
         modules.close()
 
 
-def start(binary: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([str(ROOT / "targets" / "bin" / binary)], stdout=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    assert proc.stdout is not None
-    if not proc.stdout.readline().startswith("ready pid="):
-        raise SystemExit(f"{binary} did not start")
-    subprocess.Popen(["cat"], stdin=proc.stdout, stdout=subprocess.DEVNULL)
-    return proc
-
-
 def run_reference(pid: int, address: int, target: Target, mode: Mode) -> dict[str, float]:
     argv = [str(REFERENCE), "everyhit" if mode.rate == 0 else "oneshot", str(pid), f"{address:x}",
-            target.register]
+            REGISTER[target.key]]
     argv += [f"{mode.seconds:g}"] if mode.rate == 0 else [str(mode.count), str(mode.rate)]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     found = _RESULT.search(out.stdout)
@@ -112,7 +92,7 @@ def run_reference(pid: int, address: int, target: Target, mode: Mode) -> dict[st
 
 def run_sampler(pid: int, address: int, target: Target, mode: Mode, scratch: Path) -> dict[str, float]:
     out = scratch / "rows.csv"
-    common = ["--pid", str(pid), "--backend", "ptrace", "--at", f"*{address:#x}", "--expr", target.expr,
+    common = ["--pid", str(pid), "--backend", "ptrace", "--at", f"*{address:#x}", "--expr", f"delta={target.delta}",
               "--out", str(out), "--quiet"]
     if mode.rate == 0:
         argv = [sys.executable, "-m", "sampler", "trace", *common, "--duration", f"{mode.seconds:g}s"]
@@ -124,9 +104,9 @@ def run_sampler(pid: int, address: int, target: Target, mode: Mode, scratch: Pat
         raise SystemExit(f"sampler failed: {result.stderr}")
     with open(out, newline="") as f:
         rows = [r for r in csv.DictReader(f) if not r["error"]]
-    if len(rows) < 3:
+    if len(rows) < 4:
         raise SystemExit(f"sampler gave {len(rows)} rows without error")
-    pauses = sorted(float(r["pause_us"]) for r in rows[1:])  # the first hit makes the read plan
+    pauses = sorted(float(r["pause_us"]) for r in rows[2:])  # the first two hits make the read plan
     span = float(rows[-1]["elapsed_s"]) - float(rows[0]["elapsed_s"])
     return {"samples": float(len(rows)), "median_pause_us": statistics.median(pauses),
             "p95_pause_us": pauses[len(pauses) * 95 // 100],
@@ -136,7 +116,7 @@ def run_sampler(pid: int, address: int, target: Target, mode: Mode, scratch: Pat
 def run_bpftrace(pid: int, target: Target, seconds: float) -> dict[str, float] | None:
     if shutil.which("bpftrace") is None:
         return None
-    symbol = f'"{target.at}"' if "(" in target.at else target.at
+    symbol = f'"{target.hot}"' if "(" in target.hot else target.hot
     program = (f"uprobe:{ROOT / 'targets' / 'bin' / target.binary}:{symbol} {{ @n = count(); }} "
                f"interval:ms:{int(seconds * 1000)} {{ exit(); }}")
     started = time.monotonic()
@@ -161,10 +141,11 @@ def main() -> None:
     build_reference()
     rows: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for target in TARGETS:
-            proc = start(target.binary)
+        for target in (TARGETS["c"], TARGETS["go"]):
+            running = RunningTarget(target.binary)
+            proc = running.proc
             try:
-                address = breakpoint_address(proc.pid, target.at)
+                address = breakpoint_address(proc.pid, target.hot)
                 for mode in modes:
                     for round_ in range(rounds):
                         measured = {"reference (C)": run_reference(proc.pid, address, target, mode),
@@ -174,24 +155,18 @@ def main() -> None:
                             if bpf is not None:
                                 measured["bpftrace (count only)"] = bpf
                         for tool, figures in measured.items():
-                            rows.append({"target": target.name, "mode": mode.name, "tool": tool,
+                            rows.append({"target": target.label, "mode": mode.name, "tool": tool,
                                          "round": round_ + 1, **{k: round(v, 1) for k, v in figures.items()}})
-                            print(f"{target.name:6} {mode.name:9} {tool:22} median {figures['median_pause_us']:7.1f} us"
-                                  f"  p95 {figures['p95_pause_us']:7.1f} us  hits/s {figures['hits_per_s']:9.0f}",
+                            print(f"{target.label:6} {mode.name:9} {tool:22} "
+                                  f"median {figures['median_pause_us']:7.1f} us  "
+                                  f"p95 {figures['p95_pause_us']:7.1f} us  hits/s {figures['hits_per_s']:9.0f}",
                                   flush=True)
                         if proc.poll() is not None:
                             raise SystemExit(f"{target.binary} died")
             finally:
-                proc.kill()
-                proc.wait()
-    results: Path = args.results
-    results.mkdir(parents=True, exist_ok=True)
-    with open(results / "limit.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+                running.stop()
     report = summary(rows, rounds)
-    (results / "LIMIT.md").write_text(report)
+    write_results(args.results, "limit", rows, report)
     print(report)
 
 

@@ -121,6 +121,15 @@ static void read_at(unsigned long long where) {
     process_vm_readv(pid, &local, 1, &remote, 1, 0);
 }
 
+// The sample itself: the bytes at the register's address, the byte back, the thread
+// rewound onto the original instruction (it is continued or stepped by the caller).
+static void take(int tid, struct user_regs_struct *r, const char *reg) {
+    read_at(reg_value(r, reg));
+    pwrite(mem, &original, 1, addr);
+    r->rip -= 1;
+    ptrace(PTRACE_SETREGS, tid, 0, r);
+}
+
 static void report(double *pause, int n, double seconds) {
     qsort(pause, n, sizeof *pause, by_value);
     printf("samples=%d median_pause_us=%.1f p95_pause_us=%.1f hits_per_s=%.1f\n", n,
@@ -151,10 +160,7 @@ int main(int argc, char **argv) {
             pwrite(mem, &int3, 1, addr);
             int tid = wait_trap(&r);
             double seen = now_us();
-            read_at(reg_value(&r, reg));
-            pwrite(mem, &original, 1, addr);
-            r.rip -= 1;
-            ptrace(PTRACE_SETREGS, tid, 0, &r);
+            take(tid, &r, reg);
             ptrace(PTRACE_CONT, tid, 0, 0);
             pause[n] = now_us() - seen;
         }
@@ -167,10 +173,7 @@ int main(int argc, char **argv) {
     while (now_us() < end && n < MAX_SAMPLES) {
         int tid = wait_trap(&r);
         double seen = now_us();
-        read_at(reg_value(&r, reg));
-        pwrite(mem, &original, 1, addr);
-        r.rip -= 1;
-        ptrace(PTRACE_SETREGS, tid, 0, &r);
+        take(tid, &r, reg);
         ptrace(PTRACE_SINGLESTEP, tid, 0, 0);
         for (;;) {  // this thread's step; others' stops are passed on meanwhile
             int st, who = waitpid(tid, &st, __WALL);

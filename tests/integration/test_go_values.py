@@ -26,7 +26,7 @@ def test_ptrace_and_delve_give_the_same_go_values(go_target: Target, tmp_path: P
     for backend in ("ptrace", "delve", "delve-rpc"):
         out = tmp_path / f"{backend}.csv"
         # WHEN each backend samples the same expressions at the same function
-        result = attach(go_target.pid, backend, "--at", READ, *EXPRESSIONS, "--count", "2", "--rate", "10",
+        result = attach(go_target.pid, backend, "--at", READ, *EXPRESSIONS, "--count", "5", "--rate", "10",
                         "--out", str(out))
         assert result.returncode == 0, (backend, result.stderr)
         rows = assert_csv_whole(out)

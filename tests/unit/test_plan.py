@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from sampler.backends.ptrace.memory import UnreadableMemory
-from sampler.backends.ptrace.plan import REGISTER_ORDER, PlanMiss, Recorder
+from sampler.backends.ptrace.plan import REGISTER_ORDER, PlanMiss, ReadPlan, Recorder
 
 
 def registers(**values: int) -> SimpleNamespace:
@@ -40,13 +40,19 @@ def word(value: int) -> bytes:
     return value.to_bytes(8, "little")
 
 
+def planned(recorder: Recorder) -> ReadPlan:
+    plan = recorder.plan()
+    assert plan is not None
+    return plan
+
+
 def test_a_pointer_chain_is_replayed_from_the_new_registers_and_words() -> None:
     # GIVEN b in rdi at the first hit; the evaluation read b->next (at +16), then next->w (at +8)
     first = FakeMemory({0x1000: word(1) + word(2) + word(0x2000), 0x2000: word(0) + word(77)})
     recorder = Recorder(first.read, registers(rdi=0x1000, rsp=0x7F00))
     recorder.read(0x1010, 8)
     recorder.read(0x2008, 8)
-    plan = recorder.plan()
+    plan = planned(recorder)
     # WHEN a later hit has another b with another next
     later = FakeMemory({0x5000: word(0) + word(0) + word(0x6000), 0x6000: word(0) + word(99)})
     snapshot = plan.run(registers(rdi=0x5000, rsp=0x7F00), later.read_many)
@@ -60,7 +66,7 @@ def test_the_nearest_base_wins_over_a_stack_pointer_just_below() -> None:
     memory = FakeMemory({0xC000100000: word(0xC000200000)})
     recorder = Recorder(memory.read, registers(rsp=0xC0000F0000, rbx=0xC000100000))
     recorder.read(0xC000100000, 8)
-    [step] = recorder.plan().steps
+    [step] = planned(recorder).steps
     assert (step.kind, step.source, step.offset) == ("reg", "rbx", 0)
 
 
@@ -71,7 +77,7 @@ def test_a_string_is_read_with_the_length_of_this_hit() -> None:
     for address, size in ((0x1000, 8), (0x1008, 8), (0x3000, 1)):
         recorder.read(address, size)
     later = FakeMemory({0x1000: word(0x4000) + word(6), 0x4000: b"/items"})
-    snapshot = recorder.plan().run(registers(rdi=0x1000), later.read_many)
+    snapshot = planned(recorder).run(registers(rdi=0x1000), later.read_many)
     assert snapshot.read(0x4000, 6) == b"/items"
 
 
@@ -79,7 +85,7 @@ def test_a_global_keeps_its_address() -> None:
     memory = FakeMemory({0x601000: word(5)})
     recorder = Recorder(memory.read, registers(rax=0x600F00), fixed=[(0x601000, 0x601008)])
     recorder.read(0x601000, 8)
-    [step] = recorder.plan().steps
+    [step] = planned(recorder).steps
     assert (step.kind, step.offset) == ("fixed", 0x601000)
 
 
@@ -89,10 +95,37 @@ def test_a_read_the_plan_did_not_make_is_a_miss_and_an_unreadable_one_stays_unre
     recorder.read(0x1000, 8)
     with pytest.raises(UnreadableMemory):
         recorder.read(0x9000, 8)
-    snapshot = recorder.plan().run(registers(rdi=0x1000), memory.read_many)
+    snapshot = planned(recorder).run(registers(rdi=0x1000), memory.read_many)
     with pytest.raises(UnreadableMemory):
         snapshot.read(0x9000, 8)
     assert not snapshot.missed
     with pytest.raises(PlanMiss):
         snapshot.read(0x1008, 8)
     assert snapshot.missed
+
+
+def test_a_register_that_lay_near_by_chance_at_one_hit_is_not_kept_by_the_next() -> None:
+    # GIVEN g in r14 and goid at g+152; at the first hit rdx happened to hold g+144
+    memory = FakeMemory({0x1000: bytes(152) + word(7)})
+    first = Recorder(memory.read, registers(r14=0x1000, rdx=0x1090))
+    first.read(0x1098, 8)
+    assert planned(first).steps[0].source == "rdx"  # alone, the nearest register wins
+    # WHEN the second hit, where rdx holds something else, confirms the first
+    memory = FakeMemory({0x2000: bytes(152) + word(9)})
+    second = Recorder(memory.read, registers(r14=0x2000, rdx=0x5))
+    second.read(0x2098, 8)
+    plan = second.plan(first.candidates())
+    # THEN r14 + 152 is the way, and it reads the goid at a third hit
+    assert plan is not None and (plan.steps[0].source, plan.steps[0].offset) == ("r14", 152)
+    later = FakeMemory({0x3000: bytes(152) + word(11)})
+    assert plan.run(registers(r14=0x3000, rdx=0x3090), later.read_many).read(0x3098, 8) == word(11)
+
+
+def test_two_hits_that_read_differently_make_no_plan() -> None:
+    memory = FakeMemory({0x1000: word(1) + word(2)})
+    first = Recorder(memory.read, registers(rdi=0x1000))
+    first.read(0x1000, 8)
+    second = Recorder(memory.read, registers(rdi=0x1000))
+    second.read(0x1000, 8)
+    second.read(0x1008, 8)
+    assert second.plan(first.candidates()) is None

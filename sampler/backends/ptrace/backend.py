@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import gc
 import re
 import threading
@@ -43,7 +44,7 @@ from sampler.backends.ptrace.instructions import MAX_FUNCTION, starts_instructio
 from sampler.backends.ptrace.locate import NO_DEBUG_HINT, Place, defines_package, find_global, resolve
 from sampler.backends.ptrace.memory import Memory, UnreadableMemory
 from sampler.backends.ptrace.modules import Module, Modules
-from sampler.backends.ptrace.plan import PlanMiss, ReadPlan, Recorder, Snapshot
+from sampler.backends.ptrace.plan import PlanMiss, ReadPlan, Recorder, Snapshot, Step
 from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.tracer import Hit, Tracer
 from sampler.config import SessionConfig
@@ -81,9 +82,11 @@ class PtraceBackend:
         self._variables: dict[int, dict[str, Variable]] = {}
         """Variables in scope, per breakpoint address (file address)."""
         self._globals: dict[str, Object | None] = {}
+        self._learnt: list[list[list[Step]]] | None = None
+        """How the first hit's reads could have come about, for the second to confirm."""
         self._plans: list[ReadPlan | None] | None = None
-        """The reads a hit needs, per expression and last for the thread column, learnt at
-        the first hit (plan.py); None for an expression evaluated in full at every hit."""
+        """The reads a hit needs, per expression, learnt at the first two hits (plan.py);
+        None for an expression evaluated in full at every hit."""
         if config.location is not None:
             self.place = resolve(modules, config.location)
             self.address, self.function = self.place.address, self.place.function
@@ -206,35 +209,53 @@ class PtraceBackend:
             if plans is None:
                 fixed = [(o.location.address, o.location.address + max(o.type.size, 1))
                          for o in self._globals.values() if o is not None and isinstance(o.location, InMemory)]
-                recorders = [Recorder(memory.read, hit.registers, fixed) for _ in range(count + 1)]
-                for index, recorder in enumerate(recorders[:count]):
+                recorders = [Recorder(memory.read, hit.registers, fixed) for _ in range(count)]
+                for index, recorder in enumerate(recorders):
                     results[index] = self._evaluate_one(hit, index, recorder.read, recorder.branched)
-                thread = self._thread_of(hit, recorders[count].read)
+                thread = self._thread_of(hit, memory.read)
             else:
                 for index, plan in enumerate(plans[:count]):
                     if plan is None:  # the data chooses its reads: in full, now
                         results[index] = self._evaluate_one(hit, index)
                     else:
                         snapshots[index] = plan.run(hit.registers, memory.read_many)
-                thread_plan = plans[count]
-                assert thread_plan is not None
-                thread_snapshot = thread_plan.run(hit.registers, memory.read_many) if thread_plan.steps \
-                    else Snapshot()
+                thread_snapshot = self._thread_plan.run(hit.registers, memory.read_many)
         finally:
             let_go(hit)
             resumed = time.monotonic()
         if plans is None:
-            self._plans = [None if r.unstable else r.plan() for r in recorders[:count]] + [recorders[count].plan()]
+            self._learn(recorders)
         else:
             for index, snapshot in enumerate(snapshots):
                 if snapshot is not None:
                     results[index] = self._evaluate_one(hit, index, snapshot.read)
                     if snapshot.missed:
-                        self._plans = None  # the next hit is read in full, and makes new plans
+                        self._plans = self._learnt = None  # the next two hits are read in full
             thread = self._thread_of(hit, thread_snapshot.read)
         values, errors = _joined(self.config.expressions, results)
         return Reading(values, thread=thread, pause_us=(resumed - hit.seen) * 1e6,
                        wait_us=(hit.seen - since) * 1e6, error="; ".join(errors))
+
+    def _learn(self, recorders: list[Recorder]) -> None:
+        """Make the read plans from this hit's full evaluation and the one before it (the
+        first hit only notes how its reads came about)."""
+        found = [recorder.candidates() for recorder in recorders]
+        if self._learnt is None:
+            self._learnt = found
+            return
+        made = [recorder.plan(earlier) for recorder, earlier in zip(recorders, self._learnt)]
+        if any(plan is None for plan in made):  # the two hits read differently: try again
+            self._learnt = found
+            return
+        self._plans = [None if r.unstable else p for r, p in zip(recorders, made)]
+        self._learnt = None
+
+    @functools.cached_property
+    def _thread_plan(self) -> ReadPlan:
+        """The thread column's read, whose way is known: goid at R14 + its offset (Go)."""
+        if self._goid_offset is None:
+            return ReadPlan([])
+        return ReadPlan([Step("reg", "r14", 0, self._goid_offset, 8)])
 
     def _thread_of(self, hit: Hit, read: Callable[[int, int], bytes]) -> str:
         """The thread column: for Go, the goroutine id (as Delve gives it), read from the

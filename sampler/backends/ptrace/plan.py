@@ -1,15 +1,16 @@
 """Nothing but raw reads while the thread is stopped.
 
-The first hit is evaluated in full while the thread waits, through a Recorder that
-notes every read and explains each address by where it came from: a register plus an
-offset, a word read earlier plus an offset (a pointer followed), or a fixed address.
-That is the read plan. At every later hit the plan runs alone (registers are already
-in hand; one ``pread`` per read), the thread goes on, and only then are the
+The first two hits are evaluated in full while the thread waits, through a Recorder
+that notes every read and explains each address by where it came from: a register plus
+an offset, a word read earlier plus an offset (a pointer followed), or a fixed address;
+the way that explains a read at both hits is kept. That is the read plan. At every
+later hit the plan runs alone (registers are already in hand; the independent reads
+in one ``process_vm_readv``), the thread goes on, and only then are the
 expressions evaluated, against the bytes the plan read (a Snapshot). Evaluation is
 deterministic, so it asks for the same reads in the same way; when a sample's data
 leads elsewhere (a null pointer, another dynamic type), a read is missing from the
-snapshot: that row says so and the next hit is evaluated in full again, making a new
-plan.
+snapshot: that row says so and the next two hits are evaluated in full again, making a
+new plan.
 """
 
 from __future__ import annotations
@@ -75,35 +76,51 @@ class Recorder:
         self._reads.append((address, size, data))
         return data
 
-    def plan(self) -> ReadPlan:
+    def candidates(self) -> list[list[Step]]:
+        """For each read, every way its address could have come about, the likeliest first."""
+        return [self._explain(index, address, size) for index, (address, size, _) in enumerate(self._reads)]
+
+    def plan(self, earlier: list[list[Step]] | None = None) -> ReadPlan | None:
+        """The plan of this evaluation's reads. Given the candidates of an earlier hit's
+        evaluation, each read keeps the likeliest way that explains it at both hits (a
+        register that happened to lie just below a field at one hit rarely does at the
+        next); None when the two evaluations did not read alike."""
+        mine = self.candidates()
+        if earlier is None:
+            return ReadPlan([ways[0] for ways in mine])
+        if len(earlier) != len(mine):
+            return None
         steps = []
-        for index, (address, size, _) in enumerate(self._reads):
-            steps.append(self._explain(index, address, size))
+        for ways, before in zip(mine, earlier):
+            seen = {_key(step) for step in before}
+            steps.append(next((step for step in ways if _key(step) in seen), ways[0]))
         return ReadPlan(steps)
 
-    def _explain(self, index: int, address: int, size: int) -> Step:
-        """The nearest base below the address: a word read earlier (a pointer followed; it
-        wins a tie) or a register, else the address itself. Go's stacks and heap share one
-        arena, so a stack pointer can be a little below an unrelated heap object: the
-        nearest base, not the first that is close enough, is the one the evaluation used."""
+    def _explain(self, index: int, address: int, size: int) -> list[Step]:
+        """The bases below the address, nearest first: words read earlier (a pointer
+        followed; a word wins a tie) and registers; then the address itself. Go's stacks and
+        heap share one arena, so a stack pointer can lie a little below an unrelated heap
+        object: nearness decides, and a second hit (``plan``) confirms."""
         size_from = self._text_length(index, address, size)
         length = size_from and size_from[:2]
+        fixed = Step("fixed", 0, 0, address, size, length)
         if any(start <= address < end for start, end in self._fixed):
-            return Step("fixed", 0, 0, address, size, length)
-        best: Step | None = None
+            return [fixed]
+        ways: list[tuple[int, int, Step]] = []
         for earlier in range(index - 1, -1, -1):
             _, read_size, data = self._reads[earlier]
             if data is None or read_size > MAX_WORDS_READ:
                 continue
             for within in range(0, read_size - 7, 8):
                 word = int.from_bytes(data[within:within + 8], "little")
-                if word and 0 <= address - word < REACH and (best is None or address - word < best.offset):
-                    best = Step("word", earlier, within, address - word, size, length)
+                if word and 0 <= address - word < REACH:
+                    ways.append((address - word, 0, Step("word", earlier, within, address - word, size, length)))
         for name in REGISTER_ORDER:
             value = self._registers[name]
-            if value and 0 <= address - value < REACH and (best is None or address - value < best.offset):
-                best = Step("reg", name, 0, address - value, size, length)
-        return best or Step("fixed", 0, 0, address, size, length)
+            if value and 0 <= address - value < REACH:
+                ways.append((address - value, 1, Step("reg", name, 0, address - value, size, length)))
+        ways.sort(key=lambda way: way[:2])
+        return [step for _, _, step in ways] + [fixed]
 
     def _text_length(self, index: int, address: int, size: int) -> tuple[int, int, int] | None:
         """A string's text: read right after its pointer and its length (as the evaluator
@@ -117,6 +134,12 @@ class Recorder:
             return None
         value = int.from_bytes(length, "little")
         return (index - 1, 0, value) if value == size or (value > MAX_SIZE and size == MAX_SIZE) else None
+
+
+def _key(step: Step) -> tuple[object, ...]:
+    """A step's way to its address (and its size, unless that is read at each hit)."""
+    return (step.kind, step.source, step.within, step.offset, step.size_from,
+            step.size if step.size_from is None else None)
 
 
 class ReadPlan:

@@ -26,12 +26,15 @@ import time
 from typing import Protocol
 
 from sampler import scheduling
+from sampler.supervisor import name_process
 
 PATCH = b"P"
 DONE = b"done\n"
 LOG_ENV = "SAMPLER_GUARDIAN_LOG"
 """When set, the guardian appends 'eof T' and 'rescued T' (CLOCK_MONOTONIC seconds) to this file:
 for measuring how long the rescue takes (bench/guardian.py)."""
+DISMISS_TIMEOUT_S = 5.0
+"""How long sampler waits for a dismissed guardian to end before it leaves it to init."""
 PRIORITY_ENV = "SAMPLER_GUARDIAN_PRIORITY"
 """'0' keeps the guardian at normal priority (for measuring what the priority is worth)."""
 
@@ -59,6 +62,7 @@ class Guardian:
             try:
                 os.close(self._write_end)
                 os.setsid()  # no terminal's signals; outlives sampler
+                name_process(b"sampler-guard")
                 for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                     signal.signal(signum, signal.SIG_DFL)
                 code = _watch(read_end, rescue)
@@ -83,10 +87,15 @@ class Guardian:
             os.close(self._write_end)
         except OSError:
             pass
-        try:
-            os.waitpid(self.pid, 0)
-        except ChildProcessError:
-            pass  # reaped already
+        deadline = time.monotonic() + DISMISS_TIMEOUT_S
+        while True:  # not a blocking waitpid: a guardian that hangs must not hang sampler
+            try:
+                pid, _ = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                return  # reaped already
+            if pid or time.monotonic() >= deadline:
+                return  # ended, or left to init (it ends on "done" or EOF)
+            time.sleep(0.005)
 
 
 def _watch(fd: int, rescue: Rescue) -> int:

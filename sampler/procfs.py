@@ -7,6 +7,7 @@ the caller needs the fact, and gives None or False where "gone" is an answer.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,6 +62,16 @@ def state(pid: int) -> str:
 def is_running(pid: int) -> bool:
     """True while the process exists and is not a zombie."""
     return state(pid) not in ("", "Z", "X")
+
+
+def ends_within(pid: int, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for process ``pid`` to end (a zombie counts); True if it did."""
+    deadline = time.monotonic() + timeout
+    while is_running(pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def start_time(pid: int) -> int | None:

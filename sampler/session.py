@@ -7,7 +7,6 @@ owns time, signals, counting and output, and guarantees ``detach`` on every way 
 from __future__ import annotations
 
 import signal
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -22,6 +21,7 @@ from sampler.output import Writer
 from sampler.quantile import LogHistogram
 from sampler.sample import Reading, Sample
 from sampler.schedule import Schedule
+from sampler.stop import StopFlag
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 TRACE_POLL_S = 0.5
@@ -49,7 +49,7 @@ class Session:
         self.backend = backend
         self.writers = list(writers)
         self.clock = clock
-        self.stop = threading.Event()
+        self.stop = StopFlag()
         self.summary = Summary()
 
     def run(self) -> Summary:

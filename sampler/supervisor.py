@@ -26,6 +26,11 @@ PR_SET_NAME = 15
 PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+def name_process(name: bytes) -> None:
+    """Set the name ps shows for this process (up to 15 bytes)."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NAME, name, 0, 0, 0)
+
+
 def run_in_worker(work: Callable[[], int], target: int, guarded: bool = True) -> int:
     """Run ``work`` (sampling PID ``target``) in a forked worker; return its exit code (in the front)."""
     front = os.getpid()
@@ -37,7 +42,7 @@ def run_in_worker(work: Callable[[], int], target: int, guarded: bool = True) ->
         try:
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-            libc.prctl(PR_SET_NAME, b"sampler-worker", 0, 0, 0)  # what ps and TracerPid show
+            name_process(b"sampler-worker")  # what ps and TracerPid show
             if os.getppid() != front:  # the front died before the line above
                 os.kill(os.getpid(), signal.SIGTERM)
             code = work()

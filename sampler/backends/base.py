@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
 from sampler.sample import Reading
+from sampler.stop import StopFlag
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class Backend(Protocol):
     def attach(self) -> None:
         """Attach and leave the target running; raise a SamplerError if it cannot."""
 
-    def sample(self, stop: threading.Event) -> Reading:
+    def sample(self, stop: StopFlag) -> Reading:
         """Take one sample and leave the target running.
 
         Problems with this one sample go into ``Reading.error``; problems that end the
@@ -32,11 +32,11 @@ class Backend(Protocol):
         is set while waiting for a breakpoint, give up waiting and return a miss.
         """
 
-    def trace(self, stop: threading.Event, until: float) -> Reading | None:
+    def trace(self, stop: StopFlag, until: float) -> Reading | None:
         """Every-hit mode: wait for the next hit of the breakpoint, which stays armed
         between calls; return its reading, or None at ``until`` (monotonic) or on stop."""
 
-    def idle(self, seconds: float, stop: threading.Event) -> None:
+    def idle(self, seconds: float, stop: StopFlag) -> None:
         """Wait between samples (returning early when ``stop`` is set), serving the target
         meanwhile if the backend must (a ptrace tracer passes signals on)."""
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
 from sampler import procfs
 from sampler.errors import DebuggerError, TargetExited
+from sampler.stop import StopFlag
 
 T = TypeVar("T")
 
@@ -20,7 +20,7 @@ POLL_S = 0.05
 """How often a wait for a breakpoint looks at the stop flag."""
 
 
-def miss(stop: threading.Event, hit_timeout_s: float) -> str:
+def miss(stop: StopFlag, hit_timeout_s: float) -> str:
     """The row's error when the breakpoint was not hit."""
     if stop.is_set():
         return "stopped before the breakpoint was hit"

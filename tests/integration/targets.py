@@ -90,14 +90,69 @@ def run_bench(script: str, results: Path) -> subprocess.CompletedProcess[str]:
     return result
 
 
+SAMPLER_ENV = {**os.environ, "PYTHONFAULTHANDLER": "1"}
+"""sampler's processes print every thread's stack on SIGABRT: what ``finish`` shows of a hang."""
+
+
 def sampler(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run the real sampler CLI to completion."""
-    return subprocess.run([sys.executable, "-m", "sampler", *args], cwd=ROOT, text=True,
-                          capture_output=True, timeout=timeout)
+    proc = start_sampler(*args)
+    stdout, stderr = finish(proc, timeout)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[str, str]:
+    """stdout and stderr of a sampler that is ending. One still running after ``timeout`` is
+    a hang: the test fails with where each of its processes waited (the kernel's wait channel,
+    and the Python stack of the worker, which SIGABRT makes faulthandler print)."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pass
+    tree = _descendants(proc.pid)
+    where = "\n".join(f"  {pid} {_proc_field(pid, 'comm')} state={_proc_field(pid, 'stat').split(') ')[-1][:1]} "
+                      f"wchan={_proc_field(pid, 'wchan')}" for pid in [proc.pid, *tree])
+    for pid in tree:
+        if _proc_field(pid, "comm") == "sampler-worker":  # not the guardian (sampler-guard): it then
+            os.kill(pid, signal.SIGABRT)  # leaves the target as sampler would
+    try:
+        _, stderr = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        for pid in [proc.pid, *tree]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        _, stderr = proc.communicate(timeout=30)
+    raise AssertionError(f"sampler did not end within {timeout:g}s; its processes:\n{where}\n"
+                         f"stderr (a stack dump at the end):\n{stderr[-6000:]}")
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = _proc_field(int(entry), "stat")
+            if stat:
+                children.setdefault(int(stat.rsplit(") ", 1)[1].split()[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _proc_field(pid: int, name: str) -> str:
+    try:
+        with open(f"/proc/{pid}/{name}") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
 
 
 def start_sampler(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "sampler", *args], cwd=ROOT, text=True,
+    return subprocess.Popen([sys.executable, "-m", "sampler", *args], cwd=ROOT, text=True, env=SAMPLER_ENV,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -203,7 +258,7 @@ def assert_text_matches_file(target: Target) -> None:
 def assert_signal_ends_cleanly(proc: subprocess.Popen[str], signum: int, out: Path, target: Target) -> None:
     """Signal a running sampler: exit 0, the CSV whole, the target running with its code intact."""
     proc.send_signal(signum)
-    _, stderr = proc.communicate(timeout=60)
+    _, stderr = finish(proc)
     assert proc.returncode == 0, stderr
     assert_csv_whole(out)
     target.assert_untouched()

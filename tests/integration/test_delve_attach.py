@@ -13,6 +13,7 @@ from tests.integration.targets import (
     Target,
     assert_csv_whole,
     baseline,
+    finish,
     have_delve,
     read_csv,
     sampler,
@@ -172,7 +173,7 @@ def test_a_signal_mid_run_ends_cleanly(go_target: Target, tmp_path: Path, signum
     proc = sample_read_in_background(backend, go_target.pid, out)
     wait_for_rows(out, proc, 3)
     proc.send_signal(signum)
-    _, stderr = proc.communicate(timeout=60)
+    _, stderr = finish(proc)
     assert proc.returncode == 0, stderr
     assert f"stopped by {signal.Signals(signum).name}" in stderr
     rows = assert_csv_whole(out)
@@ -249,7 +250,7 @@ def test_the_target_exiting_mid_run_keeps_the_samples(
     proc = sample_read_in_background(backend, go_target.pid, out)
     wait_for_rows(out, proc, 3)
     go_target.proc.kill()
-    _, stderr = proc.communicate(timeout=60)
+    _, stderr = finish(proc)
     assert proc.returncode == 1, stderr  # the target exited: never 70
     assert "Traceback" not in stderr
     last = stderr.strip().splitlines()[-1]
@@ -275,7 +276,7 @@ def test_dlv_dying_mid_run_is_one_line_and_the_target_lives(go_target: Target, t
     import os
 
     os.kill(dlv, signal.SIGKILL)
-    _, stderr = proc.communicate(timeout=60)
+    _, stderr = finish(proc)
     # THEN sampler ends with one line and exit 1 (never 70), the rows kept, the target running intact
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert proc.returncode == 1, stderr

@@ -25,6 +25,7 @@ from tests.integration.targets import (
     assert_csv_whole,
     assert_signal_ends_cleanly,
     assert_text_matches_file,
+    finish,
     have_delve,
     one_line_error,
     read_csv,
@@ -279,7 +280,7 @@ def test_the_target_exiting_mid_run(start_target: Callable[..., Target], tmp_pat
                          "--expr", "b->w", "--rate", "20", "--out", str(out))
     wait_for_rows(out, proc, 3)
     target.proc.kill()
-    _, stderr = proc.communicate(timeout=60)
+    _, stderr = finish(proc)
     assert proc.returncode == 1, stderr
     last = stderr.strip().splitlines()[-1]
     assert "Traceback" not in stderr

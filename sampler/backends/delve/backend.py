@@ -8,7 +8,6 @@ thread of the target for each stop.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from typing import ClassVar
@@ -24,6 +23,7 @@ from sampler.errors import DebuggerError, TargetExited
 from sampler.guardian import Guardian
 from sampler.process import TargetProcess
 from sampler.sample import Reading, Value
+from sampler.stop import StopFlag
 
 
 class DelveBackend:
@@ -62,12 +62,12 @@ class DelveBackend:
             self._values(self._batch(self._prints()))
         self._batch([], then_continue=True)
 
-    def sample(self, stop: threading.Event) -> Reading:
+    def sample(self, stop: StopFlag) -> Reading:
         if self.config.location is None:
             return self._sample_here()
         return self._sample_at_location(stop)
 
-    def trace(self, stop: threading.Event, until: float) -> Reading | None:
+    def trace(self, stop: StopFlag, until: float) -> Reading | None:
         if not self._armed:  # first call: halt, set the breakpoint, go
             self._halt()
             self._armed = True
@@ -89,7 +89,7 @@ class DelveBackend:
         return Reading(values, thread=where.goroutine, pause_us=(done - stopped) * 1e6,
                        wait_us=(stopped - waiting) * 1e6, error="; ".join(errors))
 
-    def idle(self, seconds: float, stop: threading.Event) -> None:
+    def idle(self, seconds: float, stop: StopFlag) -> None:
         stop.wait(seconds)
 
     def detach(self) -> None:
@@ -124,7 +124,7 @@ class DelveBackend:
         values, errors = self._values(outputs)
         return Reading(values, pause_us=(done - start) * 1e6, error="; ".join(errors))
 
-    def _sample_at_location(self, stop: threading.Event) -> Reading:
+    def _sample_at_location(self, stop: StopFlag) -> Reading:
         start = self._halt()
         self._armed = True  # from here on, until dlv says it is cleared
         [answer] = self._batch([self._break_command()], then_continue=True)
@@ -153,7 +153,7 @@ class DelveBackend:
         return Reading(values, thread=where.goroutine, pause_us=((resumed - start) + (done - stopped)) * 1e6,
                        wait_us=(stopped - resumed) * 1e6, error=error)
 
-    def _wait_for_stop(self, deadline: float, stop: threading.Event) -> str | None:
+    def _wait_for_stop(self, deadline: float, stop: StopFlag) -> str | None:
         while not stop.is_set():
             remaining = deadline - self.clock()
             if remaining <= 0:

@@ -22,11 +22,11 @@ import signal
 import time
 from collections.abc import Callable
 
+from sampler import procfs
 from sampler.backends.delve import parse
 from sampler.backends.delve.leave import SETTLE_S, after_dlv_killed
 from sampler.backends.delve.rpc import DelveRpc, RpcError
 from sampler.errors import SamplerError
-from sampler.procfs import is_running
 
 MARK = 7340218865
 """A number no target state prints: ``print MARK`` shows dlv is at its prompt with nothing queued."""
@@ -90,9 +90,9 @@ def rescue_terminal(dlv_pid: int, fd: int) -> bool:
         pty.write("quit\n")
         if pty.expect(parse.KILL_QUESTION, 5):
             pty.write("n\n")
-        return _gone(dlv_pid, 10)
+        return procfs.ends_within(dlv_pid, 10)
     except ProcessLookupError:
-        return _gone(dlv_pid, 0)
+        return procfs.ends_within(dlv_pid, 0)
 
 
 def rescue_rpc(pid: int, address: str) -> bool:
@@ -145,15 +145,6 @@ def kill_dlv(dlv_pid: int, pid: int) -> None:
         os.kill(dlv_pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-    _gone(dlv_pid, 5)
+    procfs.ends_within(dlv_pid, 5)
     after_dlv_killed(pid)
 
-
-def _gone(pid: int, timeout: float) -> bool:
-    """dlv has ended (a zombie counts: its parent, sampler, died and init reaps it)."""
-    deadline = time.monotonic() + timeout
-    while is_running(pid):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
-    return True

@@ -174,9 +174,13 @@ class DelveRpc:
             return
         try:
             process.wait(CALL_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired:  # a detach it answered but never finished counts for nothing
+            self.detached = False
             os.killpg(process.pid, signal.SIGKILL)
-            process.wait(CALL_TIMEOUT_S)
+            try:
+                process.wait(CALL_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                pass  # unkillable (in the kernel): what can be put back is, below
         if not self.detached:
             after_dlv_killed(self.pid)
         if self._log is not None:

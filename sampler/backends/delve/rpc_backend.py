@@ -4,7 +4,6 @@ published JSON-RPC API (headless dlv on loopback) instead of its terminal.
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any, ClassVar
 
@@ -20,6 +19,7 @@ from sampler.errors import DebuggerError, LocationNotFound, TargetExited
 from sampler.guardian import Guardian
 from sampler.process import TargetProcess
 from sampler.sample import Reading, Value
+from sampler.stop import StopFlag
 
 SCOPE = {"GoroutineID": -1, "Frame": 0, "DeferredCall": 0}
 LOAD = {"FollowPointers": True, "MaxVariableRecurse": 1, "MaxStringLen": 64, "MaxArrayValues": 16,
@@ -65,7 +65,7 @@ class DelveRpcBackend:
             self._evaluate()  # refuse an unknown global before the first tick
         self._continue()
 
-    def sample(self, stop: threading.Event) -> Reading:
+    def sample(self, stop: StopFlag) -> Reading:
         start = time.monotonic()
         self._halt()
         if self.config.location is None:
@@ -96,7 +96,7 @@ class DelveRpcBackend:
                        pause_us=((resumed - start) + (done - stopped)) * 1e6,
                        wait_us=(stopped - resumed) * 1e6, error=error)
 
-    def trace(self, stop: threading.Event, until: float) -> Reading | None:
+    def trace(self, stop: StopFlag, until: float) -> Reading | None:
         if self._breakpoint is None:  # first call: halt, set the breakpoint, go
             self._halt()
             created = self.rpc.call("CreateBreakpoint", {"Breakpoint": {"addr": self._address,
@@ -118,7 +118,7 @@ class DelveRpcBackend:
         return Reading(values, thread=str(thread.get("goroutineID") or ""), pause_us=(done - stopped) * 1e6,
                        wait_us=(stopped - waiting) * 1e6, error="; ".join(errors))
 
-    def idle(self, seconds: float, stop: threading.Event) -> None:
+    def idle(self, seconds: float, stop: StopFlag) -> None:
         stop.wait(seconds)
 
     def detach(self) -> None:
@@ -145,7 +145,7 @@ class DelveRpcBackend:
     def _continue(self) -> None:
         self._continuing = self.rpc.send("Command", {"name": "continue"})
 
-    def _wait_for_stop(self, deadline: float, stop: threading.Event) -> dict[str, Any] | None:
+    def _wait_for_stop(self, deadline: float, stop: StopFlag) -> dict[str, Any] | None:
         assert self._continuing is not None
         while not stop.is_set() and time.monotonic() < deadline:
             result = self.rpc.answer(self._continuing, min(POLL_S, deadline - time.monotonic()))

@@ -7,6 +7,7 @@ import signal
 
 import pexpect
 
+from sampler import procfs
 from sampler.backends.cycle import CALL_TIMEOUT_S
 from sampler.backends.delve import parse
 from sampler.backends.delve.leave import after_dlv_killed
@@ -29,7 +30,8 @@ class DelveTerminal:
 
     @property
     def alive(self) -> bool:
-        return self._child is not None and self._child.isalive()
+        # not pexpect's isalive(): once dlv's pty gave EOF, it waits for dlv's exit without a limit
+        return self._child is not None and self._child.pid is not None and procfs.is_running(self._child.pid)
 
     def rescue(self) -> DlvRescue:
         """What a guardian (a fork: it keeps the pty open) does with this dlv if sampler dies."""
@@ -121,6 +123,11 @@ class DelveTerminal:
         child, self._child = self._child, None
         if child is None:
             return
+        if self.left and child.pid is not None and not procfs.ends_within(child.pid, CALL_TIMEOUT_S):
+            self.left = False  # dlv said it let the target go but hangs: kill it and check
+        # pexpect waits for dlv's exit without a limit once the pty gave EOF; this wait is
+        # bounded: it sends SIGHUP, then SIGKILL
+        child.flag_eof = False
         try:
             child.close(force=True)
         except pexpect.ExceptionPexpect:
@@ -132,3 +139,4 @@ class DelveTerminal:
         if self._child is None:
             raise DebuggerError("dlv is not running")
         return self._child
+

@@ -13,7 +13,6 @@ import contextlib
 import functools
 import gc
 import re
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import ClassVar
@@ -54,6 +53,7 @@ from sampler.guardian import Guardian
 from sampler.journal import Journal
 from sampler.process import TargetProcess
 from sampler.sample import Reading, Value
+from sampler.stop import StopFlag
 
 
 class PtraceBackend:
@@ -154,7 +154,7 @@ class PtraceBackend:
                                    where.lstrip().startswith("*") else "the debug info's line table may be "
                                    "corrupted: give a function name, another line, or *ADDR of an instruction")
 
-    def sample(self, stop: threading.Event) -> Reading:
+    def sample(self, stop: StopFlag) -> Reading:
         if self.tracer is None or self.address is None:
             values, errors = self._evaluate(None)
             if errors:  # reads fail once it is gone
@@ -181,7 +181,7 @@ class PtraceBackend:
         finally:
             tracer.forget(address)  # the journal after the thread runs: an entry left late is harmless
 
-    def trace(self, stop: threading.Event, until: float) -> Reading | None:
+    def trace(self, stop: StopFlag, until: float) -> Reading | None:
         if self.tracer is None or self.address is None:
             raise UsageError("every-hit tracing needs --at")
         tracer = self.tracer
@@ -322,7 +322,7 @@ class PtraceBackend:
                 return member[1].type if member is not None else None
         return None
 
-    def idle(self, seconds: float, stop: threading.Event) -> None:
+    def idle(self, seconds: float, stop: StopFlag) -> None:
         if self.tracer is None:
             stop.wait(seconds)
         else:

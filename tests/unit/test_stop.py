@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -43,3 +46,25 @@ def test_set_never_blocks_even_when_its_pipe_is_full(flag: StopFlag) -> None:
         flag.set()
     assert flag.is_set()
 
+
+
+STORM = """
+import signal, sys, time
+from sampler.stop import StopFlag
+flag = StopFlag()
+signal.signal(signal.SIGALRM, lambda *_: flag.set())
+signal.setitimer(signal.ITIMER_REAL, 0.0007, 0.0007)
+end = time.monotonic() + 1
+while time.monotonic() < end:
+    flag.wait(0.00001)
+signal.setitimer(signal.ITIMER_REAL, 0)
+print("survived", flag.is_set())
+"""
+
+
+def test_a_storm_of_handlers_setting_it_during_waits_never_hangs() -> None:
+    """threading.Event hangs here (or overflows the stack) within a second: its set() in a
+    handler waits for the lock that the interrupted wait() holds. sampler hung so once in CI."""
+    result = subprocess.run([sys.executable, "-c", STORM], capture_output=True, text=True, timeout=60,
+                            cwd=Path(__file__).resolve().parents[2])
+    assert result.returncode == 0 and result.stdout.strip() == "survived True", result.stderr[-2000:]

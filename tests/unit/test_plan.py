@@ -129,3 +129,42 @@ def test_two_hits_that_read_differently_make_no_plan() -> None:
     second.read(0x1000, 8)
     second.read(0x1008, 8)
     assert second.plan(first.candidates()) is None
+
+
+def test_nearby_reads_from_one_base_are_one_read_and_plans_merge_into_one_call_per_level() -> None:
+    # GIVEN two expressions: b->w - b->r (b in rdi) and a global at a fixed address
+    memory = FakeMemory({0x1000: word(7) + word(3), 0x601000: word(5)})
+    first = Recorder(memory.read, registers(rdi=0x1000))
+    first.read(0x1008, 8)
+    first.read(0x1000, 8)
+    second = Recorder(memory.read, registers(rdi=0x1000), fixed=[(0x601000, 0x601008)])
+    second.read(0x601000, 8)
+    merged, starts = ReadPlan.merged([planned(first), planned(second)])
+    assert starts == [0, 2]
+    # WHEN the merged plan runs at a hit
+    calls: list[list[tuple[int, int]]] = []
+    later = FakeMemory({0x2000: word(9) + word(4), 0x601000: word(6)})
+
+    def read_many(wanted: list[tuple[int, int]]) -> list[bytes | None]:
+        calls.append(wanted)
+        return later.read_many(wanted)
+
+    snapshot = merged.run(registers(rdi=0x2000), read_many)
+    # THEN one call read w and r as one 16-byte read, and the global beside it
+    assert sorted(calls[0]) == [(0x2000, 16), (0x601000, 8)] and len(calls) == 1
+    assert snapshot.read(0x2008, 8) == word(4) and snapshot.read(0x2000, 8) == word(9)
+    assert snapshot.read(0x601000, 8) == word(6) and not snapshot.missed
+
+
+def test_a_joint_read_that_crosses_into_unmapped_memory_is_read_apart() -> None:
+    memory = FakeMemory({0x1000: word(1) + word(2)})
+    recorder = Recorder(memory.read, registers(rdi=0x1000))
+    recorder.read(0x1000, 8)
+    with pytest.raises(UnreadableMemory):
+        recorder.read(0x1010, 8)  # past the mapping's end
+    plan = planned(recorder)
+    snapshot = plan.run(registers(rdi=0x1000), memory.read_many)
+    assert snapshot.read(0x1000, 8) == word(1)
+    with pytest.raises(UnreadableMemory):
+        snapshot.read(0x1010, 8)
+    assert not snapshot.missed

@@ -43,7 +43,7 @@ from sampler.backends.ptrace.instructions import MAX_FUNCTION, starts_instructio
 from sampler.backends.ptrace.locate import NO_DEBUG_HINT, Place, defines_package, find_global, resolve
 from sampler.backends.ptrace.memory import Memory, UnreadableMemory
 from sampler.backends.ptrace.modules import Module, Modules
-from sampler.backends.ptrace.plan import PlanMiss, ReadPlan, Recorder, Snapshot, Step
+from sampler.backends.ptrace.plan import PlanMiss, ReadPlan, Recorder, Step
 from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.tracer import Hit, Tracer
 from sampler.config import SessionConfig
@@ -87,6 +87,8 @@ class PtraceBackend:
         self._plans: list[ReadPlan | None] | None = None
         """The reads a hit needs, per expression, learnt at the first two hits (plan.py);
         None for an expression evaluated in full at every hit."""
+        self._merged: ReadPlan | None = None
+        """Every plan's reads and the thread column's as one plan (one system call per level)."""
         if config.location is not None:
             self.place = resolve(modules, config.location)
             self.address, self.function = self.place.address, self.place.function
@@ -202,11 +204,10 @@ class PtraceBackend:
         assert memory is not None
         count = len(self.config.expressions)
         results: list[tuple[Value, str] | None] = [None] * count
-        snapshots: list[Snapshot | None] = [None] * count
         recorders: list[Recorder] = []
-        plans = self._plans
+        plans, merged = self._plans, self._merged
         try:
-            if plans is None:
+            if plans is None or merged is None:
                 fixed = [(o.location.address, o.location.address + max(o.type.size, 1))
                          for o in self._globals.values() if o is not None and isinstance(o.location, InMemory)]
                 recorders = [Recorder(memory.read, hit.registers, fixed) for _ in range(count)]
@@ -217,21 +218,19 @@ class PtraceBackend:
                 for index, plan in enumerate(plans[:count]):
                     if plan is None:  # the data chooses its reads: in full, now
                         results[index] = self._evaluate_one(hit, index)
-                    else:
-                        snapshots[index] = plan.run(hit.registers, memory.read_many)
-                thread_snapshot = self._thread_plan.run(hit.registers, memory.read_many)
+                snapshot = merged.run(hit.registers, memory.read_many)
         finally:
             let_go(hit)
             resumed = time.monotonic()
-        if plans is None:
+        if plans is None or merged is None:
             self._learn(recorders)
         else:
-            for index, snapshot in enumerate(snapshots):
-                if snapshot is not None:
+            for index, plan in enumerate(plans[:count]):
+                if plan is not None:
                     results[index] = self._evaluate_one(hit, index, snapshot.read)
-                    if snapshot.missed:
-                        self._plans = self._learnt = None  # the next two hits are read in full
-            thread = self._thread_of(hit, thread_snapshot.read)
+            if snapshot.missed:
+                self._plans = self._merged = self._learnt = None  # the next two hits are read in full
+            thread = self._thread_of(hit, snapshot.read)
         values, errors = _joined(self.config.expressions, results)
         return Reading(values, thread=thread, pause_us=(resumed - hit.seen) * 1e6,
                        wait_us=(hit.seen - since) * 1e6, error="; ".join(errors))
@@ -248,6 +247,7 @@ class PtraceBackend:
             self._learnt = found
             return
         self._plans = [None if r.unstable else p for r, p in zip(recorders, made)]
+        self._merged, _ = ReadPlan.merged([*(p for p in self._plans if p is not None), self._thread_plan])
         self._learnt = None
 
     @functools.cached_property

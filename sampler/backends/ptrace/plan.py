@@ -142,6 +142,26 @@ def _key(step: Step) -> tuple[object, ...]:
             step.size if step.size_from is None else None)
 
 
+SPAN = 256
+"""Reads from one base (a register, a word read before, the globals) whose bytes lie within
+this many are made as one read: b->w and b->r are one read of 16 bytes."""
+MASK = (1 << 64) - 1
+
+
+@dataclass(frozen=True)
+class _Group:
+    """One read of a level: the steps it serves, from one base."""
+    kind: str
+    source: str | int
+    within: int
+    start: int
+    """Offset of the read from the base."""
+    size: int
+    members: tuple[tuple[int, int, int], ...]
+    """(step index, where its bytes start in the read, its size)."""
+    size_from: tuple[int, int] | None = None
+
+
 class ReadPlan:
     def __init__(self, steps: list[Step]) -> None:
         self.steps = steps
@@ -153,48 +173,91 @@ class ReadPlan:
             depth.append(1 + max((depth[n] for n in needs), default=-1))
         self.levels = [[i for i, d in enumerate(depth) if d == level] for level in range(max(depth, default=-1) + 1)]
         """Indexes of the steps, by how many reads each waits for: a level is one system call."""
+        self._groups = [self._group(level) for level in self.levels]
+
+    @classmethod
+    def merged(cls, plans: Sequence[ReadPlan]) -> tuple[ReadPlan, list[int]]:
+        """One plan making the reads of all ``plans`` (each level in one system call for all
+        of them), and where each plan's steps start in it."""
+        steps: list[Step] = []
+        starts = []
+        for plan in plans:
+            base = len(steps)
+            starts.append(base)
+            for step in plan.steps:
+                source = int(step.source) + base if step.kind == "word" else step.source
+                size_from = (step.size_from[0] + base, step.size_from[1]) if step.size_from else None
+                steps.append(Step(step.kind, source, step.within, step.offset, step.size, size_from))
+        return cls(steps), starts
+
+    def _group(self, level: list[int]) -> list[_Group]:
+        """The level's reads: steps of fixed size from one base, within SPAN, share one."""
+        groups: list[_Group] = []
+        by_base: dict[tuple[str, str | int, int], list[int]] = {}
+        for index in level:
+            step = self.steps[index]
+            if step.size_from is not None:  # its size is read at the hit
+                groups.append(_Group(step.kind, step.source, step.within, step.offset, step.size,
+                                     ((index, 0, step.size),), step.size_from))
+            else:
+                by_base.setdefault((step.kind, step.source, step.within), []).append(index)
+        for (kind, source, within), indexes in by_base.items():
+            indexes.sort(key=lambda i: self.steps[i].offset)
+            run: list[int] = []
+            for index in [*indexes, -1]:
+                next_step = self.steps[index] if index >= 0 else None
+                if run and (next_step is None or next_step.offset + next_step.size - self.steps[run[0]].offset > SPAN):
+                    first = self.steps[run[0]].offset
+                    end = max(self.steps[i].offset + self.steps[i].size for i in run)
+                    groups.append(_Group(kind, source, within, first, end - first,
+                                         tuple((i, self.steps[i].offset - first, self.steps[i].size) for i in run)))
+                    run = []
+                if next_step is not None:
+                    run.append(index)
+        return groups
 
     def run(self, registers: object, read_many: ReadMany) -> Snapshot:
-        """The plan's reads at this hit: only reads (the caller's thread is stopped), the
-        independent ones together in one system call, then each level of pointers."""
-        count = len(self.steps)
-        got: list[bytes | None] = [None] * count
-        sizes = [0] * count
-        addresses = [0] * count
+        """The plan's reads at this hit: only reads (the caller's thread is stopped), each
+        level in one system call, nearby reads from one base as one."""
+        got: list[bytes | None] = [None] * len(self.steps)
         snapshot = Snapshot()
-        for level in self.levels:
+        for groups in self._groups:
             wanted: list[tuple[int, int]] = []
-            which: list[int] = []
-            for index in level:
-                step = self.steps[index]
-                if step.kind == "reg":
-                    address = (int(getattr(registers, str(step.source))) & (1 << 64) - 1) + step.offset
-                elif step.kind == "word":
-                    base = got[int(step.source)]
-                    if base is None:
+            made: list[_Group] = []
+            for group in groups:
+                if group.kind == "reg":
+                    base = int(getattr(registers, str(group.source))) & MASK
+                elif group.kind == "word":
+                    read = got[int(group.source)]
+                    if read is None:
                         continue
-                    address = int.from_bytes(base[step.within:step.within + 8], "little") + step.offset
+                    base = int.from_bytes(read[group.within:group.within + 8], "little")
                 else:
-                    address = step.offset
-                size = step.size
-                if step.size_from is not None:
-                    where = got[step.size_from[0]]
+                    base = 0
+                address, size = base + group.start, group.size
+                if group.size_from is not None:
+                    where = got[group.size_from[0]]
                     if where is None:
                         continue
-                    at = step.size_from[1]
+                    at = group.size_from[1]
                     size = min(int.from_bytes(where[at:at + 8], "little"), MAX_SIZE)
-                if size == 0:
-                    got[index] = b""
-                    continue
+                    if size == 0:
+                        got[group.members[0][0]] = b""
+                        continue
                 if not 0 < address < 1 << 63:
-                    snapshot.bytes[(address, size)] = None
+                    snapshot.spans.append((address, size, None))
                     continue
-                addresses[index], sizes[index] = address, size
                 wanted.append((address, size))
-                which.append(index)
-            for index, data in zip(which, read_many(wanted)):
-                got[index] = data
-                snapshot.bytes[(addresses[index], sizes[index])] = data
+                made.append(group)
+            for group, (address, size), data in zip(made, wanted, read_many(wanted)):
+                if data is None and len(group.members) > 1:  # one of them crosses into unmapped memory
+                    for index, at, part in group.members:
+                        [got[index]] = read_many([(address + at, part)])
+                        snapshot.spans.append((address + at, part, got[index]))
+                    continue
+                snapshot.spans.append((address, size, data))
+                for index, at, part in group.members:
+                    got[index] = data if data is None or len(group.members) == 1 else data[at:at + part]
         return snapshot
 
 
@@ -202,15 +265,15 @@ class Snapshot:
     """The bytes a plan read at one hit, served to the evaluation after the thread went on."""
 
     def __init__(self) -> None:
-        self.bytes: dict[tuple[int, int], bytes | None] = {}
+        self.spans: list[tuple[int, int, bytes | None]] = []
+        """(address, size, bytes or None: unreadable) of each read made."""
         self.missed = False
 
     def read(self, address: int, size: int) -> bytes:
-        try:
-            data = self.bytes[(address, size)]
-        except KeyError:
-            self.missed = True
-            raise PlanMiss(f"{size} bytes at {address:#x} were not read while the thread was stopped") from None
-        if data is None:
-            raise UnreadableMemory(f"cannot read {size} bytes at {address:#x}")
-        return data
+        for start, length, data in self.spans:
+            if start <= address and address + size <= start + length:
+                if data is None:
+                    raise UnreadableMemory(f"cannot read {size} bytes at {address:#x}")
+                return data if (start, length) == (address, size) else data[address - start:address - start + size]
+        self.missed = True
+        raise PlanMiss(f"{size} bytes at {address:#x} were not read while the thread was stopped")

@@ -43,7 +43,7 @@ class Hit:
     registers: Any
     """python-ptrace's user_regs_struct of the stopped thread."""
     seen: float
-    """When sampler learnt of the stop (monotonic seconds)."""
+    """When waitpid told sampler of the stop (monotonic seconds)."""
 
 
 class Tracer:
@@ -63,6 +63,8 @@ class Tracer:
         self.stops: dict[int, int] = {}
         """ptrace-stops seen per thread (breakpoint traps and passed-on signals alike)."""
         self.exit_status: int | None = None
+        self._seen = 0.0
+        """When the last event came out of waitpid (monotonic seconds)."""
         self._wake_r = self._wake_w = -1
         self._previous: tuple[Any, int] | None = None
 
@@ -263,10 +265,10 @@ class Tracer:
         elif event:
             self._request(ptrace_func.PTRACE_CONT, tid, 0, 0)
         elif sig == signal.SIGTRAP:
-            registers = ptrace_func.ptrace_getregs(tid)
+            registers = calls.get_registers(tid)
             address = registers.rip - 1
             if address in self.armed:
-                return Hit(tid, address, registers, time.monotonic())
+                return Hit(tid, address, registers, self._seen)
             if address in self.known:  # hit at the same moment as another thread: rewind, go on
                 self.resume(Hit(tid, address, registers, 0.0))
             else:
@@ -277,7 +279,7 @@ class Tracer:
 
     def _rewind_if_ours(self, tid: int) -> bool:
         try:
-            registers = ptrace_func.ptrace_getregs(tid)
+            registers = calls.get_registers(tid)
         except PtraceError:
             return False
         if registers.rip - 1 not in self.known:
@@ -294,6 +296,7 @@ class Tracer:
                 return
             if tid == 0:
                 return
+            self._seen = time.monotonic()  # a hit's pause starts here, with the kernel's word of it
             yield tid, status
 
     def _request(self, request: int, tid: int, addr: int = 0, data: int = 0) -> bool:

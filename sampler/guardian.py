@@ -65,6 +65,7 @@ class Guardian:
                 name_process(b"sampler-guard")
                 for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
                     signal.signal(signum, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_SETMASK, set())  # a tracer blocks SIGCHLD
                 code = _watch(read_end, rescue)
             finally:
                 os._exit(code)

@@ -45,3 +45,17 @@ def set_registers(tid: int, registers: Any) -> None:
 def _fail(command: int, tid: int) -> None:
     errno = ctypes.get_errno()
     raise PtraceError(f"ptrace({command}, {tid}) failed: {os.strerror(errno)}", errno=errno, pid=tid)
+
+
+_SFD_NONBLOCK, _SFD_CLOEXEC = 0o4000, 0o2000000
+
+
+def signalfd(signums: set[int]) -> int:
+    """A file descriptor that reads these (blocked) signals: they then cost no handler."""
+    mask = (ctypes.c_uint64 * 16)()  # sigset_t: 1024 bits
+    for signum in signums:
+        mask[(signum - 1) // 64] |= 1 << ((signum - 1) % 64)
+    fd = int(_libc.signalfd(-1, ctypes.byref(mask), _SFD_NONBLOCK | _SFD_CLOEXEC))
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), f"signalfd: {os.strerror(ctypes.get_errno())}")
+    return fd

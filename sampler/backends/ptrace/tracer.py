@@ -46,6 +46,9 @@ class Hit:
     """When waitpid told sampler of the stop (monotonic seconds)."""
 
 
+SLEEP_SLICE_S = 0.1
+
+
 class Tracer:
     def __init__(self, pid: int, memory: Memory, journal: Journal | None = None,
                  guardian: Guardian | None = None) -> None:
@@ -66,7 +69,7 @@ class Tracer:
         self._seen = 0.0
         """When the last event came out of waitpid (monotonic seconds)."""
         self._wake_r = self._wake_w = self._child_fd = -1
-        self._previous: tuple[Any, int] | None = None
+        self._previous: tuple[Any, int, Any] | None = None
 
     # -- attach and detach ----------------------------------------------------
 
@@ -310,29 +313,29 @@ class Tracer:
             raise DebuggerError(f"ptrace request {request:#x} on thread {tid} failed: {e}") from None
 
     # -- sleeping until something happens --------------------------------------------
-    # SIGCHLD (a thread stopped) is blocked and read from a signalfd: a handler would run
-    # inside every ptrace request that wakes a thread which soon stops again (every-hit
-    # mode: 5-7 us per request). The session's stop signals write to a wakeup pipe. One
-    # select() waits for either, with a timeout.
+    # SIGCHLD (a thread stopped) is blocked in this thread and read from a signalfd: a
+    # handler would run inside every ptrace request that wakes a thread which soon stops
+    # again (every-hit mode: 5-7 us per request). Where other threads leave it unblocked
+    # (a program that runs the tracer in-process, as the tests do), the kernel hands it to
+    # one of them; the handler and the wakeup pipe then wake the select as before. The
+    # session's stop signals write to the wakeup pipe too.
 
     def _start_wakeups(self) -> None:
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
-        try:
-            self._child_fd = calls.signalfd({signal.SIGCHLD})
-        except OSError:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-            raise
+        previous_handler = signal.signal(signal.SIGCHLD, lambda *_: None)
         previous_fd = signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
-        self._previous = (mask, previous_fd)
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+        self._previous = (previous_handler, previous_fd, mask)
+        self._child_fd = calls.signalfd({signal.SIGCHLD})
 
     def _stop_wakeups(self) -> None:
         if self._previous is not None:
-            mask, fd = self._previous
-            signal.set_wakeup_fd(fd)
+            handler, fd, mask = self._previous
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            signal.set_wakeup_fd(fd)
+            signal.signal(signal.SIGCHLD, handler)
             self._previous = None
         for fd in (self._wake_r, self._wake_w, self._child_fd):
             if fd >= 0:
@@ -340,9 +343,11 @@ class Tracer:
         self._wake_r = self._wake_w = self._child_fd = -1
 
     def _sleep(self, timeout: float) -> None:
+        """Until a signal comes or ``timeout``; at most SLEEP_SLICE_S, so that a wake-up the
+        kernel gave to another thread costs a slice, not the whole wait."""
         if timeout <= 0:
             return
-        ready, _, _ = select.select([self._wake_r, self._child_fd], [], [], timeout)
+        ready, _, _ = select.select([self._wake_r, self._child_fd], [], [], min(timeout, SLEEP_SLICE_S))
         for fd in ready:
             try:
                 while os.read(fd, 1024):

@@ -174,6 +174,7 @@ class PtraceBackend:
                 tracer.disarm(address)
             else:
                 tracer.restore(address)  # the byte goes back before the thread does
+                tracer.rewind(hit)  # and the thread onto it, before anything else is read
         if hit is None:
             waited = time.monotonic() - armed
             return Reading((None,) * len(self.config.expressions), wait_us=waited * 1e6,

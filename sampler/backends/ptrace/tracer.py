@@ -44,6 +44,8 @@ class Hit:
     """python-ptrace's user_regs_struct of the stopped thread."""
     seen: float
     """When waitpid told sampler of the stop (monotonic seconds)."""
+    rewound: bool = False
+    """Its rip is set back onto the breakpoint's instruction (in the thread, not only here)."""
 
 
 SLEEP_SLICE_S = 0.1
@@ -178,11 +180,20 @@ class Tracer:
         if self.journal is not None and address not in self.armed:
             self.journal.forget(address)
 
-    def resume(self, hit: Hit) -> None:
-        """Rewind the hitting thread onto the original instruction and let it go."""
+    def rewind(self, hit: Hit) -> None:
+        """Set the held thread back onto the original instruction, at once: if sampler is
+        killed while it holds the thread, the kernel lets it go from there, not from the
+        middle of the instruction (the byte is back by then, or the guardian puts it back)."""
         hit.registers.rip = hit.address
-        if self._set_registers(hit):
-            self._request(calls.PTRACE_CONT, hit.tid)
+        hit.rewound = self._set_registers(hit)
+
+    def resume(self, hit: Hit) -> None:
+        """Rewind the hitting thread onto the original instruction (unless done) and let it go."""
+        if not hit.rewound:
+            self.rewind(hit)
+            if not hit.rewound:
+                return  # the thread is gone
+        self._request(calls.PTRACE_CONT, hit.tid)
 
     def _set_registers(self, hit: Hit) -> bool:
         """Write the hit's registers back; False when the thread vanished meanwhile (ESRCH)."""
@@ -200,9 +211,10 @@ class Tracer:
         a hit by another thread in those microseconds is missed."""
         original = self.armed.pop(hit.address)
         self.memory.write(hit.address, original)
-        hit.registers.rip = hit.address
+        if not hit.rewound:
+            self.rewind(hit)
         signum = 0
-        stepping = self._set_registers(hit)  # False: the thread vanished (ESRCH)
+        stepping = hit.rewound  # False: the thread vanished (ESRCH)
         while stepping:
             if not self._request(calls.PTRACE_SINGLESTEP, hit.tid, 0, signum):
                 break  # the thread is gone

@@ -57,12 +57,10 @@ class Memory:
         read. The kernel stops at the first that fails: the rest are read one by one."""
         count = len(wanted)
         if count == 1:  # a pread costs less than building a readv's vectors
-            address, size = wanted[0]
             try:
-                data = os.pread(self._fd, size, address)
-            except (OSError, OverflowError):
+                return [self.read(*wanted[0])]
+            except UnreadableMemory:
                 return [None]
-            return [data if len(data) == size else None]
         if count == 0:
             return []
         total = sum(size for _, size in wanted)

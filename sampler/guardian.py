@@ -25,7 +25,7 @@ import signal
 import time
 from typing import Protocol
 
-from sampler import scheduling
+from sampler import procfs, scheduling
 from sampler.supervisor import name_process
 
 PATCH = b"P"
@@ -88,15 +88,13 @@ class Guardian:
             os.close(self._write_end)
         except OSError:
             pass
-        deadline = time.monotonic() + DISMISS_TIMEOUT_S
-        while True:  # not a blocking waitpid: a guardian that hangs must not hang sampler
+        # not a blocking waitpid: a guardian that hangs must not hang sampler (one that has not
+        # ended by then is left to init: it ends on "done" or EOF)
+        if procfs.ends_within(self.pid, DISMISS_TIMEOUT_S):
             try:
-                pid, _ = os.waitpid(self.pid, os.WNOHANG)
+                os.waitpid(self.pid, os.WNOHANG)
             except ChildProcessError:
-                return  # reaped already
-            if pid or time.monotonic() >= deadline:
-                return  # ended, or left to init (it ends on "done" or EOF)
-            time.sleep(0.005)
+                pass  # reaped already
 
 
 def _watch(fd: int, rescue: Rescue) -> int:

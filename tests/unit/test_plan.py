@@ -139,8 +139,8 @@ def test_nearby_reads_from_one_base_are_one_read_and_plans_merge_into_one_call_p
     first.read(0x1000, 8)
     second = Recorder(memory.read, registers(rdi=0x1000), fixed=[(0x601000, 0x601008)])
     second.read(0x601000, 8)
-    merged, starts = ReadPlan.merged([planned(first), planned(second)])
-    assert starts == [0, 2]
+    merged = ReadPlan.merged([planned(first), planned(second)])
+    assert [(step.kind, step.offset) for step in merged.steps] == [("reg", 8), ("reg", 0), ("fixed", 0x601000)]
     # WHEN the merged plan runs at a hit
     calls: list[list[tuple[int, int]]] = []
     later = FakeMemory({0x2000: word(9) + word(4), 0x601000: word(6)})

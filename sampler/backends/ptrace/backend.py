@@ -248,7 +248,7 @@ class PtraceBackend:
             self._learnt = found
             return
         self._plans = [None if r.unstable else p for r, p in zip(recorders, made)]
-        self._merged, _ = ReadPlan.merged([*(p for p in self._plans if p is not None), self._thread_plan])
+        self._merged = ReadPlan.merged([*(p for p in self._plans if p is not None), self._thread_plan])
         self._learnt = None
 
     @functools.cached_property

@@ -171,24 +171,21 @@ class ReadPlan:
             if step.size_from is not None:
                 needs.append(step.size_from[0])
             depth.append(1 + max((depth[n] for n in needs), default=-1))
-        self.levels = [[i for i, d in enumerate(depth) if d == level] for level in range(max(depth, default=-1) + 1)]
-        """Indexes of the steps, by how many reads each waits for: a level is one system call."""
-        self._groups = [self._group(level) for level in self.levels]
+        # the steps by how many reads each waits for: a level is one system call
+        levels = [[i for i, d in enumerate(depth) if d == level] for level in range(max(depth, default=-1) + 1)]
+        self._groups = [self._group(level) for level in levels]
 
     @classmethod
-    def merged(cls, plans: Sequence[ReadPlan]) -> tuple[ReadPlan, list[int]]:
-        """One plan making the reads of all ``plans`` (each level in one system call for all
-        of them), and where each plan's steps start in it."""
+    def merged(cls, plans: Sequence[ReadPlan]) -> ReadPlan:
+        """One plan making the reads of all ``plans`` (each level in one system call for all of them)."""
         steps: list[Step] = []
-        starts = []
         for plan in plans:
             base = len(steps)
-            starts.append(base)
             for step in plan.steps:
                 source = int(step.source) + base if step.kind == "word" else step.source
                 size_from = (step.size_from[0] + base, step.size_from[1]) if step.size_from else None
                 steps.append(Step(step.kind, source, step.within, step.offset, step.size, size_from))
-        return cls(steps), starts
+        return cls(steps)
 
     def _group(self, level: list[int]) -> list[_Group]:
         """The level's reads: steps of fixed size from one base, within SPAN, share one."""

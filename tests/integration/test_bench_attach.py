@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import pytest
 
-from tests.integration.targets import have_delve, run_bench
+from tests.integration.targets import have_delve, read_csv, run_bench
 
 
 def test_bench_attach_measures_every_tool_on_every_binary(tmp_path: Path) -> None:
     if not have_delve():
         pytest.skip("dlv or the Go targets are missing (make setup installs them)")
     run_bench("attach.py", tmp_path)
-    with open(tmp_path / "attach.csv") as f:
-        rows = list(csv.DictReader(f))
+    rows = read_csv(tmp_path / "attach.csv")
     measured = {(r["binary"], r["tool"]) for r in rows}
     assert measured == {("ringbuf-c (C)", "sampler (ptrace)")} | {
         (binary, tool) for binary in ("ringbuf-go", "httpd-go")

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import pytest
 
-from tests.integration.targets import have_delve, run_bench
+from tests.integration.targets import have_delve, read_csv, run_bench
 
 
 def test_bench_limit_measures_sampler_beside_the_reference(tmp_path: Path) -> None:
     if not have_delve():
         pytest.skip("the Go target is missing (make setup builds it)")
     run_bench("limit.py", tmp_path)
-    with open(tmp_path / "limit.csv") as f:
-        rows = list(csv.DictReader(f))
+    rows = read_csv(tmp_path / "limit.csv")
     for target in ("C -O2", "Go"):
         for mode in ("10 Hz", "1 kHz", "every hit"):
             mine = [r for r in rows if (r["target"], r["mode"]) == (target, mode)]

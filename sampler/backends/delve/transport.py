@@ -139,4 +139,3 @@ class DelveTerminal:
         if self._child is None:
             raise DebuggerError("dlv is not running")
         return self._child
-

@@ -367,6 +367,7 @@ class Tracer:
             except BlockingIOError:
                 pass
 
+
 def _tasks(pid: int) -> list[int]:
     try:
         return procfs.tasks(pid)

@@ -184,6 +184,12 @@ class Journal:
         elif self._folder is not None:
             remove_entry(self._folder, self.name)
 
+    def clear(self) -> None:
+        """Every byte is back: the entry goes."""
+        self.patches.clear()
+        if self._folder is not None:
+            remove_entry(self._folder, self.name)
+
     def close(self) -> None:
         """Let go of the folder (the entry stays if bytes are still patched)."""
         if self._folder is not None:

@@ -81,13 +81,13 @@ class Session:
                 return
             self.summary.skipped_ticks += tick.skipped
             delay = tick.deadline - self.clock()
-            if delay > 0:
-                with scheduling.prompt_wakeup():  # the tick starts on time though the cores are busy
+            with scheduling.prompt_wakeup():  # on time though the cores are busy; see scheduling.py
+                if delay > 0:
                     self.backend.idle(delay, self.stop)
-                if self.stop.is_set():
-                    return
-            late_s = schedule.lateness(tick)
-            reading = self.backend.sample(self.stop)
+                    if self.stop.is_set():
+                        return
+                late_s = schedule.lateness(tick)
+                reading = self.backend.sample(self.stop)
             self._emit(reading, started_wall, tick.deadline - schedule.start + late_s, late_s)
 
     def _trace_loop(self) -> None:

@@ -43,7 +43,7 @@ from sampler.backends.ptrace.instructions import MAX_FUNCTION, starts_instructio
 from sampler.backends.ptrace.locate import NO_DEBUG_HINT, Place, defines_package, find_global, resolve
 from sampler.backends.ptrace.memory import Memory, UnreadableMemory
 from sampler.backends.ptrace.modules import Module, Modules
-from sampler.backends.ptrace.plan import PlanMiss, ReadPlan, Recorder, Step
+from sampler.backends.ptrace.plan import PlanMiss, ReadPlan, Recorder, Snapshot, Step
 from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.tracer import Hit, Tracer
 from sampler.config import SessionConfig
@@ -89,6 +89,9 @@ class PtraceBackend:
         None for an expression evaluated in full at every hit."""
         self._merged: ReadPlan | None = None
         """Every plan's reads and the thread column's as one plan (one system call per level)."""
+        self._warm: Hit | None = None
+        self._runner: Callable[[object], Snapshot] | None = None
+        """The merged plan made for the hot path (Tracer.catch), when every expression has a plan."""
         if config.location is not None:
             self.place = resolve(modules, config.location)
             self.address, self.function = self.place.address, self.place.function
@@ -164,25 +167,37 @@ class PtraceBackend:
                 self.memory.check_alive()
             return Reading(values, error="; ".join(errors))
         tracer, address = self.tracer, self.address
-        tracer.arm(address)  # journaled first (fsynced): not counted in wait_us
+        runner = self._runner
+        if runner is not None and self._warm is not None:
+            tracer.warm(runner, self._warm)
+        tracer.arm(address)  # journaled at the first sample (fsynced): not counted in wait_us
         armed = time.monotonic()
+        deadline = armed + self.config.hit_timeout_s
+        if runner is not None:  # the hot path: only the plan's reads while the thread waits
+            caught = None
+            try:
+                caught = tracer.catch(address, deadline, stop, runner)
+            finally:
+                if caught is None:
+                    tracer.disarm(address)
+            if caught is None:
+                return self._missed(stop, armed)
+            self._warm = caught[0]
+            return self._reading(caught[0], armed, [None] * len(self.config.expressions), caught[1])
         hit = None
         try:
-            hit = tracer.wait_for_hit(armed + self.config.hit_timeout_s, stop)
+            hit = tracer.wait_for_hit(deadline, stop)
         finally:
-            if hit is None:
-                tracer.disarm(address)
-            else:
-                tracer.restore(address)  # the byte goes back before the thread does
+            tracer.disarm(address)  # the byte goes back before the thread does
+            if hit is not None:
                 tracer.rewind(hit)  # and the thread onto it, before anything else is read
         if hit is None:
-            waited = time.monotonic() - armed
-            return Reading((None,) * len(self.config.expressions), wait_us=waited * 1e6,
-                           error=miss(stop, self.config.hit_timeout_s))
-        try:
-            return self._read_hit(hit, armed, tracer.resume)
-        finally:
-            tracer.forget(address)  # the journal after the thread runs: an entry left late is harmless
+            return self._missed(stop, armed)
+        return self._read_hit(hit, armed, tracer.resume)
+
+    def _missed(self, stop: StopFlag, armed: float) -> Reading:
+        return Reading((None,) * len(self.config.expressions), wait_us=(time.monotonic() - armed) * 1e6,
+                       error=miss(stop, self.config.hit_timeout_s))
 
     def trace(self, stop: StopFlag, until: float) -> Reading | None:
         if self.tracer is None or self.address is None:
@@ -190,17 +205,23 @@ class PtraceBackend:
         tracer = self.tracer
         tracer.arm(self.address)  # stays armed between hits; detach takes it out
         waiting = time.monotonic()
+        runner = self._runner
+        if runner is not None:
+            caught = tracer.catch(self.address, until, stop, runner, keep=True)
+            if caught is None:
+                return None
+            return self._reading(caught[0], waiting, [None] * len(self.config.expressions), caught[1])
         hit = tracer.wait_for_hit(until, stop)
         if hit is None:
             return None
         return self._read_hit(hit, waiting, tracer.step_over)
 
     def _read_hit(self, hit: Hit, since: float, let_go: Callable[[Hit], None]) -> Reading:
-        """Read at the hit, let the thread go on every way out, then evaluate; say how long it
-        was held. With read plans (plan.py) only their reads happen while the thread waits,
-        and an expression whose reads the data chooses (an interface, a C string) is
-        evaluated there in full; the first hit, and the one after a plan missed, is
-        evaluated in full to make the plans."""
+        """The careful way: read at the hit, let the thread go on every way out, then
+        evaluate; say how long it was held. The first hit, and the one after a plan missed,
+        is evaluated in full while the thread waits, to make the read plans (plan.py); an
+        expression whose reads the data chooses (an interface, a C string) is evaluated there
+        in full at every hit, and the others from the plans' reads after the thread went on."""
         memory = self.memory
         assert memory is not None
         count = len(self.config.expressions)
@@ -222,18 +243,28 @@ class PtraceBackend:
                 snapshot = merged.run(hit.registers, memory.read_many)
         finally:
             let_go(hit)
-            resumed = time.monotonic()
+            hit.resumed = time.monotonic()
         if plans is None or merged is None:
             self._learn(recorders)
-        else:
-            for index, plan in enumerate(plans[:count]):
-                if plan is not None:
-                    results[index] = self._evaluate_one(hit, index, snapshot.read)
-            if snapshot.missed:
-                self._plans = self._merged = self._learnt = None  # the next two hits are read in full
-            thread = self._thread_of(hit, snapshot.read)
+            values, errors = _joined(self.config.expressions, results)
+            return Reading(values, thread=thread, pause_us=(hit.resumed - hit.seen) * 1e6,
+                           wait_us=(hit.seen - since) * 1e6, error="; ".join(errors))
+        self._warm = hit
+        return self._reading(hit, since, results, snapshot)
+
+    def _reading(self, hit: Hit, since: float, results: list[tuple[Value, str] | None],
+                 snapshot: Snapshot) -> Reading:
+        """After the thread went on: the row, each expression with a plan evaluated against
+        the bytes its plan read at the hit."""
+        assert self._plans is not None
+        for index, plan in enumerate(self._plans[:len(results)]):
+            if plan is not None:
+                results[index] = self._evaluate_one(hit, index, snapshot.read)
+        if snapshot.missed:
+            self._plans = self._merged = self._learnt = self._runner = None  # the next two hits in full
+        thread = self._thread_of(hit, snapshot.read)
         values, errors = _joined(self.config.expressions, results)
-        return Reading(values, thread=thread, pause_us=(resumed - hit.seen) * 1e6,
+        return Reading(values, thread=thread, pause_us=(hit.resumed - hit.seen) * 1e6,
                        wait_us=(hit.seen - since) * 1e6, error="; ".join(errors))
 
     def _learn(self, recorders: list[Recorder]) -> None:
@@ -250,6 +281,8 @@ class PtraceBackend:
         self._plans = [None if r.unstable else p for r, p in zip(recorders, made)]
         self._merged = ReadPlan.merged([*(p for p in self._plans if p is not None), self._thread_plan])
         self._learnt = None
+        if self.memory is not None and all(plan is not None for plan in self._plans):
+            self._runner = self._merged.runner(self.memory)
 
     @functools.cached_property
     def _thread_plan(self) -> ReadPlan:

@@ -7,7 +7,7 @@ import ctypes
 import os
 from typing import Any
 
-from ptrace.binding.linux_struct import user_regs_struct  # type: ignore[import-untyped]
+from ptrace.binding.linux_struct import user_regs_struct as user_regs_struct  # type: ignore[import-untyped]
 from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
 PTRACE_CONT = 7
@@ -16,9 +16,11 @@ PTRACE_GETREGS = 12
 PTRACE_SETREGS = 13
 
 _libc = ctypes.CDLL(None, use_errno=True)
-_ptrace = _libc.ptrace
-_ptrace.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
-_ptrace.restype = ctypes.c_long
+ptrace = _libc.ptrace
+"""ptrace(2) itself: -1 on failure (errno in ctypes.get_errno()), for the hot path."""
+ptrace.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+ptrace.restype = ctypes.c_long
+_ptrace = ptrace
 
 
 def request(command: int, tid: int, addr: int = 0, data: int = 0) -> None:

@@ -33,7 +33,7 @@ class Memory:
     def __init__(self, pid: int, writable: bool = False) -> None:
         self.pid = pid
         try:
-            self._fd = os.open(f"/proc/{pid}/mem", os.O_RDWR if writable else os.O_RDONLY)
+            self.fd = os.open(f"/proc/{pid}/mem", os.O_RDWR if writable else os.O_RDONLY)
         except FileNotFoundError:
             raise ProcessNotFound(f"no process with PID {pid}") from None
         except PermissionError:
@@ -45,7 +45,7 @@ class Memory:
         if address + size > LAST_ADDRESS or not 0 < size <= MAX_READ:
             raise UnreadableMemory(f"cannot read {size} bytes at {address:#x} (out of the address space)")
         try:
-            data = os.pread(self._fd, size, address)
+            data = os.pread(self.fd, size, address)
         except OSError:
             data = b""
         if len(data) != size:
@@ -86,10 +86,14 @@ class Memory:
             at += size
         return results
 
+    def batch(self, sizes: list[int]) -> Batch:
+        """Reads of these sizes, to be made again and again at other addresses."""
+        return Batch(self, sizes)
+
     def write(self, address: int, data: bytes) -> None:
         """Only ever used for the breakpoint byte and for putting the original back."""
         try:
-            written = os.pwrite(self._fd, data, address)
+            written = os.pwrite(self.fd, data, address)
         except OSError:
             written = -1
         if written != len(data):
@@ -102,6 +106,41 @@ class Memory:
             raise TargetExited(f"target process {self.pid} exited")
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class Batch:
+    """Reads of fixed sizes made at every hit (a read plan's level): the buffer and the
+    vectors are made once, so that a hit sets the addresses and makes one system call."""
+
+    def __init__(self, memory: Memory, sizes: list[int]) -> None:
+        self.memory = memory
+        self.count, self.total = len(sizes), sum(sizes)
+        self._buffer = ctypes.create_string_buffer(max(self.total, 1))
+        self._local, self._remote = (_Iovec * self.count)(), (_Iovec * self.count)()
+        at = ctypes.addressof(self._buffer)
+        for index, size in enumerate(sizes):
+            self._local[index].base, self._local[index].length = at, size
+            self._remote[index].length = size
+            at += size
+        self._size = sizes[0] if self.count == 1 else 0
+
+    def read(self, addresses: list[int]) -> bytes | None:
+        """The bytes of every read, one after the other; None unless all of them were read
+        (then the caller reads them the careful way, one by one)."""
+        if self.count == 1:  # a pread costs less than process_vm_readv's vectors
+            try:
+                data = os.pread(self.memory.fd, self._size, addresses[0])
+            except (OSError, OverflowError):
+                return None
+            return data if len(data) == self._size else None
+        remote = self._remote
+        for index, address in enumerate(addresses):
+            remote[index].base = address
+        try:
+            done = _readv(self.memory.pid, self._local, self.count, remote, self.count, 0)
+        except ctypes.ArgumentError:
+            return None
+        return self._buffer.raw[:self.total] if done == self.total else None

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sampler.backends.ptrace.memory import UnreadableMemory
+from sampler.backends.ptrace.memory import Memory, UnreadableMemory
 
 REACH = 1 << 20
 """How far past a base an offset may go and still explain an address (a field, an element)."""
@@ -256,6 +256,65 @@ class ReadPlan:
                 for index, at, part in group.members:
                     got[index] = data if data is None or len(group.members) == 1 else data[at:at + part]
         return snapshot
+
+
+    def runner(self, memory: Memory) -> Callable[[object], Snapshot]:
+        """``run`` made for one memory, for the hot path: each level's buffer and vectors are
+        made now, and a hit makes one system call per level with nothing else around it. A
+        plan whose sizes are read at the hit (a string), and any hit where a read fails or an
+        address is out of range, run the careful way (``run``)."""
+        def careful(registers: object) -> Snapshot:
+            return self.run(registers, memory.read_many)
+
+        if any(group.size_from is not None for groups in self._groups for group in groups):
+            return careful
+        levels = [(tuple((g.kind, g.source, g.within, g.start, g.size, g.members) for g in groups),
+                   memory.batch([g.size for g in groups])) for groups in self._groups if groups]
+        if len(levels) == 1 and len(levels[0][0]) == 1 and levels[0][0][0][0] != "word":
+            (kind, source, _, start, size, _), = levels[0][0]
+            batch = levels[0][1]
+            name = str(source)
+
+            def one(registers: object) -> Snapshot:  # the common case: one read from one register
+                address = ((int(getattr(registers, name)) & MASK) if kind == "reg" else 0) + start
+                data = batch.read([address]) if 0 < address < 1 << 63 else None
+                if data is None:
+                    return careful(registers)
+                snapshot = Snapshot()
+                snapshot.spans.append((address, size, data))
+                return snapshot
+            return one
+        steps = len(self.steps)
+
+        def levelled(registers: object) -> Snapshot:
+            got: list[bytes] = [b""] * steps
+            snapshot = Snapshot()
+            spans = snapshot.spans
+            for groups, batch in levels:
+                addresses = []
+                for kind, source, within, start, _, _ in groups:
+                    if kind == "reg":
+                        base = int(getattr(registers, str(source))) & MASK
+                    elif kind == "word":
+                        base = int.from_bytes(got[int(source)][within:within + 8], "little")
+                    else:
+                        base = 0
+                    address = base + start
+                    if not 0 < address < 1 << 63:
+                        return careful(registers)
+                    addresses.append(address)
+                raw = batch.read(addresses)
+                if raw is None:
+                    return careful(registers)
+                at = 0
+                for (_, _, _, _, size, members), address in zip(groups, addresses):
+                    data = raw[at:at + size]
+                    at += size
+                    spans.append((address, size, data))
+                    for index, offset, part in members:
+                        got[index] = data[offset:offset + part]
+            return snapshot
+        return levelled
 
 
 class Snapshot:

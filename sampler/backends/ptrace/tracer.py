@@ -5,14 +5,15 @@ not cause are passed on unchanged. All ptrace calls come from the main thread.
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import select
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ptrace.binding import func as ptrace_func  # type: ignore[import-untyped]
 from ptrace.error import PtraceError  # type: ignore[import-untyped]
@@ -31,9 +32,11 @@ PTRACE_O_TRACECLONE = 0x00000008
 PTRACE_EVENT_CLONE = 3
 PTRACE_EVENT_STOP = 128
 WALL = 0x40000000
+WNOHANG_WALL = os.WNOHANG | WALL
 INT3 = b"\xcc"
 GROUP_STOP_SIGNALS = {signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU}
 DETACH_TIMEOUT_S = 5.0
+T = TypeVar("T")
 
 
 @dataclass
@@ -46,9 +49,13 @@ class Hit:
     """When waitpid told sampler of the stop (monotonic seconds)."""
     rewound: bool = False
     """Its rip is set back onto the breakpoint's instruction (in the thread, not only here)."""
+    resumed: float = 0.0
+    """When it was let go (monotonic seconds; ``catch`` only)."""
 
 
 SLEEP_SLICE_S = 0.1
+TRAP_STOP = signal.SIGTRAP << 8 | 0x7F
+"""waitpid's status of a thread stopped by a plain SIGTRAP (no ptrace event): a breakpoint's."""
 
 
 class Tracer:
@@ -105,6 +112,7 @@ class Tracer:
         for address in list(self.armed):
             self.disarm(address)
         if self.journal is not None:
+            self.journal.clear()  # every byte is back: the entry goes
             self.journal.close()
         pending = set()
         for tid in list(self.threads):
@@ -162,23 +170,16 @@ class Tracer:
         self.memory.write(address, INT3)
 
     def disarm(self, address: int) -> None:
-        self.restore(address)
-        self.forget(address)
-
-    def restore(self, address: int) -> None:
-        """Put the original byte back (the journal still lists it: see forget)."""
+        """Put the original byte back. The journal keeps its entry until detach: an entry that
+        outlives its patch is harmless (repair writes only where an int3 stands), and a
+        journal written and synced at every sample cost the next pause 20-25 us where the
+        journal's folder is on disk (the sync's work goes on around the hit)."""
         original = self.armed.pop(address, None)
         if original is not None:
             try:
                 self.memory.write(address, original)
             except TargetExited:
                 pass  # the process is gone
-
-    def forget(self, address: int) -> None:
-        """Take a restored byte off the journal: after the thread has gone on, since an entry
-        that outlives its patch is harmless (repair finds the original byte in place)."""
-        if self.journal is not None and address not in self.armed:
-            self.journal.forget(address)
 
     def rewind(self, hit: Hit) -> None:
         """Set the held thread back onto the original instruction, at once: if sampler is
@@ -252,6 +253,79 @@ class Tracer:
                 return None
             self._sleep(remaining)
 
+    def catch(self, address: int, deadline: float, stop: Any, hold: Callable[[Any], T],
+              keep: bool = False) -> tuple[Hit, T] | None:
+        """The hot path of a sample. Serve events until a thread traps on ``address``; while
+        it is stopped, do nothing but put the byte back, rewind the thread, ``hold(registers)``
+        (a read plan's reads) and let it go; with ``keep``, read and step it over with the
+        breakpoint kept (``step_over``). Returns the hit, resumed, and what ``hold`` returned;
+        None at the deadline or on stop. Written flat on purpose: every call and object made
+        between waitpid and PTRACE_CONT is paid by the stopped thread, and on a cold cache (a
+        sample every 100 ms) each Python call costs microseconds."""
+        registers = calls.user_regs_struct()  # made before the hit, not during it
+        reference = ctypes.addressof(registers)
+        ptrace, waitpid, monotonic, fd = calls.ptrace, os.waitpid, time.monotonic, self.memory.fd
+        hit = None
+        while hit is None:
+            while True:
+                try:
+                    tid, status = waitpid(-1, WNOHANG_WALL)
+                except ChildProcessError:
+                    break
+                if tid == 0:
+                    break
+                seen = self._seen = monotonic()
+                if status == TRAP_STOP and ptrace(calls.PTRACE_GETREGS, tid, None, reference) != -1 \
+                        and registers.rip - 1 == address and address in self.armed:
+                    hit = Hit(tid, address, registers, seen)
+                    self.threads.add(tid)
+                    self.stops[tid] = self.stops.get(tid, 0) + 1
+                    break
+                hit = self._handle(tid, status)  # anything else, the general way
+                if hit is not None:
+                    address, registers, reference = hit.address, hit.registers, ctypes.addressof(hit.registers)
+                    break
+            if hit is None:
+                remaining = deadline - monotonic()
+                if remaining <= 0 or stop.is_set():
+                    return None
+                self._sleep(remaining)
+        try:
+            if keep:
+                held = hold(registers)
+            else:
+                original = self.armed.pop(address)
+                try:
+                    restored = os.pwrite(fd, original, address) == 1
+                except OSError:
+                    restored = False
+                if not restored:  # the careful way, for its errors
+                    self.armed[address] = original
+                    self.disarm(address)
+                registers.rip = address
+                hit.rewound = ptrace(calls.PTRACE_SETREGS, hit.tid, None, reference) != -1 \
+                    or self._set_registers(hit)
+                held = hold(registers)
+        finally:
+            if keep:
+                self.step_over(hit)
+            elif hit.rewound and ptrace(calls.PTRACE_CONT, hit.tid, None, None) == -1:
+                self._request(calls.PTRACE_CONT, hit.tid)  # again, for its error
+            hit.resumed = monotonic()
+        return hit, held
+
+    def warm(self, hold: Callable[[Any], Any], last: Hit) -> None:
+        """Before arming: run the hot path's code once, so that the next hit does not pay
+        for cold caches (at 10 Hz they are cold, and that cost the pause 20 us): the reads
+        at the last hit's registers (reads only), GETREGS of that thread (it runs: ESRCH;
+        stopped by a signal not yet served: a read) and SETREGS of sampler itself, which
+        no one traces (ESRCH): never of a thread of the target."""
+        registers = calls.user_regs_struct.from_buffer_copy(last.registers)
+        reference = ctypes.addressof(registers)
+        calls.ptrace(calls.PTRACE_GETREGS, last.tid, None, reference)
+        hold(registers)
+        calls.ptrace(calls.PTRACE_SETREGS, os.getpid(), None, reference)
+
     def serve_until(self, deadline: float, stop: Any) -> None:
         """Between samples: keep passing signals on and following new threads."""
         hit = self.wait_for_hit(deadline, stop)
@@ -306,7 +380,7 @@ class Tracer:
     def _events(self) -> Iterator[tuple[int, int]]:
         while True:
             try:
-                tid, status = os.waitpid(-1, os.WNOHANG | WALL)
+                tid, status = os.waitpid(-1, WNOHANG_WALL)
             except ChildProcessError:
                 return
             if tid == 0:

@@ -9,7 +9,9 @@
 //
 // Only the hitting thread stops (every thread is PTRACE_SEIZEd, new ones follow by
 // PTRACE_O_TRACECLONE); other stops are passed on. pause = from waitpid returning
-// with the trap to PTRACE_CONT. It prints one line:
+// with the trap to the PTRACE_CONT request (as sampler counts it: the time until the
+// request returns also holds the tracer's own preemption by the thread it let go).
+// It prints one line:
 //   samples=N median_pause_us=X p95_pause_us=Y hits_per_s=Z
 //
 // usage: reftracer oneshot PID ADDR(hex) REG COUNT HZ
@@ -161,8 +163,8 @@ int main(int argc, char **argv) {
             int tid = wait_trap(&r);
             double seen = now_us();
             take(tid, &r, reg);
-            ptrace(PTRACE_CONT, tid, 0, 0);
             pause[n] = now_us() - seen;
+            ptrace(PTRACE_CONT, tid, 0, 0);
         }
         detach_all();
         report(pause, n, 0);
@@ -181,8 +183,8 @@ int main(int argc, char **argv) {
             ptrace(PTRACE_SINGLESTEP, tid, 0, WSTOPSIG(st));
         }
         pwrite(mem, &int3, 1, addr);
-        ptrace(PTRACE_CONT, tid, 0, 0);
         pause[n++] = now_us() - seen;
+        ptrace(PTRACE_CONT, tid, 0, 0);
     }
     pwrite(mem, &original, 1, addr);
     double took = (now_us() - start) / 1e6;

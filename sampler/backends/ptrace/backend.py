@@ -243,7 +243,7 @@ class PtraceBackend:
                 snapshot = merged.run(hit.registers, memory.read_many)
         finally:
             let_go(hit)
-            hit.resumed = time.monotonic()
+            hit.resumed = hit.resumed or time.monotonic()  # the thread vanished: no CONT
         if plans is None or merged is None:
             self._learn(recorders)
             values, errors = _joined(self.config.expressions, results)

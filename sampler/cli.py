@@ -11,9 +11,10 @@ import click
 
 from sampler import __version__, expr, notice, process, procfs, supervisor
 from sampler.backends.select import CHOICES, build, pick
+from sampler.condition import Condition
 from sampler.config import SessionConfig
 from sampler.durations import format_duration, parse_duration
-from sampler.errors import AlreadyTraced, SamplerError, UsageError
+from sampler.errors import AlreadyTraced, ExpressionError, SamplerError, UsageError
 from sampler.output import Writer
 from sampler.output.console import ConsoleWriter
 from sampler.output.csv import CsvWriter
@@ -63,6 +64,9 @@ def target_options(command: F) -> F:
         click.option("--symbols", "symbols_file", metavar="FILE",
                      help="An unstripped copy of the executable, used for its symbols and DWARF "
                           "when its build-id matches (ptrace)."),
+        click.option("--stop-when", "stop_when", metavar="CONDITION",
+                     help="End the run after the first row where this holds, over the columns by name: "
+                          "--stop-when 'delta > 20000'."),
         click.option("--no-guardian", "no_guardian", is_flag=True, hidden=True,
                      help="No guardian process (for measuring what it is worth)."),
     ]):
@@ -83,15 +87,16 @@ def target_options(command: F) -> F:
 def attach(pid: int, location: str | None, exprs: Sequence[str], interval: float | None,
            rate: float | None, count: int | None, duration: float | None, hit_timeout: float,
            out: str, backend: str, quiet: bool, no_guardian: bool, debug_dirs: Sequence[str],
-           symbols_file: str | None) -> int:
+           symbols_file: str | None, stop_when: str | None) -> int:
     """Attach to a running process and sample expressions on a fixed schedule."""
     if interval is not None and rate is not None:
         raise UsageError("--interval and --rate exclude each other", "give one of them")
-    config = SessionConfig(pid=pid, expressions=_expressions(exprs), location=_location(location),
+    expressions = _expressions(exprs)
+    config = SessionConfig(pid=pid, expressions=expressions, location=_location(location),
                            interval_s=interval or (1.0 / rate if rate else 1.0), count=count,
                            duration_s=duration, hit_timeout_s=hit_timeout, backend=backend,
                            guardian=not no_guardian, debug_dirs=_debug_dirs(debug_dirs),
-                           symbols_file=symbols_file, quiet=quiet)
+                           symbols_file=symbols_file, quiet=quiet, stop_when=_condition(stop_when, expressions))
     return _run(config, out, quiet, f"every {format_duration(config.interval_s)}")
 
 
@@ -102,13 +107,39 @@ def attach(pid: int, location: str | None, exprs: Sequence[str], interval: float
 @click.option("--max-events", type=click.IntRange(min=1), help="Stop after N hits.")
 def trace(pid: int, location: str, exprs: Sequence[str], max_events: int | None,
           duration: float | None, out: str, backend: str, quiet: bool, no_guardian: bool,
-          debug_dirs: Sequence[str], symbols_file: str | None) -> int:
+          debug_dirs: Sequence[str], symbols_file: str | None, stop_when: str | None) -> int:
     """Attach and write a row for every hit of the breakpoint (every-hit tracing)."""
-    config = SessionConfig(pid=pid, expressions=_expressions(exprs), location=_location(location),
+    expressions = _expressions(exprs)
+    config = SessionConfig(pid=pid, expressions=expressions, location=_location(location),
                            count=max_events, duration_s=duration, backend=backend, every_hit=True,
                            guardian=not no_guardian, debug_dirs=_debug_dirs(debug_dirs),
-                           symbols_file=symbols_file, quiet=quiet)
+                           symbols_file=symbols_file, quiet=quiet, stop_when=_condition(stop_when, expressions))
     return _run(config, out, quiet, "on every hit")
+
+
+@cli.command()
+@click.argument("files", nargs=-1, required=True, metavar="FILE.csv...")
+@click.option("--hist", "hists", multiple=True, metavar="NAME",
+              help="A power-of-two histogram of this column, as bpftrace's hist(). Repeatable.")
+@click.option("--lhist", "lhists", multiple=True, nargs=4, type=(str, float, float, float),
+              metavar="NAME MIN MAX STEP", help="A linear histogram, as bpftrace's lhist(). Repeatable.")
+@click.option("--by", "by_s", type=DURATION, metavar="DURATION", help="The statistics per window of this long.")
+@click.option("--plot", metavar="FILE.png|.svg", help="A time series of each column (matplotlib).")
+@click.option("--json", "as_json", is_flag=True, help="The statistics as JSON.")
+def report(files: Sequence[str], hists: Sequence[str], lhists: Sequence[tuple[str, float, float, float]],
+           by_s: float | None, plot: str | None, as_json: bool) -> int:
+    """Statistics, histograms and a plot of the CSVs that attach and trace wrote.
+
+    \b
+    sampler report samples.csv --hist delta
+    sampler report a.csv b.csv --by 10s --plot run.png
+    """
+    from sampler.report import Request, run  # pandas only for this command
+
+    if by_s is not None and by_s <= 0:
+        raise UsageError("--by must be longer than 0", "e.g. --by 10s")
+    click.echo(run(Request(list(files), tuple(hists), tuple(lhists), by_s, plot, as_json)), nl=False)
+    return 0
 
 
 @cli.command()
@@ -147,6 +178,15 @@ def _expressions(texts: Sequence[str]) -> tuple[expr.Expression, ...]:
             raise UsageError(f"column name {name!r} is used twice or is a fixed column",
                              "name the expression: --expr NAME=EXPR")
     return expressions
+
+
+def _condition(text: str | None, expressions: Sequence[expr.Expression]) -> Condition | None:
+    if text is None:
+        return None
+    try:
+        return Condition(text, [e.name for e in expressions])
+    except ExpressionError as e:
+        raise UsageError(f"--stop-when: {e.message}", "e.g. --stop-when 'delta > 20000'") from None
 
 
 def _debug_dirs(folders: Sequence[str]) -> tuple[str, ...]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sampler.condition import Condition
 from sampler.expr import Expression
 
 
@@ -36,3 +37,5 @@ class SessionConfig:
     every_hit: bool = False
     """Trace mode: a row for every hit of the breakpoint instead of one per tick
     (``count`` then limits events; ``interval_s`` is unused)."""
+    stop_when: Condition | None = None
+    """--stop-when: end the run after the first row where this holds."""

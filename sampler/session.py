@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import FrameType
 
-from sampler import scheduling
+from sampler import notice, scheduling
 from sampler.backends.base import Backend
 from sampler.config import SessionConfig
 from sampler.output import Writer
 from sampler.quantile import LogHistogram
-from sampler.sample import Reading, Sample
+from sampler.sample import Reading, Sample, Value, format_value
 from sampler.schedule import Schedule
 from sampler.stop import StopFlag
 
@@ -115,6 +115,21 @@ class Session:
                         elapsed_s=elapsed, pid=self.config.pid, reading=reading, late_us=late_s * 1e6)
         for writer in self.writers:
             writer.write(sample)
+        condition = self.config.stop_when
+        if condition is not None and condition.holds(self._named(sample)):
+            self.summary.stopped_by = "--stop-when"
+            shown = ", ".join(f"{e.name}={format_value(v)}" for e, v in zip(self.config.expressions,
+                                                                           reading.values))
+            notice.say(f"--stop-when {condition.text!r} held at sample {sample.seq} ({shown}): stopping")
+            self.stop.set()
+
+    def _named(self, sample: Sample) -> dict[str, Value]:
+        """The row's columns by name, for --stop-when."""
+        r = sample.reading
+        row: dict[str, Value] = {e.name: v for e, v in zip(self.config.expressions, r.values)}
+        row.update(seq=sample.seq, elapsed_s=sample.elapsed_s, pause_us=r.pause_us, wait_us=r.wait_us,
+                   late_us=sample.late_us)
+        return row
 
     @contextmanager
     def _stop_on_signals(self) -> Iterator[None]:

@@ -1,0 +1,73 @@
+"""`sampler report`: the answer a run was after, from its CSVs (statistics, histograms, a plot)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pandas as pd  # type: ignore[import-untyped]
+
+from sampler.report import hist, stats
+from sampler.report.load import ReportError, Table, load, numeric
+
+
+@dataclass(frozen=True)
+class Request:
+    paths: list[str]
+    hists: tuple[str, ...] = ()
+    lhists: tuple[tuple[str, float, float, float], ...] = ()
+    by_s: float | None = None
+    plot: str | None = None
+    as_json: bool = False
+
+
+def run(request: Request) -> str:
+    """What `sampler report` prints."""
+    table = load(request.paths)
+    for name in (*request.hists, *(h[0] for h in request.lhists)):
+        _check_column(table, name)
+    for name, low, high, step in request.lhists:
+        if step <= 0 or high <= low:
+            raise ReportError(f"--lhist {name} {low:g} {high:g} {step:g}: needs MIN < MAX and STEP > 0",
+                              "e.g. --lhist delta 0 20000 1000")
+    result = stats.report(table, request.by_s)
+    histograms = []
+    for pid, rows in table.rows.groupby("pid", sort=True):
+        for name in request.hists:
+            values = _values(rows, name)
+            histograms.append((f"{name} (PID {pid})", hist.power_of_two(values)))
+        for name, low, high, step in request.lhists:
+            values = _values(rows, name)
+            histograms.append((f"{name} (PID {pid})", hist.linear(values, low, high, step)))
+    if request.plot:
+        from sampler.report.plot import plot  # matplotlib only when asked for
+        result["plot"] = {"path": request.plot, "panels": plot(table, request.plot)}
+    if request.as_json:
+        result["histograms"] = {title: [{"bucket": b, "count": c} for b, c in buckets]
+                                for title, buckets in histograms}
+        return json.dumps(result, indent=2) + "\n"
+    text = stats.render(result)
+    for title, buckets in histograms:
+        text += "\n" + hist.render(title, buckets)
+    if request.plot:
+        text += f"\nplot: {request.plot}\n"
+    return text
+
+
+def _check_column(table: Table, name: str) -> None:
+    if name not in (*table.expressions, *stats.OWN, "late_us"):
+        raise ReportError(f"no column {name!r} in {', '.join(sorted(set(table.rows['file'])))}",
+                          f"the columns are {', '.join([*table.expressions, *stats.OWN])}")
+
+
+def _values(rows: pd.DataFrame, name: str) -> list[float]:
+    series = rows[name]
+    if name not in stats.OWN and name != "late_us":
+        series = series[~rows["error"].map(lambda text: stats.failed_in(text, name))]
+    numbers = numeric(series.dropna())
+    if numbers is None:
+        raise ReportError(f"{name} is not numeric: no histogram", "give a column of numbers")
+    return [float(v) for v in numbers.dropna()]
+
+
+__all__ = ["ReportError", "Request", "run"]

@@ -1,0 +1,76 @@
+"""Histograms in the terminal, as bpftrace's hist() and lhist() print them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+BAR = 52
+"""bpftrace's bar width."""
+
+
+def _label(n: int) -> str:
+    """2048 -> 2K, as bpftrace labels powers of two."""
+    for suffix, size in (("P", 1 << 50), ("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n // size}{suffix}"
+    return str(n)
+
+
+def power_of_two(values: Iterable[float]) -> list[tuple[str, int]]:
+    """(bucket, count): (..., 0), [0], [1], [2, 4), [4, 8)..., from the first bucket with
+    a value to the last."""
+    counts: dict[int, int] = {}
+    for value in values:
+        if value < 0:
+            key = -1
+        elif value < 1:
+            key = 0
+        else:
+            key = int(value).bit_length()  # 1 -> 1, 2-3 -> 2, 4-7 -> 3
+        counts[key] = counts.get(key, 0) + 1
+    if not counts:
+        return []
+
+    def name(key: int) -> str:
+        if key == -1:
+            return "(..., 0)"
+        if key <= 1:
+            return f"[{key}]"
+        return f"[{_label(1 << (key - 1))}, {_label(1 << key)})"
+    return [(name(k), counts.get(k, 0)) for k in range(min(counts), max(counts) + 1)]
+
+
+def linear(values: Iterable[float], low: float, high: float, step: float) -> list[tuple[str, int]]:
+    """(bucket, count): (..., low), [low, low+step)..., [high, ...)."""
+    buckets = max(1, int(-(-(high - low) // step)))
+    counts: dict[int, int] = {}
+    for value in values:
+        key = -1 if value < low else buckets if value >= high else int((value - low) // step)
+        counts[key] = counts.get(key, 0) + 1
+    if not counts:
+        return []
+
+    def name(key: int) -> str:
+        if key == -1:
+            return f"(..., {_number(low)})"
+        if key == buckets:
+            return f"[{_number(high)}, ...)"
+        return f"[{_number(low + key * step)}, {_number(min(low + (key + 1) * step, high))})"
+    return [(name(k), counts.get(k, 0)) for k in range(min(counts), max(counts) + 1)]
+
+
+def _number(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def render(title: str, buckets: list[tuple[str, int]]) -> str:
+    """@title: then one line per bucket: range, count, |@@@@  |."""
+    if not buckets:
+        return f"@{title}: no numeric values\n"
+    most = max(count for _, count in buckets) or 1
+    width = max(len(label) for label, _ in buckets)
+    lines = [f"@{title}:"]
+    for label, count in buckets:
+        bar = "@" * (count * BAR // most)
+        lines.append(f"{label.ljust(width)} {count:>9} |{bar.ljust(BAR)}|")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,53 @@
+"""`sampler report --plot`: one panel per expression over time, rows with an error marked,
+and a panel of the pause; with matplotlib (an optional dependency: a clear line without it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sampler.report.load import ReportError, Table, numeric
+from sampler.report.stats import failed_in
+
+
+def plot(table: Table, path: str) -> int:
+    """Write the figure to ``path`` (.png, .svg or .pdf); returns the number of panels."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in (".png", ".svg", ".pdf"):
+        raise ReportError(f"--plot {path}: the file must end in .png, .svg or .pdf", "e.g. --plot run.png")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ReportError("--plot needs matplotlib, which is not installed",
+                          "pip install matplotlib (or pip install 'sampler[plot]')") from None
+    panels = [*table.expressions, "pause_us"]
+    figure, axes = plt.subplots(len(panels), 1, sharex=True, figsize=(10, 2.2 * len(panels) + 0.6),
+                                squeeze=False)
+    for axis, name in zip(axes[:, 0], panels):
+        for pid, rows in table.rows.groupby("pid", sort=True):
+            label = f"PID {pid}"
+            values = numeric(rows[name]) if name in rows.columns else None
+            if values is None:
+                axis.text(0.5, 0.5, f"{name}: not numeric", transform=axis.transAxes, ha="center")
+                continue
+            axis.plot(rows["elapsed_s"], values, marker=".", markersize=3, linewidth=0.8, label=label)
+            if name != "pause_us":
+                failed = rows["error"].map(lambda text, column=name: failed_in(text, column))
+                if failed.any():
+                    axis.plot(rows["elapsed_s"][failed], [axis.get_ylim()[0]] * int(failed.sum()), "x",
+                              color="red", label=f"{label}: error")
+        axis.set_ylabel(name)
+        axis.grid(True, alpha=0.3)
+        if axis.get_legend_handles_labels()[0]:
+            axis.legend(loc="upper right", fontsize="small")
+    axes[-1, 0].set_xlabel("elapsed (s)")
+    figure.suptitle(", ".join(sorted(set(table.rows["file"]))))
+    figure.tight_layout()
+    try:
+        figure.savefig(path, dpi=100)
+    except OSError as e:
+        raise ReportError(f"cannot write --plot {path}: {e.strerror}") from None
+    finally:
+        plt.close(figure)
+    return len(panels)

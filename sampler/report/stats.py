@@ -1,0 +1,116 @@
+"""The statistics of each column of a run: what `sampler report` prints and --json gives."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd  # type: ignore[import-untyped]
+
+from sampler.report.load import Table, numeric
+
+Stats = dict[str, Any]
+QUANTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
+OWN = ("pause_us", "wait_us")
+"""sampler's own columns that get the same statistics as the expressions."""
+
+
+def column_stats(rows: pd.DataFrame, name: str) -> Stats:
+    """rows, errors, and for numbers min/p50/p95/p99/max/mean and how often the value changed;
+    first and last value for every column."""
+    series = rows[name] if name in rows.columns else pd.Series([None] * len(rows), dtype=object)
+    failed = rows["error"].map(lambda text: failed_in(text, name)) if name not in OWN else \
+        pd.Series([False] * len(rows), index=rows.index)
+    present = series[~failed].dropna()
+    stats: Stats = {"rows": len(rows), "errors": int(failed.sum()), "values": len(present)}
+    stats["first"] = _plain(present.iloc[0]) if len(present) else None
+    stats["last"] = _plain(present.iloc[-1]) if len(present) else None
+    numbers = numeric(present)
+    if numbers is None or numbers.empty:
+        stats["numeric"] = False
+        return stats
+    stats["numeric"] = True
+    stats["min"], stats["max"] = _plain(numbers.min()), _plain(numbers.max())
+    for key, q in QUANTILES:
+        stats[key] = _plain(numbers.quantile(q, interpolation="nearest"))
+    stats["mean"] = float(numbers.mean())
+    stats["changes"] = int((numbers.diff().fillna(0) != 0).sum())
+    return stats
+
+
+def failed_in(error: str, name: str) -> bool:
+    """The row's error names this expression ('name: why; other: why'), or the whole sample
+    failed (a miss: no expression was read)."""
+    if not error:
+        return False
+    parts = [part.strip() for part in error.split("; ")]
+    return any(part.startswith(f"{name}: ") for part in parts) or not any(": " in p for p in parts) \
+        or parts[0].startswith("breakpoint not hit")
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars as Python numbers (for JSON), integers kept integers."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2 ** 53:
+        return int(value)
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def report(table: Table, by_s: float | None = None) -> dict[str, Any]:
+    """Per PID (several runs or processes stay apart): the statistics of every column, and
+    with ``by_s`` of every window of that many seconds."""
+    result: dict[str, Any] = {"pids": {}}
+    for pid, rows in table.rows.groupby("pid", sort=True):
+        entry: dict[str, Any] = {
+            "files": sorted(set(rows["file"])),
+            "seconds": float(rows["elapsed_s"].max() - rows["elapsed_s"].min()),
+            "columns": {name: column_stats(rows, name) for name in (*table.expressions, *OWN)
+                        if name in rows.columns},
+        }
+        if by_s:
+            windows = []
+            start = rows["elapsed_s"].min()
+            for index, window in rows.groupby(((rows["elapsed_s"] - start) // by_s).astype(int), sort=True):
+                windows.append({"from_s": float(start + index * by_s), "to_s": float(start + (index + 1) * by_s),
+                                "columns": {name: column_stats(window, name) for name in table.expressions
+                                            if name in window.columns}})
+            entry["windows"] = windows
+        result["pids"][str(pid)] = entry
+    return result
+
+
+def format_number(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    text = str(value)
+    return text if len(text) <= 24 else text[:21] + "..."
+
+
+def render(result: dict[str, Any]) -> str:
+    """The report as aligned text tables, one per PID."""
+    lines: list[str] = []
+    keys = ("rows", "errors", "min", "p50", "p95", "p99", "max", "mean", "first", "last", "changes")
+    for pid, entry in result["pids"].items():
+        lines.append(f"PID {pid}: {entry['seconds']:.1f} s in {', '.join(entry['files'])}")
+        table = [["column", *keys]]
+        for name, stats in entry["columns"].items():
+            table.append([name, *(format_number(stats.get(key)) for key in keys)])
+        lines += _aligned(table)
+        for window in entry.get("windows", []):
+            lines.append(f"  {window['from_s']:.1f}-{window['to_s']:.1f} s")
+            rows = [["column", *keys]] + [[name, *(format_number(s.get(k)) for k in keys)]
+                                          for name, s in window["columns"].items()]
+            lines += ["  " + line for line in _aligned(rows)]
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _aligned(table: list[list[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    return ["  " + "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in
+                             enumerate(zip(row, widths))).rstrip() for row in table]

@@ -15,9 +15,9 @@ from sampler.condition import Condition
 from sampler.config import SessionConfig
 from sampler.durations import format_duration, parse_duration
 from sampler.errors import AlreadyTraced, ExpressionError, SamplerError, UsageError
-from sampler.output import Writer
+from sampler.output import Output, Writer
 from sampler.output.console import ConsoleWriter
-from sampler.output.csv import CsvWriter
+from sampler.output.csv import FORMATS, writer_for
 from sampler.repair import repair as repair_journal
 from sampler.repair import restore_code
 from sampler.sample import RESERVED
@@ -47,15 +47,41 @@ def cli() -> None:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+SECTIONS = {
+    "What to sample": ("--pid", "--expr"),
+    "Where": ("--at", "--backend", "--debug-dir", "--symbols"),
+    "When": ("--interval", "--rate", "--count", "--max-events", "--duration", "--hit-timeout", "--stop-when"),
+    "Output": ("--out", "--format", "--quiet", "--live", "--metrics"),
+}
+
+
+class SectionedCommand(click.Command):
+    """--help with the options in sections (what to sample, where, when, output)."""
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        records = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is not None:
+                records[param.opts[0] if param.opts else param.name] = record
+        for title, names in (*SECTIONS.items(), ("Other", ())):
+            wanted = [records.pop(name) for name in names if name in records] if names else list(records.values())
+            if wanted:
+                with formatter.section(title):
+                    formatter.write_dl(wanted)
+
 
 def target_options(command: F) -> F:
     """The options attach and trace share."""
     for option in reversed([
         click.option("--pid", type=int, required=True, help="The process to sample."),
         click.option("--expr", "exprs", multiple=True, required=True, metavar="[NAME=]EXPR",
-                     help="An expression to read at each sample; one CSV column each. Repeatable."),
+                     help="An expression to read at each sample; one column each. Repeatable. A name "
+                          "that is no local, parameter or global is looked up as a field of the globals."),
         click.option("--duration", type=DURATION, help="Stop after this long."),
-        click.option("--out", default="-", show_default=True, help="CSV file to write, - for stdout."),
+        click.option("--out", default="-", show_default=True, help="File to write, - for stdout."),
+        click.option("--format", "out_format", type=click.Choice(sorted(FORMATS)),
+                     help="csv or jsonl (JSON Lines); default: from --out's suffix (.jsonl), else csv."),
         click.option("--backend", type=click.Choice(CHOICES), default="auto", show_default=True),
         click.option("--quiet", is_flag=True, help="No per-sample lines on stderr."),
         click.option("--debug-dir", "debug_dirs", multiple=True, metavar="DIR",
@@ -74,7 +100,7 @@ def target_options(command: F) -> F:
     return command
 
 
-@cli.command()
+@cli.command(cls=SectionedCommand)
 @target_options
 @click.option("--at", "location", metavar="LOCATION",
               help="Where to break: a function (main.(*Ring).Read), FILE:LINE, or *ADDR (ptrace). "
@@ -84,37 +110,48 @@ def target_options(command: F) -> F:
 @click.option("--count", type=click.IntRange(min=1), help="Stop after N samples.")
 @click.option("--hit-timeout", type=DURATION, default="2s", show_default=True,
               help="Give up on a breakpoint not hit within this time and record a miss.")
-def attach(pid: int, location: str | None, exprs: Sequence[str], interval: float | None,
-           rate: float | None, count: int | None, duration: float | None, hit_timeout: float,
-           out: str, backend: str, quiet: bool, no_guardian: bool, debug_dirs: Sequence[str],
-           symbols_file: str | None, stop_when: str | None) -> int:
-    """Attach to a running process and sample expressions on a fixed schedule."""
+def attach(location: str | None, interval: float | None, rate: float | None, count: int | None,
+           hit_timeout: float, **common: Any) -> int:
+    """Attach to a running process and sample expressions on a fixed schedule.
+
+    \b
+    Examples:
+      sampler attach --pid 4242 --expr 'w-r'
+      sampler attach --pid 4242 --at 'main.(*Ring).Read' --expr 'delta=b.w-b.r' \\
+          --interval 1s --out samples.csv
+    """
     if interval is not None and rate is not None:
         raise UsageError("--interval and --rate exclude each other", "give one of them")
-    expressions = _expressions(exprs)
-    config = SessionConfig(pid=pid, expressions=expressions, location=_location(location),
-                           interval_s=interval or (1.0 / rate if rate else 1.0), count=count,
-                           duration_s=duration, hit_timeout_s=hit_timeout, backend=backend,
-                           guardian=not no_guardian, debug_dirs=_debug_dirs(debug_dirs),
-                           symbols_file=symbols_file, quiet=quiet, stop_when=_condition(stop_when, expressions))
-    return _run(config, out, quiet, f"every {format_duration(config.interval_s)}")
+    config = _config(common, location=_location(location), interval_s=interval or (1.0 / rate if rate else 1.0),
+                     count=count, hit_timeout_s=hit_timeout)
+    return _run(config, common, f"every {format_duration(config.interval_s)}")
 
 
-@cli.command()
+@cli.command(cls=SectionedCommand)
 @target_options
 @click.option("--at", "location", metavar="LOCATION", required=True,
               help="Where to break: a function, FILE:LINE, or *ADDR (ptrace).")
 @click.option("--max-events", type=click.IntRange(min=1), help="Stop after N hits.")
-def trace(pid: int, location: str, exprs: Sequence[str], max_events: int | None,
-          duration: float | None, out: str, backend: str, quiet: bool, no_guardian: bool,
-          debug_dirs: Sequence[str], symbols_file: str | None, stop_when: str | None) -> int:
-    """Attach and write a row for every hit of the breakpoint (every-hit tracing)."""
-    expressions = _expressions(exprs)
-    config = SessionConfig(pid=pid, expressions=expressions, location=_location(location),
-                           count=max_events, duration_s=duration, backend=backend, every_hit=True,
-                           guardian=not no_guardian, debug_dirs=_debug_dirs(debug_dirs),
-                           symbols_file=symbols_file, quiet=quiet, stop_when=_condition(stop_when, expressions))
-    return _run(config, out, quiet, "on every hit")
+def trace(location: str, max_events: int | None, **common: Any) -> int:
+    """Attach and write a row for every hit of the breakpoint (every-hit tracing).
+
+    \b
+    Examples:
+      sampler trace --pid 4242 --at ring_read --expr 'delta=b->w - b->r' --duration 5s
+      sampler trace --pid 4242 --at tick --expr second=arg1 --out ticks.jsonl
+    """
+    config = _config(common, location=_location(location), count=max_events, every_hit=True)
+    return _run(config, common, "on every hit")
+
+
+def _config(common: dict[str, Any], **specific: Any) -> SessionConfig:
+    """The session's config from the options attach and trace share and their own."""
+    expressions = _expressions(common["exprs"])
+    return SessionConfig(pid=common["pid"], expressions=expressions, duration_s=common["duration"],
+                         backend=common["backend"], guardian=not common["no_guardian"],
+                         debug_dirs=_debug_dirs(common["debug_dirs"]), symbols_file=common["symbols_file"],
+                         quiet=common["quiet"], stop_when=_condition(common["stop_when"], expressions),
+                         **specific)
 
 
 @cli.command()
@@ -131,8 +168,9 @@ def report(files: Sequence[str], hists: Sequence[str], lhists: Sequence[tuple[st
     """Statistics, histograms and a plot of the CSVs that attach and trace wrote.
 
     \b
-    sampler report samples.csv --hist delta
-    sampler report a.csv b.csv --by 10s --plot run.png
+    Examples:
+      sampler report samples.csv --hist delta
+      sampler report a.csv b.csv --by 10s --plot run.png
     """
     from sampler.report import Request, run  # pandas only for this command
 
@@ -203,17 +241,19 @@ def _location(location: str | None) -> str | None:
     return location
 
 
-def _run(config: SessionConfig, out: str, quiet: bool, how: str) -> int:
+def _run(config: SessionConfig, common: dict[str, Any], how: str) -> int:
     """In a worker process (supervisor.py): check the target, pick the backend, run, report."""
-    return supervisor.run_in_worker(lambda: _exit_code(lambda: _sample(config, out, quiet, how)), config.pid,
+    output = Output(common["out"], common["out_format"], common["quiet"])
+    return supervisor.run_in_worker(lambda: _exit_code(lambda: _sample(config, output, how)), config.pid,
                                    config.guardian)
 
 
-def _sample(config: SessionConfig, out: str, quiet: bool, how: str) -> int:
+def _sample(config: SessionConfig, output: Output, how: str) -> int:
     """Check the target, pick the backend, open the output, run the session, report."""
+    out, quiet = output.out, output.quiet
     target = process.inspect(config.pid)  # refuses a traced target: no live sampler holds it
     names = [e.name for e in config.expressions]
-    writers: list[Writer] = [CsvWriter(out, names)]  # a bad --out is refused before any work
+    writers: list[Writer] = [writer_for(out, names, output.format)]  # a bad --out is refused before any work
     try:
         for fixed in repair_journal(config.pid):
             if fixed.restored or fixed.problem:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 Value = int | float | str | None
 
@@ -74,3 +75,21 @@ def row(sample: Sample) -> list[str]:
         f"{sample.late_us:.0f}",
         r.error,
     ]
+
+
+def record(sample: Sample, header: Sequence[str]) -> dict[str, Any]:
+    """The sample's fields by column name with their types (JSON Lines): numbers stay numbers,
+    a value that failed is null."""
+    r = sample.reading
+    names = header[len(FIXED_BEFORE):len(header) - len(FIXED_AFTER)]
+    result: dict[str, Any] = {
+        "seq": sample.seq,
+        "time": sample.time.isoformat(timespec="microseconds").replace("+00:00", "Z"),
+        "elapsed_s": round(sample.elapsed_s, 6),
+        "pid": sample.pid,
+        "thread": r.thread,
+    }
+    result.update(zip(names, r.values))
+    result.update(pause_us=round(r.pause_us), wait_us=round(r.wait_us), late_us=round(sample.late_us),
+                  error=r.error)
+    return result

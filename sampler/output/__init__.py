@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from sampler.sample import Sample
@@ -16,3 +17,13 @@ class Writer(Protocol):
 
     def close(self) -> None:
         """Release the output; called once, on every way out."""
+
+
+@dataclass(frozen=True)
+class Output:
+    """Where and how rows go: the output options of attach and trace."""
+
+    out: str = "-"
+    format: str | None = None
+    """csv or jsonl; None: from the suffix of ``out``."""
+    quiet: bool = False

@@ -1,16 +1,18 @@
-"""CSV output: header once sampling starts, one row per sample, each row written whole and at once."""
+"""Row files: CSV (header once sampling starts, one row per sample) and JSON Lines (one
+object per sample, numbers as numbers); each row written whole and at once."""
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import stat
 import sys
 from collections.abc import Sequence
 
 from sampler.errors import OutputError, OutputLost
-from sampler.sample import Sample, columns, row
+from sampler.sample import Sample, columns, record, row
 
 
 class CsvWriter:
@@ -43,17 +45,17 @@ class CsvWriter:
                 raise OutputError(f"cannot write --out {self.path}: {e.strerror}") from None
         else:
             sys.stdout.flush()
-        self._emit(self._header)
+        self._emit_header()
         self._begun = True
 
     def write(self, sample: Sample) -> None:
         if self._own and self._removed():
             self._fd = self._open(truncate=True)
             self._good = 0
-            self._emit(self._header)
+            self._emit_header()
             print(f"sampler: --out {self.path} was removed while sampling: writing a new one from sample "
                   f"{sample.seq}", file=sys.stderr, flush=True)
-        self._emit(row(sample))
+        self._emit(self._encode(sample))
 
     def _open(self, truncate: bool) -> int:
         flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_TRUNC if truncate else 0)
@@ -68,10 +70,13 @@ class CsvWriter:
         except OSError:
             return False
 
-    def _emit(self, fields: Sequence[object]) -> None:
-        line = io.StringIO()
-        csv.writer(line, lineterminator="\n").writerow(fields)
-        data = line.getvalue().encode("utf-8")
+    def _emit_header(self) -> None:
+        self._emit(_csv_line(self._header))
+
+    def _encode(self, sample: Sample) -> bytes:
+        return _csv_line(row(sample))
+
+    def _emit(self, data: bytes) -> None:
         try:
             written = 0
             while written < len(data):
@@ -98,3 +103,29 @@ class CsvWriter:
                     os.unlink(self.path)
                 except OSError:
                     pass
+
+
+class JsonLinesWriter(CsvWriter):
+    """The same fields as the CSV, one JSON object per line, numbers as numbers, no header."""
+
+    def _emit_header(self) -> None:
+        pass
+
+    def _encode(self, sample: Sample) -> bytes:
+        return (json.dumps(record(sample, self._header), separators=(",", ":")) + "\n").encode("utf-8")
+
+
+def _csv_line(fields: Sequence[object]) -> bytes:
+    line = io.StringIO()
+    csv.writer(line, lineterminator="\n").writerow(fields)
+    return line.getvalue().encode("utf-8")
+
+
+FORMATS = {"csv": CsvWriter, "jsonl": JsonLinesWriter}
+
+
+def writer_for(path: str, names: Sequence[str], format_name: str | None) -> CsvWriter:
+    """The writer of --format, or of --out's suffix (.jsonl, .ndjson), else CSV."""
+    if format_name is None:
+        format_name = "jsonl" if path.lower().endswith((".jsonl", ".ndjson")) else "csv"
+    return FORMATS[format_name](path, names)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
+from collections.abc import Iterator
 from types import SimpleNamespace
 
 import pytest
 
-from sampler.backends.ptrace.memory import UnreadableMemory
-from sampler.backends.ptrace.plan import REGISTER_ORDER, PlanMiss, ReadPlan, Recorder
+from sampler.backends.ptrace.memory import Memory, UnreadableMemory
+from sampler.backends.ptrace.plan import REGISTER_ORDER, PlanMiss, ReadPlan, Recorder, Step
 
 
 def registers(**values: int) -> SimpleNamespace:
@@ -168,3 +171,61 @@ def test_a_joint_read_that_crosses_into_unmapped_memory_is_read_apart() -> None:
     with pytest.raises(UnreadableMemory):
         snapshot.read(0x1010, 8)
     assert not snapshot.missed
+
+
+# -- the hot path's runner, on real memory: this test process's own, through /proc/self/mem --
+
+
+def own_buffer(data: bytes) -> tuple[ctypes.Array[ctypes.c_char], int]:
+    buffer = ctypes.create_string_buffer(data, len(data))
+    return buffer, ctypes.addressof(buffer)
+
+
+@pytest.fixture
+def own_memory() -> Iterator[Memory]:
+    memory = Memory(os.getpid())
+    yield memory
+    memory.close()
+
+
+def test_the_runner_reads_what_run_reads_from_one_register(own_memory: Memory) -> None:
+    # GIVEN a plan of one 16-byte read at rdi + 8, and that memory in this process
+    keep, address = own_buffer(word(1) + word(20000) + word(5))
+    plan = ReadPlan([Step("reg", "rdi", 0, 8, 16)])
+    runner = plan.runner(own_memory)
+    # WHEN the runner and the careful run make it
+    fast = runner(registers(rdi=address))
+    careful = plan.run(registers(rdi=address), own_memory.read_many)
+    # THEN both read the same bytes, which are the memory's
+    assert fast.spans == careful.spans == [(address + 8, 16, word(20000) + word(5))]
+    assert fast.read(address + 16, 8) == word(5)
+    del keep
+
+
+def test_the_runner_follows_a_pointer_chain_level_by_level(own_memory: Memory) -> None:
+    # GIVEN a global pointer (fixed address) to a struct whose fields are read
+    keep_struct, struct_at = own_buffer(word(7) + word(11) + word(13))
+    keep_pointer, pointer_at = own_buffer(word(struct_at))
+    plan = ReadPlan([Step("fixed", 0, 0, pointer_at, 8), Step("word", 0, 0, 8, 8), Step("word", 0, 0, 16, 8),
+                     Step("reg", "r14", 0, 0, 8)])
+    runner = plan.runner(own_memory)
+    # WHEN it runs
+    snapshot = runner(registers(r14=pointer_at))
+    # THEN each field is the memory's, the two fields of one base read as one
+    assert snapshot.read(struct_at + 8, 8) == word(11) and snapshot.read(struct_at + 16, 8) == word(13)
+    assert (struct_at + 8, 16, word(11) + word(13)) in snapshot.spans
+    assert snapshot.read(pointer_at, 8) == word(struct_at)
+    del keep_struct, keep_pointer
+
+
+def test_the_runner_falls_back_to_the_careful_way_on_an_unreadable_address(own_memory: Memory) -> None:
+    # GIVEN a pointer that is null at this hit
+    keep, pointer_at = own_buffer(word(0))
+    plan = ReadPlan([Step("fixed", 0, 0, pointer_at, 8), Step("word", 0, 0, 8, 8)])
+    # WHEN the runner makes it
+    snapshot = plan.runner(own_memory)(registers())
+    # THEN the read through the null pointer is unreadable, not an exception or a wrong value
+    with pytest.raises(UnreadableMemory):
+        snapshot.read(8, 8)
+    assert snapshot.read(pointer_at, 8) == word(0)
+    del keep

@@ -18,6 +18,8 @@ from sampler.errors import AlreadyTraced, ExpressionError, SamplerError, UsageEr
 from sampler.output import Output, Writer
 from sampler.output.console import ConsoleWriter
 from sampler.output.csv import FORMATS, writer_for
+from sampler.output.live import LiveView
+from sampler.output.metrics import MetricsWriter, is_loopback
 from sampler.repair import repair as repair_journal
 from sampler.repair import restore_code
 from sampler.sample import RESERVED
@@ -84,6 +86,12 @@ def target_options(command: F) -> F:
                      help="csv or jsonl (JSON Lines); default: from --out's suffix (.jsonl), else csv."),
         click.option("--backend", type=click.Choice(CHOICES), default="auto", show_default=True),
         click.option("--quiet", is_flag=True, help="No per-sample lines on stderr."),
+        click.option("--live", is_flag=True,
+                     help="A view redrawn in place on stderr: last, min, p50, max and a sparkline per "
+                          "expression, the rate and the pause (instead of a line per sample)."),
+        click.option("--metrics", metavar="[HOST:]PORT",
+                     help="Serve OpenMetrics/Prometheus metrics there (127.0.0.1 unless HOST is given: "
+                          "another address lets anyone who reaches it read the values)."),
         click.option("--debug-dir", "debug_dirs", multiple=True, metavar="DIR",
                      help="A folder of separate debug files (DIR/.build-id/ab/cdef.debug, or by "
                           ".gnu_debuglink), searched before /usr/lib/debug; repeatable (ptrace)."),
@@ -243,7 +251,7 @@ def _location(location: str | None) -> str | None:
 
 def _run(config: SessionConfig, common: dict[str, Any], how: str) -> int:
     """In a worker process (supervisor.py): check the target, pick the backend, run, report."""
-    output = Output(common["out"], common["out_format"], common["quiet"])
+    output = Output(common["out"], common["out_format"], common["quiet"], common["live"], common["metrics"])
     return supervisor.run_in_worker(lambda: _exit_code(lambda: _sample(config, output, how)), config.pid,
                                    config.guardian)
 
@@ -262,8 +270,17 @@ def _sample(config: SessionConfig, output: Output, how: str) -> int:
         if choice.name != "ptrace" and (config.debug_dirs or config.symbols_file):
             _say(f"--debug-dir and --symbols are used by the ptrace backend only; {choice.name} finds debug "
                  "info by its own rules (dlv's debug-info-directories)")
-        if not quiet:
+        if output.metrics is not None:
+            metrics = MetricsWriter(output.metrics, names, config.pid)
+            writers.append(metrics)
+            exposed = "" if is_loopback(metrics.host) else \
+                " (beyond loopback: anyone who reaches this port can read the sampled values)"
+            _say(f"metrics at {metrics.url}{exposed}")
+        if output.live:
+            writers.append(LiveView(names, config.pid))
+        elif not quiet:
             writers.append(ConsoleWriter(names))
+        if not quiet:
             click.echo(f"sampler: {choice.name} backend ({choice.reason}); sampling PID {config.pid} {how}",
                        err=True)
         session = Session(config, build(choice, config, target), writers)  # run() detaches it

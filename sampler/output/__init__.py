@@ -27,3 +27,7 @@ class Output:
     format: str | None = None
     """csv or jsonl; None: from the suffix of ``out``."""
     quiet: bool = False
+    live: bool = False
+    """A view redrawn in place on stderr instead of a line per sample."""
+    metrics: str | None = None
+    """HOST:PORT of an OpenMetrics endpoint."""

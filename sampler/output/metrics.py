@@ -1,0 +1,144 @@
+"""--metrics HOST:PORT: an OpenMetrics/Prometheus endpoint of the run (prometheus_client).
+
+The HTTP server runs in a process of its own, fed one line per sample through a pipe:
+a server thread in the worker would take the interpreter's lock from the hot path of a
+hit for as long as a scrape lasts, and the target's thread waits then. A write to a full
+pipe drops that update (the next sample's values replace it anyway); the server ends on
+the pipe's EOF, when the run ends or the worker dies.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import select
+import sys
+from collections.abc import Sequence
+
+from sampler.errors import OutputError
+from sampler.sample import Sample
+
+LOOPBACK = "127.0.0.1"
+PAUSE_BUCKETS = (5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25,
+                 1.0)
+READY_TIMEOUT_S = 10.0
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """'9464' or ':9464' -> loopback; 'HOST:PORT' as given ('[::1]:9464' for IPv6)."""
+    host, _, port = text.rpartition(":")
+    host = host.strip("[]") or LOOPBACK
+    try:
+        number = int(port)
+        if not 0 < number < 65536:
+            raise ValueError
+    except ValueError:
+        raise OutputError(f"--metrics {text}: the port must be a number from 1 to 65535",
+                          "e.g. --metrics 127.0.0.1:9464") from None
+    return host, number
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+class MetricsWriter:
+    def __init__(self, address: str, names: Sequence[str], pid: int) -> None:
+        """Start the server process; OutputError when it cannot listen there."""
+        self.host, self.port = parse_address(address)
+        self.names, self.pid = list(names), pid
+        read_end, self._write_end = os.pipe()
+        ready_read, ready_write = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self._server = os.fork()
+        if self._server == 0:  # the server process
+            os.close(self._write_end)
+            os.close(ready_read)
+            try:
+                _serve(read_end, ready_write, self.host, self.port, self.names, pid)
+            finally:
+                os._exit(0)
+        os.close(read_end)
+        os.close(ready_write)
+        os.set_blocking(self._write_end, False)
+        try:
+            ready, _, _ = select.select([ready_read], [], [], READY_TIMEOUT_S)
+            said = os.read(ready_read, 4096).decode(errors="replace").strip() if ready else "no answer"
+        finally:
+            os.close(ready_read)
+        if said != "ok":
+            self.close()
+            raise OutputError(f"--metrics {address}: cannot serve on {self.host}:{self.port} ({said})",
+                              "give a free port, e.g. --metrics 127.0.0.1:9464")
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/metrics"
+
+    def begin(self) -> None:
+        pass
+
+    def write(self, sample: Sample) -> None:
+        r = sample.reading
+        update = {"values": [v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+                             for v in r.values],
+                  "error": bool(r.error), "pause_s": r.pause_us / 1e6}
+        try:
+            os.write(self._write_end, (json.dumps(update) + "\n").encode())
+        except (BlockingIOError, BrokenPipeError):
+            pass  # a full pipe: this update is dropped; a dead server: the rows still go out
+
+    def close(self) -> None:
+        if self._write_end >= 0:
+            os.close(self._write_end)  # EOF: the server ends
+            self._write_end = -1
+        if self._server > 0:
+            try:
+                os.waitpid(self._server, 0)
+            except ChildProcessError:
+                pass
+            self._server = 0
+
+
+def _serve(updates: int, ready: int, host: str, port: int, names: list[str], pid: int) -> None:
+    """The server process: the metrics, the HTTP server (a thread), then updates until EOF."""
+    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+    from sampler.supervisor import name_process
+
+    name_process(b"sampler-metrics")
+    registry = CollectorRegistry()
+    label = str(pid)
+    value = Gauge("sampler_value", "The last value of each expression", ["pid", "expression"], registry=registry)
+    samples = Counter("sampler_samples", "Samples taken (rows written)", ["pid"], registry=registry)
+    errors = Counter("sampler_errors", "Samples with an error", ["pid"], registry=registry)
+    pause = Histogram("sampler_pause_seconds", "How long the target (ptrace: the hitting thread) was stopped",
+                      ["pid"], buckets=PAUSE_BUCKETS, registry=registry)
+    samples.labels(label)
+    errors.labels(label)
+    try:
+        start_http_server(port, addr=host, registry=registry)
+    except OSError as e:
+        os.write(ready, (e.strerror or str(e)).encode())
+        return
+    os.write(ready, b"ok")
+    os.close(ready)
+    with os.fdopen(updates, "rb") as lines:
+        for line in lines:
+            try:
+                update = json.loads(line)
+            except ValueError:
+                continue
+            samples.labels(label).inc()
+            if update["error"]:
+                errors.labels(label).inc()
+            pause.labels(label).observe(update["pause_s"])
+            for name, number in zip(names, update["values"]):
+                if number is not None:
+                    value.labels(label, name).set(number)

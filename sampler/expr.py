@@ -29,7 +29,7 @@ KEYWORD_PREFIX = "__kw_"
 """Prefix given to names that are Python keywords (a C field called ``from``)."""
 
 _NAME_PREFIX = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=(?!=)")
-_TOKEN = re.compile(
+TOKEN = re.compile(
     r"\s*(?:(?P<num>0[xX][0-9a-fA-F]+|\d+\.\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|\d+(?:[eE][-+]?\d+)?)"
     r"|(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
     r"|(?P<reg>\$[A-Za-z_][A-Za-z0-9_]*)"
@@ -136,7 +136,7 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     while pos < len(text):
         if text[pos:].strip() == "":
             break
-        match = _TOKEN.match(text, pos)
+        match = TOKEN.match(text, pos)
         if not match or match.end() == pos:
             bad = text[pos:].lstrip()[:1]
             raise ExpressionError(f"{text!r}: unexpected {bad!r}")

@@ -11,6 +11,7 @@ command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 command -v g++ >/dev/null 2>&1 || need+=(g++)      # the C++ target
 command -v rustc >/dev/null 2>&1 || need+=(rustc)  # the Rust target
 command -v gdb >/dev/null 2>&1 || need+=(gdb)  # the other debugger of the fault suite
+command -v tmux >/dev/null 2>&1 || need+=(tmux)  # the test of --live runs it in a real terminal
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v objcopy >/dev/null 2>&1 || need+=(binutils)  # the tests split debug files as packagers do
 # debug information from elsewhere: elfutils' debuginfod client (used by sampler when

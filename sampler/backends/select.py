@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 
+from sampler import notice
 from sampler.backends.base import Backend
 from sampler.config import SessionConfig
 from sampler.errors import UsageError
@@ -44,6 +45,10 @@ def pick(config: SessionConfig, target: TargetProcess) -> Choice:
 def build(choice: Choice, config: SessionConfig, target: TargetProcess) -> Backend:
     """Build the chosen backend (only its code is loaded). The caller hands it to a Session
     at once: the session detaches it on every way out."""
+    if choice.name in ("delve", "delve-rpc"):
+        from sampler.backends.ptrace.fields import expand_config
+
+        config = expand_config(config, target.is_go, notice.say)
     if choice.name == "delve":
         from sampler.backends.delve.backend import DelveBackend
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import functools
 import gc
 import re
@@ -38,6 +39,7 @@ from sampler.backends.ptrace.dwarf import (
     is_interface,
 )
 from sampler.backends.ptrace.evaluate import Evaluator, Object, SampleError, dotted_name
+from sampler.backends.ptrace.fields import expand, field_paths
 from sampler.backends.ptrace.golang import GoTypes
 from sampler.backends.ptrace.instructions import MAX_FUNCTION, starts_instruction
 from sampler.backends.ptrace.locate import NO_DEBUG_HINT, Place, defines_package, find_global, resolve
@@ -497,7 +499,8 @@ class PtraceBackend:
                 module.drop_debug(e)
                 self._variables.pop(pc, None)
                 self.function, names = None, set()
-        for expression in self.config.expressions:
+        unknown: dict[int, list[str]] = {}
+        for index, expression in enumerate(self.config.expressions):
             for node in ast.walk(expression.tree):
                 dotted = dotted_name(node) if isinstance(node, ast.Attribute) else None
                 if dotted is not None and dotted.partition(".")[0] not in names:
@@ -511,9 +514,25 @@ class PtraceBackend:
                         continue
                     if _ARGUMENT.match(name):
                         self._check_argument(name)
-                    elif not defines_package(self.modules, name):
-                        raise ExpressionError(f"no variable {name!r} {self._where()}{self._no_dwarf()}",
-                                              self._no_dwarf_hint() or self.name_hint)
+                    elif not defines_package(self.modules, name) and name not in unknown.get(index, []):
+                        unknown.setdefault(index, []).append(name)
+        if unknown:
+            self._short_form(unknown)
+
+    def _short_form(self, unknown: dict[int, list[str]]) -> None:
+        """Names that are no local, parameter or global: fields of the globals (fields.py)."""
+        debug = self.modules.main.debug()
+        expressions = list(self.config.expressions)
+        for index, names in unknown.items():
+            paths = {name: field_paths(debug, name, self.is_go) if debug is not None else [] for name in names}
+            for name, found in paths.items():
+                if not found:
+                    raise ExpressionError(f"no variable {name!r} {self._where()}, nor a field of a global "
+                                          f"of that name{self._no_dwarf()}", self._no_dwarf_hint() or self.name_hint)
+            expressions[index], said = expand(expressions[index], paths)
+            notice.say(said)
+        self.config = dataclasses.replace(self.config, expressions=tuple(expressions))
+        self._check_names()  # the paths, as any other names
 
     def _check_register(self, name: str) -> None:
         if name not in REGISTER_NAMES:

@@ -398,6 +398,14 @@ class Debug:
         return found
 
     @_guarded
+    def global_names(self) -> list[str]:
+        """Every top-level variable's name (a walk of all the units, once)."""
+        names = set(self._names_until(lambda: False))
+        if not names:  # the fast walk could not read the units: the slow one
+            self.scan_all()
+        return sorted(names | set(self.globals))
+
+    @_guarded
     def global_variable(self, name: str) -> Variable | None:
         if name not in self.globals:
             self._from_name_index(name)

@@ -1,0 +1,300 @@
+"""Seeing the answer: the short form, report, --stop-when, JSON Lines, --metrics, --live."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.integration.targets import (
+    ROOT,
+    Target,
+    finish,
+    have_delve,
+    one_line_error,
+    read_csv,
+    sampler,
+    start_sampler,
+    wait_for_rows,
+)
+
+CAPACITY = 20000
+
+
+@pytest.mark.parametrize("target_name,backend,path", [
+    ("ringbuf-c", "ptrace", "ring.w"), ("ringbuf-go", "ptrace", "main.ring.w"),
+    ("ringbuf-go", "delve", "main.ring.w"), ("ringbuf-go", "delve-rpc", "main.ring.w")])
+def test_the_short_form_reads_fields_of_the_globals(start_target: Callable[..., Target], target_name: str,
+                                                    backend: str, path: str) -> None:
+    if backend != "ptrace" and not have_delve():
+        pytest.skip("dlv is missing (make setup installs it)")
+    # GIVEN a bundled ring buffer, and the expression a new user is told about
+    target = start_target(target_name)
+    # WHEN sampling w-r with no --at
+    result = sampler("attach", "--pid", str(target.pid), "--backend", backend, "--expr", "w-r", "--count", "4",
+                     "--interval", "0.1s")
+    # THEN each name is said once as the global's field it is, and the values are the ring's
+    assert result.returncode == 0, result.stderr
+    said = [line for line in result.stderr.splitlines() if " is " in line and "w-r:" in line]
+    assert said == [f"sampler: w-r: w is {path}, r is {path[:-1]}r"], result.stderr
+    rows = [line.split(",") for line in result.stdout.splitlines()[1:]]
+    assert len(rows) == 4 and all(0 <= int(row[5]) <= CAPACITY for row in rows), result.stdout
+    target.assert_untouched()
+
+
+def test_a_field_of_several_globals_is_listed_not_guessed(start_target: Callable[..., Target]) -> None:
+    target = start_target("httpd-go")
+    result = sampler("attach", "--pid", str(target.pid), "--backend", "ptrace", "--expr", "tab", "--count", "2",
+                     "--quiet")
+    line = one_line_error(result)
+    assert "tab is a field of several globals: main.current.tab, main.lastErr.tab, main.page.escapeErr.tab" in line
+    target.assert_untouched()
+
+
+def test_a_name_that_is_nowhere_says_so(start_target: Callable[..., Target]) -> None:
+    target = start_target("ringbuf-c")
+    line = one_line_error(sampler("attach", "--pid", str(target.pid), "--backend", "ptrace", "--expr", "nothere",
+                                  "--quiet"))
+    assert "no variable 'nothere'" in line and "nor a field of a global" in line
+
+
+@pytest.fixture(scope="module")
+def bug_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real run on the C ring buffer with its off-by-one: w - r reaches capacity + 1."""
+    from tests.integration.targets import BIN
+    target = Target([str(BIN / "ringbuf-c"), "--bug"])
+    out = tmp_path_factory.mktemp("report") / "bug.csv"
+    try:
+        result = sampler("attach", "--pid", str(target.pid), "--backend", "ptrace", "--at", "ring_read",
+                         "--expr", "delta=b->w - b->r", "--expr", "bug=b->bug", "--rate", "50", "--count", "60",
+                         "--out", str(out), "--quiet")
+        assert result.returncode == 0, result.stderr
+    finally:
+        target.stop()
+    return out
+
+
+def test_report_gives_the_statistics_of_a_run(bug_run: Path) -> None:
+    rows = read_csv(bug_run)
+    deltas = sorted(int(r["delta"]) for r in rows)
+    # WHEN reporting it as JSON
+    result = sampler("report", str(bug_run), "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    [(pid, entry)] = report["pids"].items()
+    delta = entry["columns"]["delta"]
+    # THEN the figures are the CSV's own
+    assert pid == rows[0]["pid"]
+    assert delta["rows"] == 60 and delta["errors"] == 0
+    assert delta["min"] == deltas[0] and delta["max"] == deltas[-1] == CAPACITY + 1
+    assert delta["p50"] == deltas[29] or delta["p50"] == deltas[30]
+    assert delta["first"] == int(rows[0]["delta"]) and delta["last"] == int(rows[-1]["delta"])
+    changes = sum(1 for a, b in zip(rows, rows[1:]) if a["delta"] != b["delta"])
+    assert delta["changes"] == changes
+    assert entry["columns"]["bug"]["min"] == entry["columns"]["bug"]["max"] == 1
+    pauses = sorted(float(r["pause_us"]) for r in rows)
+    assert entry["columns"]["pause_us"]["max"] == pauses[-1]
+
+
+def test_report_text_histograms_and_windows(bug_run: Path) -> None:
+    result = sampler("report", str(bug_run), "--hist", "delta", "--lhist", "delta", "0", "20002", "5000",
+                     "--by", "0.5s")
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    # the table, one row per expression and sampler's own columns
+    assert any(line.split()[:2] == ["delta", "60"] for line in text.splitlines()), text
+    # the power-of-two histogram: its counts add up to the rows, 20001 in [16K, 32K)
+    hist = text[text.index("@delta"):]
+    buckets = [line for line in hist.splitlines()[1:] if "|" in line]
+    first_hist = buckets[:len([b for b in buckets if b.startswith(("[", "("))])]
+    assert any(line.startswith("[16K, 32K)") for line in first_hist), hist
+    counts = [int(line.split("|")[0].split()[-1]) for line in hist.split("@delta")[1].splitlines()[1:] if "|" in line]
+    assert sum(counts) == 60
+    # the linear histogram ends with the bucket that holds capacity + 1
+    assert "[20000, 20002)" in text or "[20000, 20002" in text, text
+    # the windows: about three of 0.5 s for 60 rows at 50/s, rows adding up
+    windows = [line for line in text.splitlines() if line.strip().endswith(" s") and "-" in line.split()[0]]
+    assert 2 <= len(windows) <= 4, text
+
+
+def test_report_plots_each_expression_and_the_pause(bug_run: Path, tmp_path: Path) -> None:
+    import matplotlib.image
+
+    picture = tmp_path / "run.png"
+    result = sampler("report", str(bug_run), "--plot", str(picture))
+    assert result.returncode == 0, result.stderr
+    image = matplotlib.image.imread(picture)
+    # three panels (delta, bug, pause_us) of 2.2 inches each at 100 dpi
+    assert image.shape[1] == 1000 and image.shape[0] >= 3 * 200, image.shape
+    assert image.std() > 0.05  # not a blank page
+
+
+@pytest.mark.parametrize("content,expected", [
+    ("", "the file is empty"),
+    ("hello world\n", "not a sampler CSV"),
+    ("seq,time,elapsed_s,pid,thread,delta,pause_us,wait_us,late_us\n1,t,0.1,5,6,7,8,9,10\n", "'error' is missing"),
+])
+def test_report_refuses_what_is_not_a_sampler_csv(tmp_path: Path, content: str, expected: str) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text(content)
+    assert expected in one_line_error(sampler("report", str(bad)))
+
+
+def test_report_names_a_column_that_is_not_there(bug_run: Path) -> None:
+    line = one_line_error(sampler("report", str(bug_run), "--hist", "nosuch"))
+    assert "no column 'nosuch'" in line and "delta" in line
+
+
+def test_stop_when_catches_the_ring_at_capacity_plus_one(start_target: Callable[..., Target],
+                                                         tmp_path: Path) -> None:
+    # GIVEN the Go ring buffer with its off-by-one, sampled with the short form
+    target = start_target("ringbuf-go", "--bug")
+    out = tmp_path / "caught.csv"
+    # WHEN asking to stop once w - r is over the capacity
+    result = sampler("attach", "--pid", str(target.pid), "--backend", "ptrace", "--expr", "delta=w-r",
+                     "--rate", "200", "--duration", "60s", "--stop-when", f"delta > {CAPACITY}", "--out", str(out))
+    # THEN the run ends at the first row over it, says so, and exits 0
+    assert result.returncode == 0, result.stderr
+    rows = read_csv(out)
+    assert int(rows[-1]["delta"]) == CAPACITY + 1
+    assert all(int(r["delta"]) <= CAPACITY for r in rows[:-1] if r["delta"])
+    assert f"--stop-when 'delta > {CAPACITY}' held at sample {len(rows)}" in result.stderr
+    assert "stopped by --stop-when" in result.stderr
+    target.assert_untouched()
+
+
+def test_stop_when_that_never_holds_lets_the_run_end(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    target = start_target("ringbuf-c")
+    out = tmp_path / "whole.csv"
+    result = sampler("attach", "--pid", str(target.pid), "--backend", "ptrace", "--at", "ring_read",
+                     "--expr", "delta=b->w - b->r", "--rate", "100", "--count", "30",
+                     "--stop-when", f"delta > {CAPACITY}", "--out", str(out), "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert len(read_csv(out)) == 30
+
+
+def test_stop_when_with_an_unknown_column_is_refused(start_target: Callable[..., Target]) -> None:
+    target = start_target("ringbuf-c")
+    line = one_line_error(sampler("attach", "--pid", str(target.pid), "--expr", "delta=ring->w",
+                                  "--stop-when", "nope > 3", "--quiet"))
+    assert "--stop-when 'nope > 3': no column 'nope'" in line and "delta" in line
+    target.assert_untouched()
+
+
+def test_json_lines_have_numbers_as_numbers(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    target = start_target("ringbuf-cpp")
+    out = tmp_path / "rows.jsonl"
+    result = sampler("attach", "--pid", str(target.pid), "--backend", "ptrace", "--at", "rb::Ring::read",
+                     "--expr", "delta=this->w - this->r", "--expr", "this->name", "--count", "5", "--rate", "20",
+                     "--out", str(out), "--quiet")
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(records) == 5
+    for seq, record in enumerate(records, 1):
+        assert record["seq"] == seq and record["pid"] == target.pid
+        assert isinstance(record["delta"], int) and 0 <= record["delta"] <= CAPACITY
+        assert record["this->name"] == "ring-cpp"
+        assert isinstance(record["pause_us"], int) and record["pause_us"] > 0
+        assert isinstance(record["elapsed_s"], float) and record["error"] == ""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_metrics_are_scraped_and_parsed(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    target = start_target("ringbuf-c")
+    out, port = tmp_path / "m.csv", _free_port()
+    proc = start_sampler("attach", "--pid", str(target.pid), "--backend", "ptrace", "--at", "ring_read",
+                         "--expr", "delta=b->w - b->r", "--rate", "20", "--duration", "30s",
+                         "--metrics", f"127.0.0.1:{port}", "--out", str(out), "--quiet")
+    try:
+        wait_for_rows(out, proc, 5)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
+        rows_then = len(read_csv(out))
+    finally:
+        proc.send_signal(2)
+        _, stderr = finish(proc)
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    [value] = families["sampler_value"].samples
+    assert value.labels == {"pid": str(target.pid), "expression": "delta"}
+    assert 0 <= value.value <= CAPACITY
+    [count] = [s for s in families["sampler_samples"].samples if s.name == "sampler_samples_total"]
+    assert 5 <= count.value <= rows_then + 1
+    [errors] = [s for s in families["sampler_errors"].samples if s.name == "sampler_errors_total"]
+    assert errors.value == 0
+    buckets = {s.labels["le"]: s.value for s in families["sampler_pause_seconds"].samples
+               if s.name.endswith("_bucket")}
+    assert buckets["+Inf"] == count.value and buckets["0.001"] >= 1  # pauses are microseconds
+    assert proc.returncode == 0, stderr
+    with pytest.raises((urllib.error.URLError, ConnectionError)):  # the server ended with the run
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2)
+    assert not subprocess.run(["pgrep", "-f", "sampler-metrics"], capture_output=True).stdout.strip() or \
+        not [p for p in subprocess.run(["pgrep", "-x", "sampler-metrics"], capture_output=True,
+                                       text=True).stdout.split() if p]
+    target.assert_untouched()
+
+
+def test_metrics_on_a_port_in_use_is_one_line(start_target: Callable[..., Target]) -> None:
+    target = start_target("ringbuf-c")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        line = one_line_error(sampler("attach", "--pid", str(target.pid), "--expr", "delta=ring->w",
+                                      "--metrics", f"127.0.0.1:{port}", "--quiet"))
+    assert f"cannot serve on 127.0.0.1:{port}" in line
+    target.assert_untouched()
+
+
+def test_the_live_view_in_a_real_terminal(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    if shutil.which("tmux") is None:
+        pytest.fail("tmux is missing (make setup installs it)")
+    target = start_target("ringbuf-c")
+    out, session = tmp_path / "live.csv", f"sampler-live-{target.pid}"
+    command = (f"cd {ROOT} && .venv/bin/python -m sampler attach --pid {target.pid} --backend ptrace "
+               f"--at ring_read --expr 'delta=b->w - b->r' --expr 'cap=b->capacity' --rate 20 --duration 4s "
+               f"--live --out {out}; sleep 30")
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "140", "-y", "30", command], check=True)
+    try:
+        screens = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            screen = subprocess.run(["tmux", "capture-pane", "-p", "-J", "-t", session], capture_output=True,
+                                    text=True, check=True).stdout
+            screens.append(screen)
+            if "target left running" in screen:
+                break
+            time.sleep(0.5)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+    final = screens[-1]
+    assert "target left running" in final, final
+    # the view was redrawn in place: one header on the screen, not one per refresh
+    assert final.count("sampler --live") == 1, final
+    rows = read_csv(out)
+    [cap_line] = [line for line in final.splitlines() if line.startswith("cap ")]
+    assert cap_line.split()[1:5] == ["20000"] * 4, cap_line  # last, min, p50, max
+    [delta_line] = [line for line in final.splitlines() if line.startswith("delta ")]
+    last, low, _, high = delta_line.split()[1:5]
+    values = [int(r["delta"]) for r in rows]
+    assert int(last) == values[-1] and int(low) == min(values) and int(high) == max(values)
+    assert any(ch in delta_line for ch in "▁▂▃▄▅▆▇█"), delta_line
+    header = [line for line in final.splitlines() if line.startswith("sampler --live")][0]
+    assert f"{len(rows)} samples" in header
+    # and while it ran, the screen showed fewer samples: it was live
+    earlier = [s for s in screens[:-1] if "sampler --live" in s]
+    assert earlier and f"{len(rows)} samples" not in earlier[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import socket
@@ -97,7 +98,7 @@ def test_report_gives_the_statistics_of_a_run(bug_run: Path) -> None:
     assert delta["min"] == deltas[0] and delta["max"] == deltas[-1] == CAPACITY + 1
     assert delta["p50"] == deltas[29] or delta["p50"] == deltas[30]
     assert delta["first"] == int(rows[0]["delta"]) and delta["last"] == int(rows[-1]["delta"])
-    changes = sum(1 for a, b in zip(rows, rows[1:]) if a["delta"] != b["delta"])
+    changes = sum(1 for a, b in itertools.pairwise(rows) if a["delta"] != b["delta"])
     assert delta["changes"] == changes
     assert entry["columns"]["bug"]["min"] == entry["columns"]["bug"]["max"] == 1
     pauses = sorted(float(r["pause_us"]) for r in rows)
@@ -293,7 +294,7 @@ def test_the_live_view_in_a_real_terminal(start_target: Callable[..., Target], t
     values = [int(r["delta"]) for r in rows]
     assert int(last) == values[-1] and int(low) == min(values) and int(high) == max(values)
     assert any(ch in delta_line for ch in "▁▂▃▄▅▆▇█"), delta_line
-    header = [line for line in final.splitlines() if line.startswith("sampler --live")][0]
+    header = next(line for line in final.splitlines() if line.startswith("sampler --live"))
     assert f"{len(rows)} samples" in header
     # and while it ran, the screen showed fewer samples: it was live
     earlier = [s for s in screens[:-1] if "sampler --live" in s]

@@ -100,7 +100,10 @@ class LiveView:
     def _draw(self, now: float) -> None:
         self._last_draw = now
         lines = self.lines(now)
-        text = (f"\x1b[{self._drawn}F" if self._drawn else "") + "".join(f"\x1b[2K{line}\n" for line in lines)
+        if self.tty:  # back over the last drawing, each line cleared
+            text = (f"\x1b[{self._drawn}F" if self._drawn else "") + "".join(f"\x1b[2K{line}\n" for line in lines)
+        else:
+            text = "".join(f"{line}\n" for line in lines)
         try:
             self.stream.write(text)
             self.stream.flush()

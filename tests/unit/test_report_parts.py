@@ -1,0 +1,93 @@
+"""The pieces of report, --stop-when, --live and the short form that need no target."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from sampler.backends.ptrace.fields import rewrite
+from sampler.condition import Condition
+from sampler.errors import UsageError
+from sampler.output.live import LiveView, sparkline
+from sampler.report import hist
+from sampler.report.stats import failed_in
+
+
+def test_power_of_two_buckets_are_bpftraces() -> None:
+    buckets = hist.power_of_two([-3, 0, 1, 2, 3, 4, 7, 8, 1500, 2048, 20001])
+    assert buckets[:6] == [("(..., 0)", 1), ("[0]", 1), ("[1]", 1), ("[2, 4)", 2), ("[4, 8)", 2), ("[8, 16)", 1)]
+    assert ("[1K, 2K)", 1) in buckets and ("[2K, 4K)", 1) in buckets and buckets[-1] == ("[16K, 32K)", 1)
+    assert sum(count for _, count in buckets) == 11
+
+
+def test_linear_buckets_with_the_outside_ones() -> None:
+    buckets = hist.linear([-1, 0, 5, 10, 19, 20, 25], 0, 20, 10)
+    assert buckets == [("(..., 0)", 1), ("[0, 10)", 2), ("[10, 20)", 2), ("[20, ...)", 2)]
+
+
+def test_a_histogram_is_drawn_with_bars_in_proportion() -> None:
+    text = hist.render("delta", [("[0]", 2), ("[1]", 4)])
+    lines = text.splitlines()
+    assert lines[0] == "@delta:"
+    assert lines[1].count("@") == 26 and lines[2].count("@") == 52
+
+
+@pytest.mark.parametrize("condition,row,holds", [
+    ("delta > 20000", {"delta": 20001}, True),
+    ("delta > 20000", {"delta": 20000}, False),
+    ("delta > 20000", {"delta": None}, False),  # that row's expression failed
+    ("delta >= 10 && bug == 1", {"delta": 10, "bug": 1}, True),
+    ("delta < 0 || !bug", {"delta": 5, "bug": 0}, True),
+    ("pause_us > 100", {"delta": 5, "pause_us": 99.0}, False),
+    ("(delta - 1) % 2 == 0", {"delta": 3}, True),
+])
+def test_stop_when_conditions(condition: str, row: dict[str, object], holds: bool) -> None:
+    assert Condition(condition, ["delta", "bug"]).holds(row) is holds  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("text,why", [("nope > 1", "no column 'nope'"), ("f(delta)", "function calls"),
+                                      ("delta.x > 1", "only column names")])
+def test_stop_when_refuses_what_it_cannot_check(text: str, why: str) -> None:
+    with pytest.raises(Exception) as caught:
+        Condition(text, ["delta"])
+    assert why in str(caught.value)
+    assert isinstance(caught.value, UsageError)
+
+
+def test_the_short_form_rewrites_free_names_only() -> None:
+    chosen = {"w": "main.ring.w", "r": "main.ring.r"}
+    assert rewrite("w-r", chosen) == "main.ring.w-main.ring.r"
+    assert rewrite("b.w - b->r + w", chosen) == "b.w - b->r + main.ring.w"
+    assert rewrite("len(w) * 2", chosen) == "len(main.ring.w) * 2"
+
+
+def test_an_error_names_the_expression_it_is_about() -> None:
+    assert failed_in("delta: optimized out; cap: null pointer", "cap")
+    assert not failed_in("delta: optimized out", "cap")
+    assert failed_in("breakpoint not hit within 2s", "cap")  # a miss: nothing was read
+    assert not failed_in("", "cap")
+
+
+def test_the_live_view_shows_last_min_p50_max_and_a_sparkline() -> None:
+    from datetime import UTC, datetime
+
+    from sampler.sample import Reading, Sample
+
+    stream = io.StringIO()
+    times = iter([0.0] + [float(i) for i in range(1, 20)])
+    view = LiveView(["delta"], 42, stream=stream, clock=lambda: next(times))
+    for seq, value in enumerate([5, 1, 9, 3], 1):
+        view.write(Sample(seq, datetime.now(UTC), seq, 42, Reading((value,), pause_us=10.0 * seq), 0.0))
+    lines = view.lines(5.0)
+    assert "4 samples (0 with errors)" in lines[0] and "0.8/s" in lines[0]
+    assert lines[2].split()[:5] == ["delta", "3", "1", "4", "9"]  # p50 of 5 1 9 3 is 4
+    assert lines[2].split()[5] == sparkline([5, 1, 9, 3])
+    assert stream.getvalue() == ""  # not a terminal: drawn once, at the end
+    view.close()
+    assert "delta" in stream.getvalue() and "\x1b[" not in stream.getvalue()
+
+
+def test_a_sparkline_spans_the_range() -> None:
+    assert sparkline([0, 7]) == "▁█"
+    assert sparkline([3, 3]) == "▅▅"

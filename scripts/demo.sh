@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Start the bundled Go ring buffer, sample w-r at its Read method at 1 Hz for
-# about 10 s into samples.csv, show the rows, stop the target.
+# about 10 s into samples.csv, show the rows and their report (a histogram and
+# demo.png), stop the target.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=targets/bin/ringbuf-go
@@ -16,6 +17,9 @@ echo "+ sampler attach --pid $pid --at 'main.(*Ring).Read' --expr 'delta=b.w-b.r
 echo
 echo "demo: samples.csv"
 column -s, -t < samples.csv 2>/dev/null || cat samples.csv
+echo
+echo "+ sampler report samples.csv --hist delta --plot demo.png"
+.venv/bin/sampler report samples.csv --hist delta --plot demo.png
 sleep 1.2
 if kill -0 "$pid" 2>/dev/null; then
   echo "demo: the target is still running after sampling; its last line: $(tail -n 1 "$log")"

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
-from sampler import __version__, expr, notice, process, procfs, supervisor
+from sampler import __version__, expr, notice, pgrep, process, procfs, supervisor
 from sampler.backends.select import CHOICES, build, pick
 from sampler.condition import Condition
 from sampler.config import SessionConfig
@@ -50,7 +50,7 @@ def cli() -> None:
 F = TypeVar("F", bound=Callable[..., Any])
 
 SECTIONS = {
-    "What to sample": ("--pid", "--expr"),
+    "What to sample": ("--pid", "--pgrep", "--container", "--expr"),
     "Where": ("--at", "--backend", "--debug-dir", "--symbols"),
     "When": ("--interval", "--rate", "--count", "--max-events", "--duration", "--hit-timeout", "--stop-when"),
     "Output": ("--out", "--format", "--quiet", "--live", "--metrics"),
@@ -76,7 +76,13 @@ class SectionedCommand(click.Command):
 def target_options(command: F) -> F:
     """The options attach and trace share."""
     for option in reversed([
-        click.option("--pid", type=int, required=True, help="The process to sample."),
+        click.option("--pid", type=int, help="The process to sample."),
+        click.option("--pgrep", metavar="PATTERN",
+                     help="The process to sample by its name, else its command line (a regular expression; "
+                          "it must match one process): for containers and pods, where PIDs differ."),
+        click.option("--container", metavar="ID",
+                     help="Only the processes of this container (its runtime ID, found in /proc/PID/cgroup); "
+                          "without --pgrep, its first process. For a node agent with the host's PIDs."),
         click.option("--expr", "exprs", multiple=True, required=True, metavar="[NAME=]EXPR",
                      help="An expression to read at each sample; one column each. Repeatable. A name "
                           "that is no local, parameter or global is looked up as a field of the globals."),
@@ -155,7 +161,8 @@ def trace(location: str, max_events: int | None, **common: Any) -> int:
 def _config(common: dict[str, Any], **specific: Any) -> SessionConfig:
     """The session's config from the options attach and trace share and their own."""
     expressions = _expressions(common["exprs"])
-    return SessionConfig(pid=common["pid"], expressions=expressions, duration_s=common["duration"],
+    return SessionConfig(pid=_target(common["pid"], common["pgrep"], common["container"]), expressions=expressions,
+                         duration_s=common["duration"],
                          backend=common["backend"], guardian=not common["no_guardian"],
                          debug_dirs=_debug_dirs(common["debug_dirs"]), symbols_file=common["symbols_file"],
                          quiet=common["quiet"], stop_when=_condition(common["stop_when"], expressions),
@@ -224,6 +231,15 @@ def _expressions(texts: Sequence[str]) -> tuple[expr.Expression, ...]:
             raise UsageError(f"column name {name!r} is used twice or is a fixed column",
                              "name the expression: --expr NAME=EXPR")
     return expressions
+
+
+def _target(pid: int | None, pattern: str | None, container: str | None) -> int:
+    if pid is not None and (pattern is not None or container is not None):
+        raise UsageError("--pid excludes --pgrep and --container", "give the target one way")
+    if pid is None and pattern is None and container is None:
+        raise UsageError("give the target with --pid PID, --pgrep PATTERN or --container ID",
+                         "e.g. --pid 4242 or --pgrep ringbuf")
+    return pid if pid is not None else pgrep.find(pattern, container)
 
 
 def _condition(text: str | None, expressions: Sequence[expr.Expression]) -> Condition | None:

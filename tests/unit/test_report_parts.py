@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import json
+from pathlib import Path
 
 import pytest
 
@@ -91,3 +93,20 @@ def test_the_live_view_shows_last_min_p50_max_and_a_sparkline() -> None:
 def test_a_sparkline_spans_the_range() -> None:
     assert sparkline([0, 7]) == "▁█"
     assert sparkline([3, 3]) == "▅▅"
+
+
+def test_report_keeps_pids_apart_and_counts_errors_per_expression(tmp_path: Path) -> None:
+    from sampler.report import Request, run
+
+    header = "seq,time,elapsed_s,pid,thread,delta,name,pause_us,wait_us,late_us,error\n"
+    first = tmp_path / "a.csv"
+    first.write_text(header + "1,t,0.0,10,1,5,x,20,1,0,\n2,t,1.0,10,1,,x,21,1,0,delta: null pointer\n"
+                     "3,t,2.0,10,1,9,y,22,1,0,\n")
+    second = tmp_path / "b.csv"
+    second.write_text(header + "1,t,0.0,11,1,100,z,30,1,0,\n2,t,0.5,11,1,100,z,31,1,0,\n")
+    report = json.loads(run(Request([str(first), str(second)], as_json=True)))
+    a, b = report["pids"]["10"]["columns"], report["pids"]["11"]["columns"]
+    assert (a["delta"]["rows"], a["delta"]["errors"], a["delta"]["min"], a["delta"]["max"]) == (3, 1, 5, 9)
+    assert a["delta"]["changes"] == 1 and a["name"]["numeric"] is False and a["name"]["last"] == "y"
+    assert a["name"]["errors"] == 0  # the error named delta only
+    assert (b["delta"]["min"], b["delta"]["changes"], b["pause_us"]["max"]) == (100, 0, 31)

@@ -1,0 +1,82 @@
+"""--pgrep PATTERN: the target by its name or command line, where its PID is not known in
+advance (in a container, a pod: every one has other PIDs)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from sampler import procfs
+from sampler.errors import ProcessNotFound, UsageError
+
+SHOWN = 5
+"""Matches listed in the error when there are several."""
+
+
+def find(pattern: str | None, container: str | None = None) -> int:
+    """The one process whose name (comm), else whose command line, matches ``pattern`` (a
+    regular expression, searched); sampler itself and its ancestors never match. With
+    ``container`` (a container runtime's ID, or its first 12 characters or more), only that
+    container's processes count, by their cgroup; without a pattern, its first process."""
+    try:
+        wanted = re.compile(pattern or "")
+    except re.error as e:
+        raise UsageError(f"--pgrep {pattern!r} is not a regular expression ({e})",
+                         "e.g. --pgrep ringbuf or --pgrep '^myserver$'") from None
+    own = _own_line()
+    processes = [(pid, procfs.comm(pid), _command_line(pid)) for pid in _pids() if pid not in own]
+    processes = [p for p in processes if p[2]]  # kernel threads have no command line
+    if container is not None:
+        if len(container) < 12:
+            raise UsageError(f"--container {container!r} is too short to name one container",
+                             "give at least its first 12 characters")
+        processes = [p for p in processes if container in _cgroup(p[0])]
+        if not processes:
+            raise ProcessNotFound(f"--container {container}: no process of this machine is in that container",
+                                  "check the ID (kubectl get pod -o jsonpath='{..containerID}') and the node")
+        if pattern is None:
+            return min(processes, key=lambda p: (procfs.start_time(p[0]) or 0, p[0]))[0]
+    matched = [p for p in processes if wanted.search(p[1])] or [p for p in processes if wanted.search(p[2])]
+    if not matched:
+        inside = f" in container {container}" if container else ""
+        raise ProcessNotFound(f"--pgrep {pattern!r}: no process{inside} has a name or command line that matches",
+                              "check the name with ps -e, or give --pid")
+    if len(matched) > 1:
+        listed = "; ".join(f"{pid} {name} ({line[:60]})" for pid, name, line in matched[:SHOWN])
+        more = f" and {len(matched) - SHOWN} more" if len(matched) > SHOWN else ""
+        raise UsageError(f"--pgrep {pattern!r} matches {len(matched)} processes: {listed}{more}",
+                         "make the pattern match one (e.g. '^name$'), or give --pid")
+    return matched[0][0]
+
+
+def _cgroup(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cgroup").read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def _pids() -> list[int]:
+    return sorted(int(entry) for entry in os.listdir("/proc") if entry.isdigit())
+
+
+def _command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def _own_line() -> set[int]:
+    """sampler and every process above it (the shell that started it has the pattern in
+    its command line too)."""
+    found, pid = set(), os.getpid()
+    while pid > 1 and pid not in found:
+        found.add(pid)
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            pid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return found

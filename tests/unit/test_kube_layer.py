@@ -1,0 +1,121 @@
+"""The kubectl-calling layer: the commands and manifests it produces, and the preflight."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from sampler.errors import UsageError
+from sampler.kube import manifests, preflight, yaml
+from sampler.kube.cli import remote_args, with_default_target
+
+
+def test_the_ephemeral_way_is_kubectl_debug_with_the_general_profile() -> None:
+    argv = manifests.debug_command("web-0", "shop", "app", "reg/sampler:1", ["attach", "--expr", "w-r", "--out", "-"])
+    assert argv[:7] == ["kubectl", "debug", "web-0", "--quiet", "-i", "--image=reg/sampler:1", "--profile=general"]
+    assert "--namespace=shop" in argv and "--target=app" in argv
+    script = argv[argv.index("--") + 1:]
+    assert script[:2] == ["/bin/sh", "-c"] and script[3:] == ["sampler", manifests.SAMPLER, "attach", "--expr",
+                                                               "w-r", "--out", "-"]
+
+
+def test_the_remote_sampler_is_stopped_cleanly_when_kubectl_goes() -> None:
+    # GIVEN the wrapper around a stand-in for sampler that says how it ended
+    script = manifests.remote_command([])[2]
+    stand_in = "trap 'echo interrupted; exit 0' TERM; echo started; while :; do sleep 0.05; done"
+    proc = subprocess.Popen(["/bin/sh", "-c", script, "sampler", "/bin/sh", "-c", stand_in],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdin is not None
+    assert proc.stdout.readline().strip() == "started"
+    # WHEN kubectl's stream closes (the user pressed Ctrl-C)
+    proc.stdin.close()
+    # THEN sampler got SIGTERM (it detaches and resumes the target) and the wrapper ends with it
+    try:
+        assert proc.stdout.readline().strip() == "interrupted"
+        assert proc.wait(timeout=10) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+
+
+def test_the_remote_sampler_that_ends_by_itself_ends_the_wrapper() -> None:
+    script = manifests.remote_command([])[2]
+    proc = subprocess.run(["/bin/sh", "-c", script, "sampler", "/bin/sh", "-c", "exit 3"], stdin=subprocess.PIPE,
+                          timeout=10)
+    assert proc.returncode == 3
+
+
+def test_rows_come_back_over_the_stream_and_the_entrypoint_is_the_default_target() -> None:
+    assert remote_args(["--expr", "w-r"]) == ["attach", "--expr", "w-r", "--out", "-"]
+    assert with_default_target(["attach", "--expr", "x"])[-2:] == ["--pid", "1"]
+    assert with_default_target(["attach", "--pgrep", "srv"]) == ["attach", "--pgrep", "srv"]
+    with pytest.raises(UsageError):
+        remote_args(["--expr", "x", "--out", "rows.csv"])
+
+
+def test_the_node_agent_is_least_privilege() -> None:
+    docs = manifests.node_agent("sampler-system", "reg/sampler:1")
+    kinds = [d["kind"] for d in docs]
+    assert kinds == ["Namespace", "ServiceAccount", "Role", "DaemonSet"]
+    spec = docs[3]["spec"]["template"]["spec"]
+    container = spec["containers"][0]
+    assert spec["hostPID"] is True and container["image"] == "reg/sampler:1"
+    assert container["securityContext"] == {"capabilities": {"drop": ["ALL"], "add": ["SYS_PTRACE"]},
+                                            "privileged": False, "allowPrivilegeEscalation": False}
+    assert docs[2]["rules"][1] == {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]}
+    assert spec["automountServiceAccountToken"] is False
+
+
+def test_the_shared_pod_without_ptrace_drops_every_capability() -> None:
+    pod = manifests.shared_pod("p", "debian", ["/t"], ["attach", "--pgrep", "t"], capability=False,
+                               volumes={"/host/bin": "/targets"})
+    sampler = pod["spec"]["containers"][1]
+    assert pod["spec"]["shareProcessNamespace"] is True
+    assert sampler["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert pod["spec"]["volumes"] == [{"name": "v0", "hostPath": {"path": "/host/bin", "type": "Directory"}}]
+
+
+def test_the_yaml_quotes_what_would_read_as_another_type() -> None:
+    text = yaml.dump([{"a": ["--count", "5", "true", "w-r", 'say "x"'], "b": {}, "c": True}])
+    assert text == 'a:\n  - "--count"\n  - "5"\n  - "true"\n  - w-r\n  - "say \\"x\\""\nb: {}\nc: true\n'
+
+
+POD = {"metadata": {"name": "web-0", "namespace": "shop"},
+       "spec": {"nodeName": "n1", "containers": [{"name": "app"}]},
+       "status": {"phase": "Running", "containerStatuses": [{"name": "app", "containerID": "containerd://abc123"}]}}
+
+
+@pytest.mark.parametrize("pod,namespace,server,node,expected", [
+    (POD, {"metadata": {"name": "shop"}}, {"serverVersion": {"minor": "30"}}, False, None),
+    (POD, {"metadata": {"name": "shop", "labels": {"pod-security.kubernetes.io/enforce": "baseline"}}},
+     None, False, "enforces Pod Security level 'baseline', which rejects a container that adds SYS_PTRACE"),
+    (POD, {"metadata": {"name": "shop", "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}},
+     None, True, None),  # the node agent runs in its own namespace
+    (POD, {}, {"serverVersion": {"minor": "22"}}, False, "no ephemeral containers (1.23+)"),
+    ({**POD, "spec": {**POD["spec"], "securityContext": {"runAsNonRoot": True}}}, {}, None, False,
+     "runs its containers as non-root"),
+    ({**POD, "status": {"phase": "Pending"}}, {}, None, False, "is Pending"),
+])
+def test_preflight_names_the_blocker(pod: dict, namespace: dict, server: dict | None, node: bool,  # type: ignore[type-arg]
+                                     expected: str | None) -> None:
+    found = preflight.blocker(pod, namespace, server, "app", node)
+    assert (found is None) if expected is None else (found is not None and expected in found), found
+
+
+def test_the_container_id_drops_the_runtime_prefix() -> None:
+    assert preflight.container_id(POD, "app") == "abc123"
+    assert preflight.container_id(POD, None) == "abc123"
+
+
+def test_kubectl_sampler_is_a_real_command() -> None:
+    result = subprocess.run([sys.executable, "-c", "from sampler.kube.cli import entry; entry()", "manifest",
+                             "agent"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "kind: DaemonSet" in result.stdout and "hostPID: true" in result.stdout
+    bad = subprocess.run([sys.executable, "-c", "from sampler.kube.cli import entry; entry()", "manifest", "shared",
+                          "--target-image", "x", "--target-command", "/t", "--volume", "nocolon"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "HOST:PATH" in bad.stderr

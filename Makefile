@@ -11,6 +11,7 @@ export GOPATH := $(CURDIR)/.cache/go
 endif
 
 .PHONY: demo test lint bench bench-quick faults faults-quick soak soak-quick guardian-bench bench-attach bench-limit setup system-deps bench-deps \
+	image kube-test \
 	targets clean
 
 demo: setup
@@ -62,6 +63,17 @@ bench-attach: setup targets
 # and bpftrace: pauses at 10 Hz and 1 kHz, every-hit rates (about 4 minutes)
 bench-limit: setup bench-deps
 	$(VENV)/bin/python bench/limit.py
+
+# sampler's container image (podman, else docker), tagged with the version; BASE_IMAGE=...
+# overrides the base, SAMPLER_LOCAL_BASE=1 makes one from Debian's packages (no registry here)
+image: setup
+	@bash deploy/build-image.sh
+
+# real containers and pods from kubectl sampler's manifests (podman; a few minutes):
+# installs podman, runc and debootstrap when missing, builds the base and the image
+kube-test: setup
+	@bash deploy/podman-setup.sh
+	SAMPLER_LOCAL_BASE=1 $(VENV)/bin/python -m pytest -q -ra tests/kube
 
 guardian-bench: setup
 	$(VENV)/bin/python bench/guardian.py

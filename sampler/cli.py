@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -14,7 +15,7 @@ from sampler.backends.select import CHOICES, build, pick
 from sampler.condition import Condition
 from sampler.config import SessionConfig
 from sampler.durations import format_duration, parse_duration
-from sampler.errors import AlreadyTraced, ExpressionError, SamplerError, UsageError
+from sampler.errors import AlreadyTraced, ExpressionError, ProcessNotFound, SamplerError, UsageError
 from sampler.output import Output, Writer
 from sampler.output.console import ConsoleWriter
 from sampler.output.csv import FORMATS, writer_for
@@ -50,7 +51,7 @@ def cli() -> None:
 F = TypeVar("F", bound=Callable[..., Any])
 
 SECTIONS = {
-    "What to sample": ("--pid", "--pgrep", "--container", "--expr"),
+    "What to sample": ("--pid", "--pgrep", "--container", "--wait-target", "--expr"),
     "Where": ("--at", "--backend", "--debug-dir", "--symbols"),
     "When": ("--interval", "--rate", "--count", "--max-events", "--duration", "--hit-timeout", "--stop-when"),
     "Output": ("--out", "--format", "--quiet", "--live", "--metrics"),
@@ -80,6 +81,9 @@ def target_options(command: F) -> F:
         click.option("--pgrep", metavar="PATTERN",
                      help="The process to sample by its name, else its command line (a regular expression; "
                           "it must match one process): for containers and pods, where PIDs differ."),
+        click.option("--wait-target", type=DURATION, metavar="DURATION",
+                     help="With --pgrep or --container: wait this long for the process to appear (a sidecar "
+                          "that starts with the program)."),
         click.option("--container", metavar="ID",
                      help="Only the processes of this container (its runtime ID, found in /proc/PID/cgroup); "
                           "without --pgrep, its first process. For a node agent with the host's PIDs."),
@@ -161,7 +165,8 @@ def trace(location: str, max_events: int | None, **common: Any) -> int:
 def _config(common: dict[str, Any], **specific: Any) -> SessionConfig:
     """The session's config from the options attach and trace share and their own."""
     expressions = _expressions(common["exprs"])
-    return SessionConfig(pid=_target(common["pid"], common["pgrep"], common["container"]), expressions=expressions,
+    pid = _target(common["pid"], common["pgrep"], common["container"], common["wait_target"])
+    return SessionConfig(pid=pid, expressions=expressions,
                          duration_s=common["duration"],
                          backend=common["backend"], guardian=not common["no_guardian"],
                          debug_dirs=_debug_dirs(common["debug_dirs"]), symbols_file=common["symbols_file"],
@@ -233,13 +238,22 @@ def _expressions(texts: Sequence[str]) -> tuple[expr.Expression, ...]:
     return expressions
 
 
-def _target(pid: int | None, pattern: str | None, container: str | None) -> int:
-    if pid is not None and (pattern is not None or container is not None):
-        raise UsageError("--pid excludes --pgrep and --container", "give the target one way")
+def _target(pid: int | None, pattern: str | None, container: str | None, wait: float | None) -> int:
+    if pid is not None and (pattern is not None or container is not None or wait is not None):
+        raise UsageError("--pid excludes --pgrep, --container and --wait-target", "give the target one way")
     if pid is None and pattern is None and container is None:
         raise UsageError("give the target with --pid PID, --pgrep PATTERN or --container ID",
                          "e.g. --pid 4242 or --pgrep ringbuf")
-    return pid if pid is not None else pgrep.find(pattern, container)
+    if pid is not None:
+        return pid
+    deadline = time.monotonic() + (wait or 0.0)
+    while True:
+        try:
+            return pgrep.find(pattern, container)
+        except ProcessNotFound:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.1)
 
 
 def _condition(text: str | None, expressions: Sequence[expr.Expression]) -> Condition | None:

@@ -65,8 +65,9 @@ def denied(pid: int, action: str, facts: Facts | None = None) -> UsageError:
         where = "in a container started without SYS_PTRACE" if f.in_container else \
             "without CAP_SYS_PTRACE (a container, or capabilities dropped)"
         return PermissionDenied(f"{what}: sampler runs as root but {where}",
-                                "give it the capability: docker/podman run --cap-add=SYS_PTRACE, "
-                                "or run sampler on the host")
+                                "give it the capability: docker/podman run --cap-add=SYS_PTRACE, in Kubernetes "
+                                "securityContext.capabilities.add: [SYS_PTRACE] (kubectl debug "
+                                "--profile=general), or run sampler on the host")
     if f.yama_scope == 2 and not can_ptrace:
         return PermissionDenied(f"{what}: kernel.yama.ptrace_scope is 2, so only CAP_SYS_PTRACE may trace",
                                 "run sampler as root (sudo)")

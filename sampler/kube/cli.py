@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Sequence
 
@@ -126,15 +127,15 @@ def manifest() -> None:
 @click.option("--namespace", default=manifests.NAMESPACE, show_default=True)
 @click.option("--pod", "as_pod", metavar="NAME", help="One pod of the agent instead of the DaemonSet and RBAC.")
 @click.option("--volume", "volumes", multiple=True, metavar="HOST:PATH", help="A host folder to mount (--pod).")
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of YAML.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def manifest_agent(image: str, namespace: str, as_pod: str | None, volumes: Sequence[str],
+def manifest_agent(image: str, namespace: str, as_pod: str | None, volumes: Sequence[str], as_json: bool,
                    command: Sequence[str]) -> int:
-    """The node agent (kubectl sampler install applies it)."""
-    if as_pod:
-        doc = manifests.agent_pod(as_pod, image, list(command) or None, _volumes(volumes))
-        click.echo(yaml.dump([doc]), nl=False)
-    else:
-        click.echo(yaml.dump(manifests.node_agent(namespace, image)), nl=False)
+    """The node agent (kubectl sampler install applies it); with --pod, one pod of it
+    running COMMAND."""
+    docs = [manifests.agent_pod(as_pod, image, list(command) or None, _volumes(volumes))] if as_pod else \
+        manifests.node_agent(namespace, image)
+    _print(docs, as_json)
     return 0
 
 
@@ -145,16 +146,25 @@ def manifest_agent(image: str, namespace: str, as_pod: str | None, volumes: Sequ
 @click.option("--target-command", required=True, help="The target's command line (split on spaces).")
 @click.option("--volume", "volumes", multiple=True, metavar="HOST:PATH", help="A host folder to mount in both.")
 @click.option("--without-ptrace", is_flag=True, help="Drop every capability, SYS_PTRACE included.")
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of YAML.")
 @click.argument("sampler_args", nargs=-1, type=click.UNPROCESSED)
 def manifest_shared(name: str, image: str, target_image: str, target_command: str, volumes: Sequence[str],
-                    without_ptrace: bool, sampler_args: Sequence[str]) -> int:
+                    without_ptrace: bool, as_json: bool, sampler_args: Sequence[str]) -> int:
     """A Pod with a target and sampler sharing one process namespace (what the ephemeral
     container amounts to): sampler's options after '--'."""
     args = list(sampler_args)
     doc = manifests.shared_pod(name, target_image, target_command.split(), ["attach", *args] if args[:1] !=
                                ["attach"] else args, image, _volumes(volumes), capability=not without_ptrace)
-    click.echo(yaml.dump([doc]), nl=False)
+    _print([doc], as_json)
     return 0
+
+
+def _print(docs: list[manifests.Manifest], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(docs[0] if len(docs) == 1 else {"apiVersion": "v1", "kind": "List", "items": docs},
+                              indent=2))
+    else:
+        click.echo(yaml.dump(docs), nl=False)
 
 
 def _volumes(pairs: Sequence[str]) -> dict[str, str]:

@@ -95,6 +95,8 @@ def shared_pod(name: str, target_image: str, target_command: list[str], sampler_
                image: str = IMAGE, volumes: dict[str, str] | None = None, capability: bool = True) -> Manifest:
     """A target and sampler in one pod, one process namespace: what `kubectl debug
     --target` gives, as a Pod. ``volumes``: host folder -> mount path, in both containers."""
+    if "--wait-target" not in sampler_args and {"--pgrep", "--container"} & set(sampler_args):
+        sampler_args = [*sampler_args, "--wait-target", "30s"]  # the containers start together
     sampler = {"name": "sampler", "image": image, "command": [SAMPLER, *sampler_args],
                "securityContext": dict(ONLY_PTRACE) if capability else
                {"capabilities": {"drop": ["ALL"]}, "allowPrivilegeEscalation": False}}

@@ -310,3 +310,34 @@ def test_the_live_view_in_a_real_terminal(start_target: Callable[..., Target], t
     # and while it ran, the screen showed fewer samples: it was live
     earlier = [s for s in screens[:-1] if "sampler --live" in s]
     assert earlier and f"{len(rows)} samples" not in earlier[0]
+
+
+def test_the_target_by_name(start_target: Callable[..., Target]) -> None:
+    target = start_target("ringbuf-cpp")
+    result = sampler("attach", "--pgrep", "^ringbuf-cpp$", "--backend", "ptrace", "--expr", "w-r", "--count", "2",
+                     "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert [line.split(",")[3] for line in result.stdout.splitlines()[1:]] == [str(target.pid)] * 2
+    target.assert_untouched()
+
+
+def test_a_name_that_matches_several_or_none_is_one_line(start_target: Callable[..., Target]) -> None:
+    first, second = start_target("ringbuf-c"), start_target("ringbuf-c")
+    line = one_line_error(sampler("attach", "--pgrep", "^ringbuf-c$", "--expr", "w-r", "--quiet"))
+    assert "matches 2 processes" in line and str(first.pid) in line and str(second.pid) in line
+    line = one_line_error(sampler("attach", "--pgrep", "no-such-program-here", "--expr", "w-r", "--quiet"))
+    assert "no process has a name or command line that matches" in line
+    first.assert_untouched()
+
+
+def test_waiting_for_a_target_that_starts_later(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    out = tmp_path / "late.csv"
+    proc = start_sampler("attach", "--pgrep", "^ringbuf-rust$", "--wait-target", "30s", "--backend", "ptrace",
+                         "--at", "main::Ring::write", "--expr", "v", "--count", "3", "--out", str(out), "--quiet")
+    time.sleep(1.0)
+    target = start_target("ringbuf-rust")
+    _, stderr = finish(proc)
+    assert proc.returncode == 0, stderr
+    rows = read_csv(out)
+    assert len(rows) == 3 and {r["pid"] for r in rows} == {str(target.pid)}
+    target.assert_untouched()

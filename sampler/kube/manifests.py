@@ -26,8 +26,9 @@ def remote_command(sampler_args: list[str]) -> list[str]:
     """sampler in the container, stopped cleanly (SIGTERM: it detaches and resumes the
     target) when the user's kubectl goes away (Ctrl-C closes its stdin), else ending by
     itself. SIGTERM, not SIGINT: a shell starts its background jobs with SIGINT ignored."""
-    script = ('"$@" & pid=$!; (cat >/dev/null; kill -TERM $pid 2>/dev/null) & watcher=$!; '
-              'wait $pid; code=$?; kill $watcher 2>/dev/null; exit $code')
+    # fd 3: the shell gives a background job /dev/null for its standard input
+    script = ('exec 3<&0; "$@" & pid=$!; (cat <&3 >/dev/null; kill -TERM $pid 2>/dev/null) & watcher=$!; '
+              'exec 3<&-; wait $pid; code=$?; kill $watcher 2>/dev/null; exit $code')
     return ["/bin/sh", "-c", script, "sampler", SAMPLER, *sampler_args]
 
 

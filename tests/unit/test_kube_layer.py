@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -29,6 +30,8 @@ def test_the_remote_sampler_is_stopped_cleanly_when_kubectl_goes() -> None:
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdin is not None
     assert proc.stdout.readline().strip() == "started"
+    time.sleep(0.5)
+    assert proc.poll() is None  # it goes on while kubectl's stream is open
     # WHEN kubectl's stream closes (the user pressed Ctrl-C)
     proc.stdin.close()
     # THEN sampler got SIGTERM (it detaches and resumes the target) and the wrapper ends with it

@@ -90,13 +90,15 @@ def test_a_bad_or_unsafe_expression_is_refused_before_attaching(
     (["--backend", "delve-rpc", "--at", READ, "--expr", "b.nope"], "b has no member nope"),
     (["--backend", "delve-rpc", "--expr", "nosuchglobal"], "could not find symbol value for nosuchglobal"),
     (["--at", READ, "--expr", "nope"], "could not find symbol value for nope"),
-    (["--expr", "main.nope"], "'main.nope': main (type func()) is not a struct"),
+    # dlv reads main in the frame where it halted the target: the function main.main there, or nothing
+    (["--expr", "main.nope"], ("'main.nope': main (type func()) is not a struct",
+                               "'main.nope': could not find symbol value for main")),
     (["--expr", "nosuchglobal"], "could not find symbol value for nosuchglobal"),
 ])
-def test_an_expression_naming_nothing(go_target: Target, args: list[str], expected: str) -> None:
+def test_an_expression_naming_nothing(go_target: Target, args: list[str], expected: str | tuple[str, ...]) -> None:
     result = attach(go_target.pid, *args)
     line = one_line_error(result)
-    assert expected in line, line
+    assert any(text in line for text in ((expected,) if isinstance(expected, str) else expected)), line
     go_target.assert_untouched()
 
 

@@ -510,8 +510,9 @@ class PtraceBackend:
                 elif isinstance(node, ast.Name) and node.id not in (DEREF, *BUILTINS) \
                         and not node.id.startswith(casts.PREFIX):
                     name = source_name(node.id)
-                    if name in names or self._global(name) is not None:
-                        continue
+                    if name in names or (self.is_go and defines_package(self.modules, name)) \
+                            or self._global(name) is not None:
+                        continue  # a Go package (main of main.ring) is no global: not searched for as one
                     if _ARGUMENT.match(name):
                         self._check_argument(name)
                     elif not defines_package(self.modules, name) and name not in unknown.get(index, []):

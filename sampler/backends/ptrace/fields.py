@@ -125,8 +125,8 @@ def expand_config(config: SessionConfig, is_go: bool, say: Callable[[str], None]
                 scope = set(found.variables(place.function, place.address - place.module.bias))
         expressions = list(config.expressions)
         for index, names in enumerate(wanted):
-            unknown = [n for n in names if n not in scope and find_global(modules, n, None) is None
-                       and not defines_package(modules, n)]
+            unknown = [n for n in names if n not in scope and not defines_package(modules, n)
+                       and find_global(modules, n, None) is None]  # a package first: the index answers at once
             if not unknown:
                 continue
             paths = {name: field_paths(debug, name, is_go) for name in unknown}

@@ -175,15 +175,6 @@ class Journal:
         self.patches[address] = original
         self._write()
 
-    def forget(self, address: int) -> None:
-        """Note a byte restored; the file goes when nothing is patched."""
-        if self.patches.pop(address, None) is None:
-            return
-        if self.patches:
-            self._write()
-        elif self._folder is not None:
-            remove_entry(self._folder, self.name)
-
     def clear(self) -> None:
         """Every byte is back: the entry goes."""
         self.patches.clear()

@@ -37,13 +37,13 @@ def entry(folder: Path, pid: int, text: str) -> Path:
     return path
 
 
-def test_record_then_forget(folder: Path, sleeper: int) -> None:
+def test_record_then_clear(folder: Path, sleeper: int) -> None:
     journal = Journal(sleeper)
     journal.record(0x1000, 0x55)
     path = folder / f"{sleeper}-{procfs.start_time(sleeper)}.json"
     assert json.loads(path.read_text())["patches"] == {"0x1000": 0x55}
     assert (folder.stat().st_mode & 0o777, path.stat().st_mode & 0o777) == (0o700, 0o600)
-    journal.forget(0x1000)
+    journal.clear()
     assert not path.exists()
 
 

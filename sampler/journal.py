@@ -153,9 +153,9 @@ def parse_entry(name: str, data: dict[str, object]) -> Entry:
 class Journal:
     """The patches of one target process.
 
-    The folder is checked and opened once, at the first record, and held until ``close``:
-    each sample's record and forget then work through that descriptor (nothing more
-    happens while a thread of the target waits at the breakpoint than the unlink)."""
+    The folder is checked and opened once, at the first record, and held until ``close``.
+    The entry is written (and synced) when a byte is first recorded and removed whole by
+    ``clear`` at detach: nothing is written while a thread of the target waits."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid

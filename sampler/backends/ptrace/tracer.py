@@ -420,7 +420,11 @@ class Tracer:
         previous_fd = signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
         self._previous = (previous_handler, previous_fd, mask)
-        self._child_fd = calls.signalfd({signal.SIGCHLD})
+        try:
+            self._child_fd = calls.signalfd({signal.SIGCHLD})
+        except OSError:
+            self._stop_wakeups()  # the handler, the wakeup fd and the mask as they were
+            raise
 
     def _stop_wakeups(self) -> None:
         if self._previous is not None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import BinaryIO
 
 import click
 
@@ -45,7 +48,7 @@ def attach(pod: str, namespace: str | None, container: str | None, image: str, n
         argv = manifests.debug_command(pod, namespace, container, image, with_default_target(args)) if not node_mode \
             else ["kubectl", "exec", "-i", "-n", manifests.NAMESPACE, "AGENT-POD-ON-THAT-NODE", "--",
                   *manifests.remote_command([*args, "--container", "CONTAINER-ID"])]
-        click.echo(" ".join(_quoted(a) for a in argv))
+        click.echo(shlex.join(argv))
         return 0
     pod_json = kubectl.get("pod", pod, *(["-n", namespace] if namespace else []))
     ns = pod_json.get("metadata", {}).get("namespace", namespace or "default")
@@ -177,27 +180,18 @@ def _volumes(pairs: Sequence[str]) -> dict[str, str]:
     return found
 
 
-class _output:
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def __enter__(self):  # type: ignore[no-untyped-def]
-        if self.path == "-":
-            return sys.stdout.buffer
-        try:
-            self.file = open(self.path, "wb")
-        except OSError as e:
-            raise UsageError(f"cannot write --out {self.path}: {e.strerror}") from None
-        return self.file
-
-    def __exit__(self, *_: object) -> None:
-        if self.path != "-":
-            self.file.close()
-
-
-def _quoted(arg: str) -> str:
-    import shlex
-    return shlex.quote(arg)
+@contextlib.contextmanager
+def _output(path: str) -> Iterator[BinaryIO]:
+    """Where the streamed rows go: stdout, or the file --out names."""
+    if path == "-":
+        yield sys.stdout.buffer
+        return
+    try:
+        stream = open(path, "wb")  # noqa: SIM115
+    except OSError as e:
+        raise UsageError(f"cannot write --out {path}: {e.strerror}") from None
+    with stream:
+        yield stream
 
 
 def main(argv: Sequence[str] | None = None) -> int:

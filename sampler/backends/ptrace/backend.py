@@ -248,9 +248,7 @@ class PtraceBackend:
             hit.resumed = hit.resumed or time.monotonic()  # the thread vanished: no CONT
         if plans is None or merged is None:
             self._learn(recorders)
-            values, errors = _joined(self.config.expressions, results)
-            return Reading(values, thread=thread, pause_us=(hit.resumed - hit.seen) * 1e6,
-                           wait_us=(hit.seen - since) * 1e6, error="; ".join(errors))
+            return self._row(hit, since, results, thread)
         self._warm = hit
         return self._reading(hit, since, results, snapshot)
 
@@ -264,7 +262,9 @@ class PtraceBackend:
                 results[index] = self._evaluate_one(hit, index, snapshot.read)
         if snapshot.missed:
             self._plans = self._merged = self._learnt = self._runner = None  # the next two hits in full
-        thread = self._thread_of(hit, snapshot.read)
+        return self._row(hit, since, results, self._thread_of(hit, snapshot.read))
+
+    def _row(self, hit: Hit, since: float, results: list[tuple[Value, str] | None], thread: str) -> Reading:
         values, errors = _joined(self.config.expressions, results)
         return Reading(values, thread=thread, pause_us=(hit.resumed - hit.seen) * 1e6,
                        wait_us=(hit.seen - since) * 1e6, error="; ".join(errors))

@@ -91,7 +91,8 @@ $(VENV)/.installed: pyproject.toml | system-deps
 	touch $@
 
 targets: targets/bin/ringbuf-go targets/bin/ringbuf-go-stripped targets/bin/httpd-go targets/bin/ringbuf-c targets/bin/ringbuf-c-O0 targets/bin/ringbuf-lib \
-	targets/bin/libplugin.so targets/bin/ringbuf-cpp targets/bin/ringbuf-rust targets/bin/ringbuf-c-exported
+	targets/bin/libplugin.so targets/bin/ringbuf-cpp targets/bin/ringbuf-rust targets/bin/ringbuf-c-exported \
+	targets/bin/forker targets/bin/callers
 
 targets/bin/ringbuf-go: targets/ringbuf-go/main.go targets/ringbuf-go/go.mod | system-deps
 	mkdir -p targets/bin
@@ -145,6 +146,16 @@ targets/bin/ringbuf-c-exported: targets/ringbuf-c/ringbuf.c | system-deps
 	mkdir -p targets/bin
 	$(CC) -O2 -pthread -rdynamic -o $@ $<
 	strip --strip-all $@
+
+# a program that forks, vforks and execs children while it is sampled, and counts how they end
+targets/bin/forker: targets/forker/forker.c | system-deps
+	mkdir -p targets/bin
+	$(CC) -O2 -g -o $@ $<
+
+# threads calling one function (or a glibc wrapper) at the same moment, counting their calls
+targets/bin/callers: targets/callers/callers.c | system-deps
+	mkdir -p targets/bin
+	$(CC) -O2 -g -pthread -o $@ $< -ldl
 
 clean:
 	rm -rf targets/bin $(VENV) .cache samples.csv

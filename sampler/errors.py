@@ -95,6 +95,13 @@ class TargetExited(SamplerError):
     hint = "the samples taken before it exited are kept in the output"
 
 
+class TargetExeced(SamplerError):
+    """The target ran a new program (exec) while sampler was attached."""
+
+    hint = "its breakpoints went with the old program; sample the new program with a new run " \
+           "(the samples taken before are kept in the output)"
+
+
 class JournalError(UsageError):
     """The journal of patched bytes cannot be written, or is not to be trusted."""
 

@@ -11,7 +11,9 @@ The guardian knows no backend. A backend hands it a ``Rescue``: ``ready`` runs i
 the guardian before it waits (open what the rescue needs, so that nothing is
 opened, imported or parsed after the worker died), ``run`` after the worker died.
 The worker tells the guardian, before it patches a byte, which byte it patches and
-what was there (``note_patch``): the rescue then has the bytes in memory.
+what was there (``note_patch``): the rescue then has the bytes in memory. It also tells
+it of each child process being cleaned of those bytes (``note_child``, ``child_done``):
+a forked child holds copies of the int3s until the worker has put them back.
 
 The path from EOF to the restored byte is kept short: the guardian asks for a
 real-time scheduling class (SCHED_FIFO, priority 1; it sleeps on the pipe, so it
@@ -29,6 +31,9 @@ from sampler import procfs, scheduling
 from sampler.supervisor import name_process
 
 PATCH = b"P"
+CHILD = b"C"
+CHILD_DONE = b"c"
+FORGET = b"F"
 DONE = b"done\n"
 LOG_ENV = "SAMPLER_GUARDIAN_LOG"
 """When set, the guardian appends 'eof T' and 'rescued T' (CLOCK_MONOTONIC seconds) to this file:
@@ -43,10 +48,11 @@ class Rescue(Protocol):
     def ready(self) -> None:
         """In the guardian, before it waits: open what ``run`` will need."""
 
-    def run(self, patches: dict[int, int]) -> None:
+    def run(self, patches: dict[int, int], children: set[int]) -> None:
         """The worker died without saying done: leave the target as sampler would have.
 
-        ``patches``: address -> original byte of every byte the worker said it patched."""
+        ``patches``: address -> original byte of every byte the worker said it patched;
+        ``children``: processes the worker was cleaning of those bytes when it died."""
 
     def cleanup(self) -> None:
         """After ``run``, with no hurry: tidy up (journal entries, a debugger's leftovers)."""
@@ -81,6 +87,26 @@ class Guardian:
         except OSError:
             pass  # the guardian itself was killed: the journal still lets repair put the byte back
 
+    def note_child(self, pid: int) -> None:
+        """Before cleaning a forked child of the patched bytes: it holds copies of them."""
+        self._say(b"%s %d\n" % (CHILD, pid))
+
+    def child_done(self, pid: int) -> None:
+        """The child's bytes are back and it is let go."""
+        self._say(b"%s %d\n" % (CHILD_DONE, pid))
+
+    def forget_patches(self) -> None:
+        """The target ran a new program (exec): the patched bytes went with the old one, and
+        an int3 at one of those addresses now is the new program's own."""
+        self._noted.clear()
+        self._say(FORGET + b"\n")
+
+    def _say(self, line: bytes) -> None:
+        try:
+            os.write(self._write_end, line)
+        except OSError:
+            pass  # the guardian itself was killed: the journal still lets repair put the bytes back
+
     def dismiss(self) -> None:
         """The worker restored everything itself: the guardian can go."""
         try:
@@ -101,6 +127,7 @@ def _watch(fd: int, rescue: Rescue) -> int:
     _raise_priority()
     rescue.ready()
     patches: dict[int, int] = {}
+    children: set[int] = set()
     said = b""
     while True:
         chunk = os.read(fd, 65536)
@@ -112,11 +139,17 @@ def _watch(fd: int, rescue: Rescue) -> int:
             if line.startswith(PATCH):
                 _, address, original = line.split()
                 patches[int(address, 16)] = int(original)
+            elif line.startswith(CHILD + b" "):
+                children.add(int(line.split()[1]))
+            elif line.startswith(CHILD_DONE + b" "):
+                children.discard(int(line.split()[1]))
+            elif line == FORGET:
+                patches.clear()
             elif line == DONE.strip():
                 return 0
     log = os.environ.get(LOG_ENV)
     eof = time.monotonic()
-    rescue.run(patches)
+    rescue.run(patches, children)
     rescued = time.monotonic()
     if log:
         with open(log, "a") as f:

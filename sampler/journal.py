@@ -175,6 +175,13 @@ class Journal:
         self.patches[address] = original
         self._write()
 
+    def record_many(self, patches: dict[int, int]) -> None:
+        """Note several bytes at once (one write and sync): a forked child's copies."""
+        if all(self.patches.get(a) == b for a, b in patches.items()):
+            return
+        self.patches.update(patches)
+        self._write()
+
     def clear(self) -> None:
         """Every byte is back: the entry goes."""
         self.patches.clear()

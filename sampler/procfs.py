@@ -103,6 +103,21 @@ def tasks(pid: int) -> list[int]:
         raise ProcessNotFound(f"no process with PID {pid}") from None
 
 
+def thread_state(pid: int, tid: int) -> str:
+    """The one-letter state of one thread (R, S, D, T, t, Z...), '' when it is gone."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+            text = f.read()
+        return text.rsplit(b")", 1)[1].split()[0].decode()
+    except (OSError, IndexError, UnicodeDecodeError):
+        return ""
+
+
+def is_thread_of(pid: int, tid: int) -> bool:
+    """True when ``tid`` is a thread of process ``pid`` (not a process of its own)."""
+    return os.path.exists(f"/proc/{pid}/task/{tid}")
+
+
 def children(pid: int) -> list[int]:
     """Child processes of ``pid`` (of its main thread); empty when it is gone."""
     try:

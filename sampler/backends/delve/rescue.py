@@ -131,7 +131,7 @@ class DlvRescue:
     def ready(self) -> None:
         pass
 
-    def run(self, patches: dict[int, int]) -> None:
+    def run(self, patches: dict[int, int], children: set[int]) -> None:
         if not self.leave():
             kill_dlv(self.dlv_pid, self.pid)
 

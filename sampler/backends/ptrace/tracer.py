@@ -1,6 +1,11 @@
 """A small tracer over python-ptrace: seize every thread, breakpoints via /proc/PID/mem,
 one wait loop. Only the thread that hits a breakpoint stops; signals the sampler did
 not cause are passed on unchanged. All ptrace calls come from the main thread.
+
+Processes the target starts (children.py): a forked child gets a copy of every int3, so
+the kernel stops it before its first instruction (PTRACE_O_TRACEFORK), its bytes are put
+back and it goes on untraced. A vfork child shares the target's memory: it is traced like
+a thread until it execs or exits. An exec of the target itself ends the run.
 """
 
 from __future__ import annotations
@@ -20,22 +25,36 @@ from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
 from sampler import permission, procfs
 from sampler.backends.ptrace import calls
+from sampler.backends.ptrace.children import ChildReleaser, shares_memory
 from sampler.backends.ptrace.memory import Memory, UnreadableMemory
-from sampler.errors import DebuggerError, ProcessNotFound, TargetExited
+from sampler.errors import DebuggerError, ProcessNotFound, TargetExeced, TargetExited
 from sampler.guardian import Guardian
 from sampler.journal import Journal
 
 PTRACE_SEIZE = 0x4206
 PTRACE_INTERRUPT = 0x4207
 PTRACE_LISTEN = 0x4208
+PTRACE_O_TRACEFORK = 0x00000002
+PTRACE_O_TRACEVFORK = 0x00000004
 PTRACE_O_TRACECLONE = 0x00000008
+PTRACE_O_TRACEEXEC = 0x00000010
+OPTIONS = PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC
+PTRACE_EVENT_FORK = 1
+PTRACE_EVENT_VFORK = 2
 PTRACE_EVENT_CLONE = 3
+PTRACE_EVENT_EXEC = 4
+NEW_TASK_EVENTS = (PTRACE_EVENT_FORK, PTRACE_EVENT_VFORK, PTRACE_EVENT_CLONE)
 PTRACE_EVENT_STOP = 128
 WALL = 0x40000000
 WNOHANG_WALL = os.WNOHANG | WALL
 INT3 = b"\xcc"
 GROUP_STOP_SIGNALS = {signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU}
 DETACH_TIMEOUT_S = 5.0
+HOLD_TIMEOUT_S = 0.2
+"""How long the other threads may take to stop for a step over the breakpoint's instruction."""
+IN_KERNEL = ("S", "D")
+"""Thread states of a thread asleep in the kernel: asked to stop, it stops before its next
+instruction in user space, so it cannot run through the breakpoint's place meanwhile."""
 T = TypeVar("T")
 
 
@@ -73,8 +92,20 @@ class Tracer:
         self.threads: set[int] = set()
         self.armed: dict[int, bytes] = {}
         """Breakpoints in place: address -> original byte."""
-        self.known: set[int] = set()
-        """Every address ever armed, to recognise traps that arrive after a clear."""
+        self.originals: dict[int, int] = {}
+        """Every address ever armed -> its original byte: to recognise traps that arrive after
+        a clear, and to clean the copies a forked child got."""
+        self.sharing: set[int] = set()
+        """Child processes that run in the target's memory (vfork): traced like its threads
+        until they exec or exit."""
+        self.children = ChildReleaser(guardian, journal is not None)
+        self._early: dict[int, int] = {}
+        """New processes whose first stop came before their parent's fork event: held."""
+        self._queue: list[tuple[int, int]] = []
+        """Events of other threads taken while holding them for a step, served next."""
+        self.unsure = 0
+        """Steps over the breakpoint during which a thread of the target could not be held:
+        a call it made meanwhile may have been missed (said in the summary)."""
         self.stops: dict[int, int] = {}
         """ptrace-stops seen per thread (breakpoint traps and passed-on signals alike)."""
         self.exit_status: int | None = None
@@ -101,7 +132,7 @@ class Tracer:
 
     def _seize(self, tid: int) -> None:
         try:
-            ptrace_func.ptrace(PTRACE_SEIZE, tid, 0, PTRACE_O_TRACECLONE)
+            ptrace_func.ptrace(PTRACE_SEIZE, tid, 0, OPTIONS)
         except PtraceError as e:
             if e.errno == errno.ESRCH:
                 return  # the thread ended meanwhile
@@ -132,15 +163,22 @@ class Tracer:
                     continue
                 if not os.WIFSTOPPED(status):
                     continue
-                if status >> 16 == PTRACE_EVENT_CLONE:
-                    child = ptrace_func.ptrace_geteventmsg(tid)
-                    self.threads.add(child)
-                    pending.add(child)  # it reports its first stop, then it is detached too
+                if status >> 16 in NEW_TASK_EVENTS:
+                    child = self._on_new_task(tid, status >> 16)
+                    if child is not None:
+                        pending.add(child)  # it reports its first stop, then it is detached too
+                if tid not in self.threads and status >> 16 == PTRACE_EVENT_STOP \
+                        and not procfs.is_thread_of(self.pid, tid):
+                    self._early[tid] = status  # a forked child before its parent's event
+                    continue
                 self._request(ptrace_func.PTRACE_DETACH, tid, 0, self._signal_to_pass(tid, status))
                 pending.discard(tid)
                 self.threads.discard(tid)
             if pending:
                 self._sleep(deadline - time.monotonic())
+        for child in list(self._early):  # whose fork event never came (the parent was killed)
+            self.children.release(child, self.originals, first_stop_seen=True)
+            del self._early[child]
         self._stop_wakeups()
         if pending:
             raise DebuggerError(f"threads {sorted(pending)} of process {self.pid} did not stop for detach")
@@ -169,7 +207,7 @@ class Tracer:
         if self.guardian is not None:
             self.guardian.note_patch(address, original[0])
         self.armed[address] = original
-        self.known.add(address)
+        self.originals[address] = original[0]
         self.memory.write(address, INT3)
 
     def disarm(self, address: int) -> None:
@@ -212,8 +250,58 @@ class Tracer:
 
     def step_over(self, hit: Hit) -> None:
         """Every-hit mode: run the hitting thread over the original instruction with the
-        breakpoint kept, and let it go. While it steps, the original byte is in place:
-        a hit by another thread in those microseconds is missed."""
+        breakpoint kept, and let it go. While it steps the original byte is in place, so
+        every other thread of the target is held meanwhile: none runs through uncounted."""
+        held = self._hold_others(hit.tid)
+        try:
+            self._step_in_place(hit)
+        finally:
+            self._release(held)
+
+    def _hold_others(self, tid: int) -> list[tuple[int, int]]:
+        """Stop every thread but ``tid`` (PTRACE_INTERRUPT); returns (thread, status) of each
+        that stopped. A thread asleep in the kernel is not waited for: it stops before it
+        runs an instruction. A thread that stays running past HOLD_TIMEOUT_S counts in
+        ``unsure``."""
+        others = [other for other in self.threads if other != tid]
+        if not others:
+            return []
+        waiting = [other for other in others if self._request(PTRACE_INTERRUPT, other)]
+        held: list[tuple[int, int]] = []
+        deadline = time.monotonic() + HOLD_TIMEOUT_S
+        checked = False
+        while waiting:
+            for other in list(waiting):
+                try:
+                    got, status = os.waitpid(other, WNOHANG_WALL)
+                except ChildProcessError:
+                    got, status = other, 0  # gone
+                if got:
+                    waiting.remove(other)
+                    if os.WIFSTOPPED(status):
+                        held.append((other, status))
+                    else:
+                        self._queue.append((other, status))
+            if not waiting:
+                break
+            if checked:  # after one look, a sleeping thread is left to stop when it wakes
+                waiting = [t for t in waiting if procfs.thread_state(self.pid, t) not in IN_KERNEL]
+            checked = True
+            if waiting and time.monotonic() > deadline:
+                self.unsure += 1
+                break
+        return held
+
+    def _release(self, held: list[tuple[int, int]]) -> None:
+        """Let held threads go: a thread stopped by the interrupt goes on; one that stopped
+        for something else (a hit at the same moment, a signal, a fork) is served next."""
+        for tid, status in held:
+            if status >> 16 == PTRACE_EVENT_STOP:
+                self._handle(tid, status)
+            else:
+                self._queue.append((tid, status))
+
+    def _step_in_place(self, hit: Hit) -> None:
         original = self.armed.pop(hit.address)
         self.memory.write(hit.address, original)
         if not hit.rewound:
@@ -227,13 +315,17 @@ class Tracer:
             if status is None or not os.WIFSTOPPED(status):
                 break
             sig = os.WSTOPSIG(status)
+            if status >> 16 in NEW_TASK_EVENTS or status >> 16 == PTRACE_EVENT_EXEC:
+                stepping = self._on_event(hit.tid, status)  # it forked or exec'd: past the instruction
+                break
             if sig == signal.SIGTRAP or status >> 16:
                 break  # stepped (or a ptrace event: it is past the instruction or parked)
             signum = sig  # a signal arrived first: deliver it on the step
         self.armed[hit.address] = original
         self.memory.write(hit.address, INT3)
         hit.resumed = time.monotonic()
-        self._request(calls.PTRACE_CONT, hit.tid)
+        if stepping:
+            self._request(calls.PTRACE_CONT, hit.tid)
 
     def _wait_for(self, tid: int) -> int | None:
         """The next status of thread ``tid`` (a single-step ends within microseconds; the
@@ -273,12 +365,15 @@ class Tracer:
         hit = None
         while hit is None:
             while True:
-                try:
-                    tid, status = waitpid(-1, WNOHANG_WALL)
-                except ChildProcessError:
-                    break
-                if tid == 0:
-                    break
+                if self._queue:
+                    tid, status = self._queue.pop(0)
+                else:
+                    try:
+                        tid, status = waitpid(-1, WNOHANG_WALL)
+                    except ChildProcessError:
+                        break
+                    if tid == 0:
+                        break
                 seen = self._seen = monotonic()
                 if status == TRAP_STOP and ptrace(calls.PTRACE_GETREGS, tid, None, reference) != -1 \
                         and registers.rip - 1 == address and address in self.armed:
@@ -347,12 +442,15 @@ class Tracer:
             return None
         if not os.WIFSTOPPED(status):
             return None
+        sig, event = os.WSTOPSIG(status), status >> 16
+        if tid not in self.threads and event == PTRACE_EVENT_STOP and not procfs.is_thread_of(self.pid, tid):
+            self._early[tid] = status  # a new process whose parent's fork event is still to come
+            return None
         self.threads.add(tid)
         self.stops[tid] = self.stops.get(tid, 0) + 1
-        sig, event = os.WSTOPSIG(status), status >> 16
-        if event == PTRACE_EVENT_CLONE:
-            self.threads.add(ptrace_func.ptrace_geteventmsg(tid))
-            self._request(ptrace_func.PTRACE_CONT, tid, 0, 0)
+        if event in NEW_TASK_EVENTS or event == PTRACE_EVENT_EXEC:
+            if self._on_event(tid, status):
+                self._request(ptrace_func.PTRACE_CONT, tid, 0, 0)
         elif event == PTRACE_EVENT_STOP:
             # a group-stop (someone sent SIGSTOP) stays a stop; a new thread's first stop goes on
             request = PTRACE_LISTEN if sig in GROUP_STOP_SIGNALS else ptrace_func.PTRACE_CONT
@@ -364,7 +462,7 @@ class Tracer:
             address = registers.rip - 1
             if address in self.armed:
                 return Hit(tid, address, registers, self._seen)
-            if address in self.known:  # hit at the same moment as another thread: rewind, go on
+            if address in self.originals:  # hit at the same moment as another thread: rewind, go on
                 self.resume(Hit(tid, address, registers, 0.0))
             else:
                 self._request(ptrace_func.PTRACE_CONT, tid, 0, sig)  # not ours: pass it on
@@ -372,18 +470,75 @@ class Tracer:
             self._request(ptrace_func.PTRACE_CONT, tid, 0, sig)  # SIGURG, SIGPROF...: pass it on
         return None
 
+    def _on_event(self, tid: int, status: int) -> bool:
+        """What a fork, vfork, clone or exec event of ``tid`` needs; True when ``tid`` may go on."""
+        event = status >> 16
+        if event in NEW_TASK_EVENTS:
+            self._on_new_task(tid, event)
+            return True
+        if tid in self.sharing:  # a vfork child ran a new program: none of sampler's bytes are in it
+            self.sharing.discard(tid)
+            self.threads.discard(tid)
+            self._request(ptrace_func.PTRACE_DETACH, tid, 0, 0)
+            return False
+        self._exec_happened()
+        return False
+
+    def _on_new_task(self, parent: int, event: int) -> int | None:
+        """A thread or process ``parent`` just started (``parent`` is stopped at the event).
+        A thread, or a process in the same memory, is traced from now on (returned); a
+        process with a copy of the memory is cleaned of the breakpoints and let go (None)."""
+        try:
+            child = ptrace_func.ptrace_geteventmsg(parent)
+        except PtraceError:
+            return None  # the parent vanished (SIGKILL): its child goes with it
+        if event == PTRACE_EVENT_CLONE and procfs.is_thread_of(self.pid, child):
+            pass
+        elif event == PTRACE_EVENT_VFORK or (event == PTRACE_EVENT_CLONE and shares_memory(self.pid, child)):
+            self.sharing.add(child)
+        else:
+            early = self._early.pop(child, None)
+            self.children.release(child, self.originals, first_stop_seen=early is not None)
+            return None
+        self.threads.add(child)
+        early = self._early.pop(child, None)
+        if early is not None:
+            self._handle(child, early)  # its first stop came first: it goes on now
+        return child
+
+    def _exec_happened(self) -> None:
+        """The target ran a new program: the breakpoints went with the old one. Nothing of
+        sampler's may be written into the new program, so they are forgotten, and the run
+        ends with one line."""
+        self.armed.clear()
+        self.originals.clear()
+        if self.guardian is not None:
+            self.guardian.forget_patches()
+        if self.journal is not None:
+            self.journal.clear()
+        self.threads = set(self.sharing)
+        self._request(ptrace_func.PTRACE_DETACH, self.pid, 0, 0)  # stopped at the event: let go now
+        try:
+            program = procfs.exe_path(self.pid)
+        except ProcessNotFound:
+            program = "a new program"
+        raise TargetExeced(f"target process {self.pid} ran {program} with exec: its breakpoints went with "
+                           "the old program")
+
     def _rewind_if_ours(self, tid: int) -> bool:
         try:
             registers = calls.get_registers(tid)
         except PtraceError:
             return False
-        if registers.rip - 1 not in self.known:
+        if registers.rip - 1 not in self.originals:
             return False
         registers.rip -= 1
         ptrace_func.ptrace_setregs(tid, registers)
         return True
 
     def _events(self) -> Iterator[tuple[int, int]]:
+        while self._queue:
+            yield self._queue.pop(0)
         while True:
             try:
                 tid, status = os.waitpid(-1, WNOHANG_WALL)

@@ -1,0 +1,116 @@
+"""Processes the target starts while sampler traces it.
+
+``fork()`` copies the target's memory, int3 bytes included, into a child that sampler does
+not trace: the first time that child ran a patched instruction it would die of SIGTRAP
+(a redis BGSAVE, an nginx worker). With PTRACE_O_TRACEFORK the kernel stops the child
+before its first instruction; ``release`` puts back every byte sampler ever patched in the
+target (only where an int3 stands, so a byte already back is left alone) and lets the
+child go untraced. The guardian and the journal hear of the child before it is touched:
+a worker killed meanwhile leaves no int3 in it either (the guardian puts the bytes back,
+or ``sampler repair`` does from the child's journal entry).
+
+A ``vfork()`` child, or a ``clone()`` with CLONE_VM, shares the target's memory: its
+breakpoints are live, so the tracer keeps it as one of its threads until it execs (its
+new program has none of sampler's bytes) or exits.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import time
+
+from ptrace.error import PtraceError  # type: ignore[import-untyped]
+
+from sampler import repair
+from sampler.backends.ptrace import calls
+from sampler.errors import JournalError, ProcessNotFound
+from sampler.guardian import Guardian
+from sampler.journal import Journal
+
+PTRACE_DETACH = 17
+WALL = 0x40000000
+FIRST_STOP_TIMEOUT_S = 2.0
+"""How long a new child may take to report the stop the kernel put it in (it is immediate)."""
+_SYS_KCMP = 312
+_KCMP_VM = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def shares_memory(pid: int, child: int) -> bool:
+    """True when ``child`` runs in ``pid``'s address space (kcmp KCMP_VM). When the kernel
+    cannot say, True: the child is then traced like a thread until it execs or exits, which
+    is safe either way."""
+    answer = _libc.syscall(_SYS_KCMP, pid, child, _KCMP_VM, 0, 0)
+    return bool(answer == 0 or answer < 0)
+
+
+class ChildReleaser:
+    """Cleans forked children of the target's breakpoints and lets them go."""
+
+    def __init__(self, guardian: Guardian | None, journaled: bool) -> None:
+        self.guardian = guardian
+        self.journaled = journaled
+        """Whether the children get journal entries of their own (the target has one)."""
+        self.released = 0
+        """Children let go so far (for the tests and the summary)."""
+        self.cleaned = 0
+        """Of those, children that had at least one int3 put back."""
+
+    def release(self, child: int, originals: dict[int, int], first_stop_seen: bool) -> None:
+        """``child`` is stopped (or about to report its first stop): put back ``originals``
+        (address -> byte) where an int3 stands in its memory, then detach it."""
+        if not first_stop_seen and not _first_stop(child):
+            return  # it died before it ran (SIGKILL): nothing to clean
+        entry = None
+        if originals:
+            if self.guardian is not None:
+                self.guardian.note_child(child)
+            entry = self._journal(child, originals)
+        try:
+            restored, _ = repair.put_back(child, originals) if originals else (0, "")
+            self.cleaned += restored > 0
+            try:
+                calls.request(PTRACE_DETACH, child)
+            except PtraceError as e:
+                if e.errno != errno.ESRCH:
+                    raise
+        finally:
+            if entry is not None:
+                try:
+                    entry.clear()
+                finally:
+                    entry.close()
+            if originals and self.guardian is not None:
+                self.guardian.child_done(child)
+        self.released += 1
+
+    def _journal(self, child: int, originals: dict[int, int]) -> Journal | None:
+        if not self.journaled:
+            return None
+        try:
+            entry = Journal(child)
+        except ProcessNotFound:
+            return None
+        try:
+            entry.record_many(originals)
+        except JournalError:
+            entry.close()
+            raise
+        return entry
+
+
+def _first_stop(child: int) -> bool:
+    """Wait for the child's first stop; False when it ended instead (or never reported)."""
+    deadline = time.monotonic() + FIRST_STOP_TIMEOUT_S
+    while True:
+        try:
+            got, status = os.waitpid(child, os.WNOHANG | WALL)
+        except ChildProcessError:
+            return False
+        if got:
+            return os.WIFSTOPPED(status)
+        if time.monotonic() > deadline:
+            return True  # put the bytes back all the same; the detach then says ESRCH
+        time.sleep(0.0001)

@@ -1,0 +1,126 @@
+/* callers: threads that call one function at the same moment, counting their calls, to
+ * check that an every-hit trace counts exactly what the program counts itself.
+ *
+ *   callers THREADS CALLS FUNCTION
+ *
+ * FUNCTION is hot (a plain function of this program) or one of glibc's read, write,
+ * send, recv, close, openat, malloc, free. THREADS threads are made and wait at a
+ * barrier; the main thread waits until FUNCTION's first 64 bytes change (a tracer
+ * wrote its breakpoint there; at most 30 s), then lets them go. Each thread calls
+ * FUNCTION CALLS times. Then it prints "done calls=N" (N: the calls of FUNCTION made by
+ * the threads) and waits to be killed. The program's own output is written with the raw
+ * system call, so that it never calls a traced wrapper itself. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static pthread_barrier_t barrier;
+static long per_thread;
+static const char *function;
+static long total;
+volatile long sink;
+
+__attribute__((noinline)) long hot(long i)
+{
+    __asm__ volatile("" ::: "memory");
+    return i + 1;
+}
+
+static void say(const char *text)
+{
+    syscall(SYS_write, 1, text, strlen(text));
+}
+
+struct files {
+    int null, zero, pair[2];
+};
+
+static void *caller(void *arg)
+{
+    struct files *f = arg;
+    int null = f->null, zero = f->zero, pair[2] = {f->pair[0], f->pair[1]};
+    char byte = 'x';
+    long made = 0;
+    pthread_barrier_wait(&barrier);
+    for (long i = 0; i < per_thread; i++) {
+        if (strcmp(function, "hot") == 0) {
+            sink += hot(i);
+        } else if (strcmp(function, "write") == 0) {
+            write(null, &byte, 1);
+        } else if (strcmp(function, "read") == 0) {
+            read(zero, &byte, 1);
+        } else if (strcmp(function, "send") == 0) {
+            send(pair[0], &byte, 1, 0);
+            syscall(SYS_read, pair[1], &byte, 1);
+        } else if (strcmp(function, "recv") == 0) {
+            syscall(SYS_write, pair[0], &byte, 1);
+            recv(pair[1], &byte, 1, 0);
+        } else if (strcmp(function, "close") == 0) {
+            close((int)syscall(SYS_openat, AT_FDCWD, "/dev/null", O_RDONLY));
+        } else if (strcmp(function, "openat") == 0) {
+            syscall(SYS_close, openat(AT_FDCWD, "/dev/null", O_RDONLY));
+        } else if (strcmp(function, "malloc") == 0) {
+            void *p = malloc(32);
+            sink += (long)p & 1;
+            free(p);
+        } else if (strcmp(function, "free") == 0) {
+            free(malloc(48));
+        }
+        made++;
+    }
+    __atomic_add_fetch(&total, made, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 4) {
+        say("usage: callers THREADS CALLS FUNCTION\n");
+        return 2;
+    }
+    int threads = atoi(argv[1]);
+    per_thread = atol(argv[2]);
+    function = argv[3];
+    void *address = strcmp(function, "hot") == 0 ? (void *)hot : dlsym(RTLD_DEFAULT, function);
+    if (address == NULL) {
+        say("callers: unknown function\n");
+        return 2;
+    }
+    unsigned char before[64];
+    memcpy(before, address, sizeof before);
+    pthread_barrier_init(&barrier, NULL, threads + 1);
+    pthread_t *ids = calloc(threads, sizeof *ids);
+    struct files *files = calloc(threads, sizeof *files);
+    for (int t = 0; t < threads; t++) {  /* before the tracer comes: it may trace openat */
+        files[t].null = open("/dev/null", O_WRONLY);
+        files[t].zero = open("/dev/zero", O_RDONLY);
+        socketpair(AF_UNIX, SOCK_STREAM, 0, files[t].pair);
+        pthread_create(&ids[t], NULL, caller, &files[t]);
+    }
+    char line[96];
+    snprintf(line, sizeof line, "ready pid=%d\n", getpid());
+    say(line);
+    struct timespec pause = {0, 1000000};
+    for (int waited = 0; memcmp(before, address, sizeof before) == 0; waited++) {
+        if (waited > 30000) {
+            say("callers: no breakpoint came within 30 s\n");
+            return 1;
+        }
+        syscall(SYS_nanosleep, &pause, NULL);
+    }
+    pthread_barrier_wait(&barrier);
+    while (__atomic_load_n(&total, __ATOMIC_SEQ_CST) < (long)threads * per_thread)
+        syscall(SYS_nanosleep, &pause, NULL);
+    snprintf(line, sizeof line, "done calls=%ld\n", total);
+    say(line);
+    for (;;)
+        syscall(SYS_pause);
+}

@@ -13,12 +13,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from sampler.backends.ptrace import prologue
 from sampler.backends.ptrace.dwarf import Function, Malformed, Variable, same_file
 from sampler.backends.ptrace.elffile import BadFile
 from sampler.backends.ptrace.gopclntab import BadTable
 from sampler.backends.ptrace.modules import Module, Modules
 from sampler.errors import LocationNotFound
 
+MAX_PROLOGUE_BYTES = 4096
+"""A place further than this from its function's entry is no prologue's end: the entry is used."""
 _ADDRESS = re.compile(r"^\*\s*(0x[0-9a-fA-F]+|\d+)$")
 _FILE_LINE = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+)$")
 _IN_LIBRARY = re.compile(r"^(?P<library>[^:]+):(?!:)(?P<rest>.+)$")
@@ -50,7 +53,7 @@ def resolve(modules: Modules, location: str) -> Place:
         if module is None:
             raise LocationNotFound(f"no library {library.group('library')!r} is loaded in process "
                                    f"{modules.pid}", "see its libraries in /proc/PID/maps")
-        place = _in_module(module, library.group("rest"), everywhere=True)
+        place = _in_module(modules, module, library.group("rest"), everywhere=True)
         if place is None:
             raise LocationNotFound(f"no function or line {library.group('rest')!r} in {module.path}"
                                    f"{_without(module)}", _hint(module, "check the spelling"))
@@ -58,7 +61,7 @@ def resolve(modules: Modules, location: str) -> Place:
     for attempt in range(2):
         modules_now = modules.everything() if attempt == 0 else modules.refresh()
         for module in modules_now:
-            place = _in_module(module, text, everywhere=module.is_main)
+            place = _in_module(modules, module, text, everywhere=module.is_main)
             if place is not None:
                 if module.is_main and place.function is not None and _is_bare(text):
                     _say_if_libraries_have(modules, text)
@@ -84,7 +87,7 @@ def _hint(module: Module, otherwise: str) -> str:
     return NO_DEBUG_HINT if _without(module) else otherwise
 
 
-def _in_module(module: Module, name: str, everywhere: bool) -> Place | None:
+def _in_module(modules: Modules, module: Module, name: str, everywhere: bool) -> Place | None:
     """FUNCTION or FILE:LINE in one module. ``everywhere``: also walk its DWARF for a name
     its symbol table lacks (done for the executable and a library named by the user)."""
     line = _FILE_LINE.match(name)
@@ -102,11 +105,11 @@ def _in_module(module: Module, name: str, everywhere: bool) -> Place | None:
         return Place(found + module.bias, module, _function_at(module, found + module.bias))
     address = module.function_symbol(name)
     if address is not None:
-        return _at_symbol(module, address)
+        return _at_symbol(modules, module, address)
     matches = module.functions_matching(name, bare=everywhere)
     if len(matches) == 1:
         [(address, _)] = matches.items()
-        return _at_symbol(module, address)
+        return _at_symbol(modules, module, address)
     if len(matches) > 1:
         listed = sorted(matches.values())
         raise LocationNotFound(f"{name!r} is {len(listed)} functions in {module.name}: "
@@ -121,7 +124,7 @@ def _in_module(module: Module, name: str, everywhere: bool) -> Place | None:
                 module.drop_debug(e)
                 function = None
             if function is not None:
-                return Place(_after_prologue(module, function), module, function)
+                return Place(_after_prologue(modules, module, function), module, function)
     return None
 
 
@@ -136,12 +139,26 @@ def _go_line(module: Module, file: str, line: int) -> Place | None:
     return None if found is None else Place(found + module.bias, module, None)
 
 
-def _at_symbol(module: Module, address: int) -> Place:
-    """A function symbol's place: after the prologue when the DWARF knows the function."""
+def _at_symbol(modules: Modules, module: Module, address: int) -> Place:
+    """A function symbol's place: after the prologue when the DWARF knows the function;
+    without DWARF, the entry (past the stack check in a Go program)."""
     function = _function_at(module, address + module.bias)
     if function is not None and function.low == address:
-        return Place(_after_prologue(module, function), module, function)
-    return Place(address + module.bias, module, function)
+        return Place(_after_prologue(modules, module, function), module, function)
+    entry = address + module.bias
+    if function is None and _is_go(module):
+        code = modules.code(entry, 128)
+        past = prologue.past_stack_check(code, entry) if code else None
+        if past is not None:
+            return Place(past, module, function)
+    return Place(entry, module, function)
+
+
+def _is_go(module: Module) -> bool:
+    try:
+        return module.file.go_table() is not None
+    except (BadFile, BadTable):
+        return False
 
 
 def _is_bare(name: str) -> bool:
@@ -167,14 +184,25 @@ def _function_at(module: Module, address: int) -> Function | None:
         return None
 
 
-def _after_prologue(module: Module, function: Function) -> int:
+def _after_prologue(modules: Modules, module: Module, function: Function) -> int:
+    """After the prologue, when every call reaches that place once (prologue.py); else the entry."""
     debug = module.debug()
+    entry = function.low + module.bias
     try:
-        return (debug.after_prologue(function) if debug is not None else function.low) + module.bias
+        place = (debug.after_prologue(function) if debug is not None else function.low) + module.bias
     except Malformed as e:  # the line table only: the rest of the DWARF may be fine
         module.finder.warn(f"{module.name}: its line table cannot be read ({e}); breaking at the entry "
                            f"of {function.name}")
-        return function.low + module.bias
+        return entry
+    if place == entry:
+        return entry
+    code = modules.code(entry, place - entry + 16) if 0 < place - entry < MAX_PROLOGUE_BYTES else None
+    if code is None or not prologue.reached_once(code, entry, place):
+        modules.finder.say(f"--at {function.name}: the breakpoint goes to the function's entry, not after its "
+                           f"prologue (+{place - entry:#x}): a branch before that place would skip it in "
+                           "some calls; parameters are read from where the caller put them")
+        return entry
+    return place
 
 
 def find_global(modules: Modules, name: str, first: Module | None) -> tuple[Module, Variable] | None:

@@ -292,6 +292,21 @@ class Modules:
                 return module
         return None
 
+    def code(self, address: int, size: int) -> bytes | None:
+        """``size`` bytes of the process's memory at ``address`` (its code, for decoding), or
+        None when they cannot all be read."""
+        try:
+            fd = os.open(f"/proc/{self.pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            data = os.pread(fd, size, address)
+        except (OSError, OverflowError):
+            return None
+        finally:
+            os.close(fd)
+        return data if len(data) == size else None
+
     def containing(self, address: int) -> Module | None:
         """The module mapped at a run-time address."""
         for mapping in procfs.maps(self.pid):

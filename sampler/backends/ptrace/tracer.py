@@ -263,7 +263,8 @@ class Tracer:
         that stopped. A thread asleep in the kernel is not waited for: it stops before it
         runs an instruction. A thread that stays running past HOLD_TIMEOUT_S counts in
         ``unsure``."""
-        others = [other for other in self.threads if other != tid]
+        stopped = {queued for queued, _ in self._queue}  # stopped already, their stop not yet served
+        others = [other for other in self.threads if other != tid and other not in stopped]
         if not others:
             return []
         waiting = [other for other in others if self._request(PTRACE_INTERRUPT, other)]
@@ -318,6 +319,9 @@ class Tracer:
             if status >> 16 in NEW_TASK_EVENTS or status >> 16 == PTRACE_EVENT_EXEC:
                 stepping = self._on_event(hit.tid, status)  # it forked or exec'd: past the instruction
                 break
+            if status >> 16 == PTRACE_EVENT_STOP:
+                signum = 0  # an interrupt asked for earlier stopped it before the step: step again
+                continue
             if sig == signal.SIGTRAP or status >> 16:
                 break  # stepped (or a ptrace event: it is past the instruction or parked)
             signum = sig  # a signal arrived first: deliver it on the step
@@ -538,6 +542,7 @@ class Tracer:
 
     def _events(self) -> Iterator[tuple[int, int]]:
         while self._queue:
+            self._seen = time.monotonic()
             yield self._queue.pop(0)
         while True:
             try:

@@ -1,0 +1,76 @@
+"""Where in a function a breakpoint is reached exactly once per call, on every path.
+
+A breakpoint after the prologue (the DWARF's prologue_end or second line) reads the
+parameters where the body keeps them; but a branch between the entry and that place
+means some calls never reach it (glibc's syscall wrappers test at their start whether
+the process has threads, and the place after the prologue lies on one side only) and
+a branch back means some calls reach it twice. So that place is used only when the
+code from the entry to it cannot branch; else the breakpoint goes to the entry.
+
+Go's stack check is the exception that proves the rule: ``cmp rsp, [r14+0x10]; jbe
+morestack`` (or through r12 for a larger frame) leaves the function to grow the stack
+and runs its start again, so a breakpoint at the entry counts that call twice and one
+past the check counts it once. That branch is allowed, and a Go function without DWARF
+gets its breakpoint right after the check (as Delve does).
+"""
+
+from __future__ import annotations
+
+from capstone import CS_ARCH_X86, CS_MODE_64, Cs  # type: ignore[import-untyped]
+
+_DECODER = Cs(CS_ARCH_X86, CS_MODE_64)
+_STACK_GUARD = ("qword ptr [r14 + 0x10]", "qword ptr [rcx + 0x10]")
+"""Where a Go function compares the stack pointer with g.stackguard0 (R14 holds g; before
+Go 1.17, RCX after it is loaded from the thread's TLS)."""
+MAX_PROLOGUE = 16
+"""Instructions looked at for a Go stack check."""
+
+
+def _branches(mnemonic: str) -> bool:
+    """Can this instruction go anywhere but the next one (a call returns: it cannot)?"""
+    word = mnemonic.split()[-1]  # 'bnd jmp', 'notrack jmp', 'rep ret'
+    return word.startswith(("j", "loop", "ret", "iret", "int", "ud", "hlt", "syscall", "sysenter", "xbegin",
+                            "xabort"))
+
+
+def _is_stack_check(previous: tuple[str, str] | None) -> bool:
+    """Is the instruction before a conditional jump Go's stack check (or its overflow test)?"""
+    if previous is None:
+        return False
+    mnemonic, operands = previous
+    return (mnemonic == "cmp" and operands.endswith(_STACK_GUARD)) or \
+        (mnemonic == "sub" and operands.startswith("r12,"))
+
+
+def reached_once(code: bytes, start: int, place: int) -> bool:
+    """True when every call of the function that starts at ``start`` (its code in ``code``)
+    reaches ``place`` exactly once: nothing from the entry to it can branch but Go's stack
+    check. False when the code cannot be decoded up to ``place``."""
+    if place == start:
+        return True
+    previous: tuple[str, str] | None = None
+    for at, _size, mnemonic, operands in _DECODER.disasm_lite(code, start):
+        if at == place:
+            return True
+        if at > place:
+            return False
+        if _branches(mnemonic) and not (mnemonic.startswith("j") and _is_stack_check(previous)):
+            return False
+        previous = (mnemonic, operands)
+    return False
+
+
+def past_stack_check(code: bytes, start: int) -> int | None:
+    """The address right after a Go function's stack check (its ``jbe morestack``), when the
+    function starts with one and nothing before it branches; else None."""
+    previous: tuple[str, str] | None = None
+    for count, (at, size, mnemonic, operands) in enumerate(_DECODER.disasm_lite(code, start)):
+        if count >= MAX_PROLOGUE:
+            return None
+        if _branches(mnemonic):
+            if not (mnemonic.startswith("j") and _is_stack_check(previous)):
+                return None
+            if previous is not None and previous[0] == "cmp":
+                return int(at + size)
+        previous = (mnemonic, operands)
+    return None

@@ -15,7 +15,14 @@ from sampler.backends.select import CHOICES, build, pick
 from sampler.condition import Condition
 from sampler.config import SessionConfig
 from sampler.durations import format_duration, parse_duration
-from sampler.errors import AlreadyTraced, ExpressionError, ProcessNotFound, SamplerError, UsageError
+from sampler.errors import (
+    AlreadyTraced,
+    ExpressionError,
+    ProcessNotFound,
+    SamplerError,
+    TargetExited,
+    UsageError,
+)
 from sampler.output import Output, Writer
 from sampler.output.console import ConsoleWriter
 from sampler.output.csv import FORMATS, writer_for
@@ -49,6 +56,7 @@ def cli() -> None:
 
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 SECTIONS = {
     "What to sample": ("--pid", "--pgrep", "--container", "--wait-target", "--expr"),
@@ -313,9 +321,10 @@ def _sample(config: SessionConfig, output: Output, how: str) -> int:
         if not quiet:
             click.echo(f"sampler: {choice.name} backend ({choice.reason}); sampling PID {config.pid} {how}",
                        err=True)
-        session = Session(config, build(choice, config, target), writers)  # run() detaches it
+        backend = _gone_is_exit(config.pid, lambda: build(choice, config, target))
+        session = Session(config, backend, writers)  # run() detaches it
         try:
-            summary = session.run()
+            summary = _gone_is_exit(config.pid, session.run)
         except SamplerError as e:
             if session.summary.samples:
                 e.message += f" ({session.summary.samples} samples kept in {_where(out)})"
@@ -328,7 +337,20 @@ def _sample(config: SessionConfig, output: Output, how: str) -> int:
         ended = f", stopped by {summary.stopped_by}" if summary.stopped_by else ""
         click.echo(f"sampler: {summary.samples} samples ({summary.misses} with errors) to "
                    f"{_where(out)}; median pause {median:.2f}ms{ended}; target left running", err=True)
+    for note in backend.notes():  # said under --quiet too: it changes what the rows mean
+        _say(note)
     return 0
+
+
+def _gone_is_exit(pid: int, run: Callable[[], T]) -> T:
+    """``run()``; a system call that found the target gone (ESRCH, or its /proc files
+    vanished) at a moment no check caught is the target's exit, said as such."""
+    try:
+        return run()
+    except (ProcessLookupError, FileNotFoundError) as e:
+        if procfs.is_running(pid):
+            raise
+        raise TargetExited(f"target process {pid} exited ({e.strerror})") from None
 
 
 def _where(out: str) -> str:

@@ -42,3 +42,7 @@ class Backend(Protocol):
 
     def detach(self) -> None:
         """Leave the target running, untouched, with no breakpoint; safe to call twice."""
+
+    def notes(self) -> list[str]:
+        """After detach: what the run's summary must add (calls that may have been missed,
+        child processes cleaned of breakpoints); empty when there is nothing to say."""

@@ -235,17 +235,38 @@ class Seizer:
 def assert_text_matches_file(target: Target) -> None:
     """The target's executable code in memory, the program's and every library's, is byte
     for byte its file: no int3 left."""
-    exe = os.readlink(f"/proc/{target.pid}/exe")
-    maps = Path(f"/proc/{target.pid}/maps").read_text().splitlines()
+    assert_code_matches_files(target.pid)
+
+
+def code_differs(pid: int) -> bool:
+    """True while the process's code differs from its files (a breakpoint is in)."""
+    try:
+        assert_code_matches_files(pid)
+    except AssertionError:
+        return True
+    return False
+
+
+def wait_until_patched(pid: int, timeout: float = 30) -> None:
+    """Wait until a sampler has written its breakpoint into process ``pid``."""
+    deadline = time.monotonic() + timeout
+    while not code_differs(pid):
+        assert time.monotonic() < deadline, f"no breakpoint in process {pid} within {timeout}s"
+        time.sleep(0.02)
+
+
+def assert_code_matches_files(pid: int) -> None:
+    exe = os.readlink(f"/proc/{pid}/exe")
+    maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
     files: dict[str, bytes] = {}
     checked = set()
-    with open(f"/proc/{target.pid}/mem", "rb") as mem:
+    with open(f"/proc/{pid}/mem", "rb") as mem:
         for line in maps:
             fields = line.split()
             if len(fields) >= 6 and fields[1] == "r-xp" and fields[5].startswith("/"):
                 path = fields[5]
                 if path not in files:
-                    files[path] = Path(f"/proc/{target.pid}/root{path}").read_bytes()
+                    files[path] = Path(f"/proc/{pid}/root{path}").read_bytes()
                 binary = files[path]
                 start, end = (int(x, 16) for x in fields[0].split("-"))
                 offset = int(fields[2], 16)

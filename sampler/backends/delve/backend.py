@@ -89,6 +89,9 @@ class DelveBackend:
         return Reading(values, thread=where.goroutine, pause_us=(done - stopped) * 1e6,
                        wait_us=(stopped - waiting) * 1e6, error="; ".join(errors))
 
+    def notes(self) -> list[str]:
+        return []
+
     def idle(self, seconds: float, stop: StopFlag) -> None:
         stop.wait(seconds)
 

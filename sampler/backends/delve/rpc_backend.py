@@ -118,6 +118,9 @@ class DelveRpcBackend:
         return Reading(values, thread=str(thread.get("goroutineID") or ""), pause_us=(done - stopped) * 1e6,
                        wait_us=(stopped - waiting) * 1e6, error="; ".join(errors))
 
+    def notes(self) -> list[str]:
+        return []
+
     def idle(self, seconds: float, stop: StopFlag) -> None:
         stop.wait(seconds)
 

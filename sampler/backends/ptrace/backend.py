@@ -92,6 +92,10 @@ class PtraceBackend:
         self._merged: ReadPlan | None = None
         """Every plan's reads and the thread column's as one plan (one system call per level)."""
         self._warm: Hit | None = None
+        self._released = 0
+        """Forked children let go clean (for the summary)."""
+        self._unsure = 0
+        """Steps over the breakpoint while a thread could not be held (for the summary)."""
         self._runner: Callable[[object], Snapshot] | None = None
         """The merged plan made for the hot path (Tracer.catch), when every expression has a plan."""
         if config.location is not None:
@@ -364,11 +368,23 @@ class PtraceBackend:
         else:
             self.tracer.serve_until(time.monotonic() + seconds, stop)
 
+    def notes(self) -> list[str]:
+        said = []
+        if self._released:
+            said.append(f"{self._released} child process(es) the target forked were let go with "
+                        "sampler's breakpoints taken out of their copy of its memory")
+        if self._unsure:
+            said.append(f"in {self._unsure} step(s) over the breakpoint a thread of the target could not be "
+                        "held: calls it made then may have been missed (at most one each)")
+        return said
+
     def detach(self) -> None:
         try:
             if self.tracer is not None:
                 tracer, self.tracer = self.tracer, None
+                self._released, self._unsure = tracer.children.released, tracer.unsure
                 tracer.detach()
+                self._released, self._unsure = tracer.children.released, tracer.unsure
             if self.guardian is not None:  # only once every byte is back
                 guardian, self.guardian = self.guardian, None
                 guardian.dismiss()

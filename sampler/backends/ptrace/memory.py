@@ -6,7 +6,7 @@ import ctypes
 import os
 
 from sampler import permission
-from sampler.errors import DebuggerError, ProcessNotFound, TargetExited
+from sampler.errors import DebuggerError, TargetExited
 from sampler.procfs import is_running
 
 LAST_ADDRESS = 1 << 63
@@ -34,8 +34,8 @@ class Memory:
         self.pid = pid
         try:
             self.fd = os.open(f"/proc/{pid}/mem", os.O_RDWR if writable else os.O_RDONLY)
-        except FileNotFoundError:
-            raise ProcessNotFound(f"no process with PID {pid}") from None
+        except (FileNotFoundError, ProcessLookupError):  # gone, or a zombie by now
+            raise TargetExited(f"target process {pid} exited") from None
         except PermissionError:
             raise permission.denied(pid, "read the memory of") from None
 

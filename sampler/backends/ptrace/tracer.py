@@ -493,7 +493,7 @@ class Tracer:
         A thread, or a process in the same memory, is traced from now on (returned); a
         process with a copy of the memory is cleaned of the breakpoints and let go (None)."""
         try:
-            child = ptrace_func.ptrace_geteventmsg(parent)
+            child = int(ptrace_func.ptrace_geteventmsg(parent))
         except PtraceError:
             return None  # the parent vanished (SIGKILL): its child goes with it
         if event == PTRACE_EVENT_CLONE and procfs.is_thread_of(self.pid, child):

@@ -1,0 +1,247 @@
+"""What the target starts is never harmed, and every call is counted: forks, vforks and execs
+of the bundled forker and of Debian's redis-server, every-hit counts of the bundled callers
+against the program's own count, and a target that exits while sampler attaches."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from sampler import procfs
+from tests.integration.targets import (
+    Target,
+    assert_code_matches_files,
+    assert_csv_whole,
+    code_differs,
+    finish,
+    read_csv,
+    sampler,
+    start_sampler,
+    wait_for_rows,
+    wait_until_patched,
+)
+
+_CHILDREN = re.compile(r"^children forked=(\d+) ok=(\d+) bad=(\d+)$")
+
+
+def children_of(target: Target, timeout: float = 60) -> tuple[int, int, int]:
+    """forked, ok, bad of a forker that has ended by itself."""
+    target.wait_for(lambda: any(_CHILDREN.match(line) for line in target.lines), timeout,
+                    "the forker never said how its children ended")
+    assert target.proc.wait(10) is not None
+    match = next(m for m in map(_CHILDREN.match, target.lines) if m)
+    return int(match.group(1)), int(match.group(2)), int(match.group(3))
+
+
+def assert_no_child_harmed(target: Target) -> None:
+    forked, ok, bad = children_of(target)
+    died = [line for line in target.lines if line.startswith("child ")]
+    assert bad == 0 and ok == forked > 20, (forked, ok, bad, died[:5])
+    assert target.proc.returncode == 0
+
+
+MODES = {
+    "trace": ["trace", "--duration", "3s"],
+    "attach 100 Hz": ["attach", "--rate", "100", "--duration", "3s"],
+    "long waits": ["attach", "--interval", "500ms", "--hit-timeout", "5s", "--duration", "3s"],
+}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("at", ["work", "spawn"])
+def test_no_child_dies_while_the_parent_is_sampled(start_target: Callable[..., Target], tmp_path: Path,
+                                                   mode: str, at: str) -> None:
+    # GIVEN a program that forks, vforks and execs a child every 10 ms, the forked children
+    # calling the sampled function, and one where the fork happens inside it (spawn)
+    target = start_target("forker", "mixed", "10", "5")
+    out = tmp_path / "forks.csv"
+    # WHEN sampler samples it with a breakpoint in the code the children copy
+    result = sampler(*MODES[mode], "--pid", str(target.pid), "--at", at, "--expr", "i", "--out", str(out))
+    # THEN every child exits 0, and the rows say what the parent did
+    assert result.returncode == 0, result.stderr
+    rows = assert_csv_whole(out)
+    assert len(rows) >= 3 and all(r["error"] == "" for r in rows), rows[:3]
+    assert "child process(es) the target forked were let go" in result.stderr
+    assert_no_child_harmed(target)
+
+
+def test_zero_stop_reads_of_a_forking_target(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    target = start_target("forker", "mixed", "10", "4")
+    out = tmp_path / "zero.csv"
+    result = sampler("attach", "--pid", str(target.pid), "--expr", "calls", "--rate", "50", "--duration", "2s",
+                     "--out", str(out), "--quiet")
+    assert result.returncode == 0, result.stderr
+    calls = [int(r["calls"]) for r in read_csv(out)]
+    assert calls == sorted(calls) and calls[-1] > calls[0]
+    assert_no_child_harmed(target)
+
+
+def test_worker_killed_mid_run_leaves_no_child_with_an_int3(start_target: Callable[..., Target],
+                                                            tmp_path: Path) -> None:
+    # GIVEN a trace of the function that forks, a child every 5 ms, with rows coming
+    target = start_target("forker", "fork", "5", "5")
+    out = tmp_path / "killed.csv"
+    proc = start_sampler("trace", "--pid", str(target.pid), "--at", "spawn", "--expr", "i", "--out", str(out),
+                         "--quiet")
+    wait_for_rows(out, proc, 30)
+    # WHEN the tracing worker is killed outright (the guardian puts the bytes back)
+    workers = [pid for pid in _descendants(proc.pid) if procfs.comm(pid) == "sampler-worker"]
+    assert workers, "no sampler-worker found"
+    os.kill(workers[0], signal.SIGKILL)
+    finish(proc)
+    # THEN the forker runs on untraced, its code whole, and every child it made exits 0
+    deadline = time.monotonic() + 5
+    while procfs.tracer_pid(target.pid) != 0 or code_differs(target.pid):
+        assert time.monotonic() < deadline, "the target was left traced or patched"
+        time.sleep(0.01)
+    assert_no_child_harmed(target)
+
+
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        for child in procfs.children(todo.pop()):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def test_an_exec_of_the_target_is_one_line(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN Debian's python3 calling getpid in a loop, then running /bin/sleep with exec
+    code = ("import os, time\nprint('ready pid=%d' % os.getpid(), flush=True)\nend = time.time() + 2\n"
+            "while time.time() < end:\n    os.getpid(); time.sleep(0.001)\nos.execv('/bin/sleep', ['sleep', '30'])\n")
+    python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    target = start_target(python, "-c", code, binary=False)
+    out = tmp_path / "exec.csv"
+    # WHEN every call of getpid is traced across the exec
+    result = sampler("trace", "--pid", str(target.pid), "--at", "libc:getpid", "--expr", "$rip",
+                     "--duration", "20s", "--out", str(out), "--quiet")
+    # THEN one clear line, the rows kept, and the new program runs untouched
+    assert result.returncode == 1, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "ran /usr/bin/sleep with exec" in lines[0], lines
+    assert len(assert_csv_whole(out)) > 10
+    assert target.proc.poll() is None and procfs.tracer_pid(target.pid) == 0
+    assert procfs.exe_path(target.pid) == "/usr/bin/sleep"
+    assert_code_matches_files(target.pid)
+
+
+COUNTS = [("hot", "hot", "i", threads) for threads in (1, 2, 8)] + \
+    [(name, f"libc:{name}", "arg0", threads) for name in ("write", "malloc") for threads in (1, 2, 8)] + \
+    [(name, f"libc:{name}", "arg0", 8) for name in ("read", "send", "recv", "close", "openat", "free")]
+
+
+@pytest.mark.parametrize("function, at, expression, threads", COUNTS)
+def test_trace_counts_every_call(start_target: Callable[..., Target], tmp_path: Path,
+                                 function: str, at: str, expression: str, threads: int) -> None:
+    # GIVEN threads that will call one function at the same moment, counting their calls
+    calls = 150
+    target = start_target("callers", str(threads), str(calls), function)
+    out = tmp_path / "count.csv"
+    # WHEN every call is traced (the target starts calling once the breakpoint is in)
+    proc = start_sampler("trace", "--pid", str(target.pid), "--at", at, "--expr", expression,
+                         "--duration", "120s", "--out", str(out), "--quiet")
+    target.wait_for(lambda: any(line.startswith("done calls=") for line in target.lines), 120,
+                    "the threads did not finish their calls")
+    made = int(next(line for line in target.lines if line.startswith("done calls=")).split("=")[1])
+    assert made == threads * calls
+    deadline = time.monotonic() + 10  # every call was served before it returned; rows follow at once
+    while len(out.read_text().splitlines()) - 1 < made and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)  # and none after
+    proc.send_signal(signal.SIGINT)
+    _, stderr = finish(proc)
+    # THEN exactly one row per call, and nothing said about missed calls
+    assert proc.returncode == 0, stderr
+    rows = assert_csv_whole(out)
+    assert len(rows) == made, (len(rows), made, stderr)
+    assert all(r["error"] == "" for r in rows), rows[:3]
+    assert "missed" not in stderr
+
+
+def test_a_target_that_exits_during_attach_is_one_line(start_target: Callable[..., Target],
+                                                       tmp_path: Path) -> None:
+    """At every moment of attach, sampling and detach (the forker ends by itself after
+    SECONDS; each run catches it at another point): never an internal error."""
+    seen = set()
+    for seconds in ("0.05", "0.1", "0.15", "0.2", "0.3", "0.4", "0.6", "0.9"):
+        target = start_target("forker", "fork", "1", seconds)
+        result = sampler("attach", "--pid", str(target.pid), "--at", "work", "--expr", "i", "--rate", "200",
+                         "--duration", "3s", "--out", str(tmp_path / f"{seconds}.csv"), "--quiet")
+        assert result.returncode in (0, 1, 2), (seconds, result.returncode, result.stderr)
+        assert "internal error" not in result.stderr and "Traceback" not in result.stderr, result.stderr
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert len(lines) <= 2 and all(line.startswith("sampler: ") for line in lines), lines
+        seen.add(result.returncode)
+        children_of(target)  # it ended by itself, its children unharmed
+    assert 1 in seen, "no run caught the exit while sampling"
+
+
+@pytest.fixture
+def redis(tmp_path: Path, start_target: Callable[..., Target]) -> tuple[Target, int, Path]:
+    if not shutil.which("redis-server"):
+        if os.environ.get("CI"):
+            pytest.fail("redis-server is missing: make setup installs it")
+        pytest.skip("redis-server is missing (make setup installs it)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    data = tmp_path / "redis"
+    data.mkdir()
+    script = (f"echo ready pid=$$; exec redis-server --port {port} --bind 127.0.0.1 --dir {data} "
+              "--save '' --appendonly no --dbfilename dump.rdb --enable-debug-command local")
+    target = start_target("sh", "-c", script, binary=False)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if _redis(port, "PING").strip() == "PONG":
+            break
+        time.sleep(0.05)
+    assert _redis(port, "DEBUG", "POPULATE", "20000").strip() == "OK"
+    return target, port, data
+
+
+def _redis(port: int, *command: str) -> str:
+    return subprocess.run(["redis-cli", "-p", str(port), *command], capture_output=True, text=True,
+                          timeout=30).stdout
+
+
+@pytest.mark.parametrize("function, mode", [("rdbSaveKeyValuePair", "trace"), ("rdbSaveRio", "attach")])
+def test_redis_bgsave_succeeds_while_its_child_runs_a_traced_function(
+        redis: tuple[Target, int, Path], tmp_path: Path, function: str, mode: str) -> None:
+    # GIVEN Debian's redis-server with 20,000 keys, and a breakpoint in a function its
+    # BGSAVE child runs
+    target, port, data = redis
+    out = tmp_path / "redis.csv"
+    args = ["--duration", "30s"] if mode == "trace" else ["--interval", "200ms", "--hit-timeout", "20s",
+                                                          "--duration", "30s"]
+    proc = start_sampler(mode, "--pid", str(target.pid), "--at", function, "--expr", "a=arg0",
+                         *args, "--out", str(out), "--quiet")
+    wait_until_patched(target.pid)
+    # WHEN a BGSAVE forks the child that writes the dump
+    assert "Background saving started" in _redis(port, "BGSAVE")
+    deadline = time.monotonic() + 30
+    while "rdb_bgsave_in_progress:0" not in _redis(port, "INFO", "persistence"):
+        assert time.monotonic() < deadline, "the BGSAVE did not end"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = finish(proc)
+    # THEN the save succeeded, its file loads, and redis runs on untouched
+    info = _redis(port, "INFO", "persistence")
+    assert "rdb_last_bgsave_status:ok" in info, info
+    assert proc.returncode == 0, stderr
+    check = subprocess.run(["redis-check-rdb", str(data / "dump.rdb")], capture_output=True, text=True,
+                           timeout=60)
+    assert check.returncode == 0 and "RDB looks OK" in check.stdout, check.stdout[-2000:]
+    assert _redis(port, "DBSIZE").strip() == "20000"
+    assert procfs.tracer_pid(target.pid) == 0
+    assert_code_matches_files(target.pid)

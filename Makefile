@@ -90,7 +90,7 @@ $(VENV)/.installed: pyproject.toml | system-deps
 	$(VENV)/bin/python -m pip install -q -e '.[test,bench]'
 	touch $@
 
-targets: targets/bin/ringbuf-go targets/bin/ringbuf-go-stripped targets/bin/httpd-go targets/bin/ringbuf-c targets/bin/ringbuf-c-O0 targets/bin/ringbuf-lib \
+targets: targets/bin/ringbuf-go targets/bin/ringbuf-go-stripped targets/bin/httpd-go targets/bin/httpd-go-stripped targets/bin/ringbuf-c targets/bin/ringbuf-c-O0 targets/bin/ringbuf-lib \
 	targets/bin/libplugin.so targets/bin/ringbuf-cpp targets/bin/ringbuf-rust targets/bin/ringbuf-c-exported \
 	targets/bin/forker targets/bin/callers
 
@@ -107,6 +107,11 @@ targets/bin/ringbuf-go-stripped: targets/ringbuf-go/main.go targets/ringbuf-go/g
 targets/bin/httpd-go: targets/httpd-go/main.go targets/httpd-go/go.mod | system-deps
 	mkdir -p targets/bin
 	cd targets/httpd-go && $(GOBUILD) -o ../bin/httpd-go .
+
+# the same server as Debian ships Go daemons: no .symtab, no DWARF, only .gopclntab
+targets/bin/httpd-go-stripped: targets/httpd-go/main.go targets/httpd-go/go.mod | system-deps
+	mkdir -p targets/bin
+	cd targets/httpd-go && $(GOBUILD) -ldflags='-s -w' -o ../bin/httpd-go-stripped .
 
 targets/bin/ringbuf-c: targets/ringbuf-c/ringbuf.c | system-deps
 	mkdir -p targets/bin

@@ -21,6 +21,8 @@ ldconfig -p 2>/dev/null | grep -q 'libdebuginfod\.so\.1' || need+=(libdebuginfod
 command -v debuginfod >/dev/null 2>&1 || need+=(debuginfod)
 dpkg-query -W -f='${Status}' libc6-dbg 2>/dev/null | grep -q 'ok installed' || need+=(libc6-dbg)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
+# a program nobody here wrote that forks (BGSAVE): the fork tests run Debian's redis-server
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 if [ "${1:-}" = bench ]; then  # the eBPF reference of bench/overhead.py
   command -v bpftrace >/dev/null 2>&1 || need+=(bpftrace)
 fi

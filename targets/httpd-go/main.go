@@ -16,7 +16,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"sync/atomic"
 	"time"
 )
@@ -72,6 +76,19 @@ func serve(w http.ResponseWriter, r *http.Request, shape Shape) int {
 	return n
 }
 
+// deep uses about 300 bytes of stack per level before it serves: a request for
+// /deep/N calls serve with a stack that must often grow first (the burst's requests).
+//
+//go:noinline
+func deep(level int, w http.ResponseWriter, r *http.Request, shape Shape) int {
+	var pad [256]byte
+	pad[level%256] = byte(level)
+	if level > 0 {
+		return deep(level-1, w, r, shape) + int(pad[level%256]&0)
+	}
+	return serve(w, r, shape)
+}
+
 //go:noinline
 func handler(w http.ResponseWriter, r *http.Request) {
 	var shape Shape
@@ -83,6 +100,13 @@ func handler(w http.ResponseWriter, r *http.Request) {
 	default:
 		shape = Number(len(r.URL.Path))
 	}
+	if strings.HasPrefix(r.URL.Path, "/deep/") {
+		level, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/deep/"))
+		if deep(level%200, w, r, shape) < 0 {
+			panic("never")
+		}
+		return
+	}
 	if serve(w, r, shape) < 0 || current.Area() < 0 {
 		panic("never")
 	}
@@ -91,6 +115,8 @@ func handler(w http.ResponseWriter, r *http.Request) {
 func main() {
 	rate := flag.Int("rate", 200, "requests per second the built-in client makes (0: none)")
 	exitAfter := flag.Int("exit-after", 0, "exit (status 0) after this many seconds; 0: run until killed")
+	burst := flag.Int("burst", 0, "on each SIGUSR1, make this many requests, each on a new connection, "+
+		"eight at a time, then print 'burst connections=C requests=R' as the server counted them")
 	flag.Parse()
 	anyval = int64(*rate)
 	listener, err := net.Listen("tcp", "127.0.0.1:0")
@@ -99,7 +125,13 @@ func main() {
 		os.Exit(1)
 	}
 	http.HandleFunc("/", handler)
-	go func() { _ = http.Serve(listener, nil) }()
+	var connections uint64
+	server := &http.Server{ConnState: func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			atomic.AddUint64(&connections, 1)
+		}
+	}}
+	go func() { _ = server.Serve(listener) }()
 	url := "http://" + listener.Addr().String()
 	fmt.Printf("ready pid=%d url=%s\n", os.Getpid(), url)
 
@@ -120,6 +152,9 @@ func main() {
 			}
 		}()
 	}
+	if *burst > 0 {
+		go bursts(url, *burst, &connections)
+	}
 	var last uint64
 	for second := 1; ; second++ {
 		time.Sleep(time.Second)
@@ -129,5 +164,44 @@ func main() {
 		if second == *exitAfter {
 			os.Exit(0)
 		}
+	}
+}
+
+// bursts makes n requests on new connections at each SIGUSR1, and says what the
+// server counted: connections accepted and requests served.
+func bursts(url string, n int, connections *uint64) {
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGUSR1)
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	for range signals {
+		stats.mu.Lock()
+		served := stats.served
+		stats.mu.Unlock()
+		conns := atomic.LoadUint64(connections)
+		var wg sync.WaitGroup
+		work := make(chan int)
+		for g := 0; g < 8; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range work {
+					resp, err := client.Get(fmt.Sprintf("%s/deep/%d", url, i*37))
+					if err == nil {
+						_, _ = io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+					}
+				}
+			}()
+		}
+		for i := 0; i < n; i++ {
+			work <- i
+		}
+		close(work)
+		wg.Wait()
+		time.Sleep(100 * time.Millisecond) // the server's side of the last connections ends
+		stats.mu.Lock()
+		served = stats.served - served
+		stats.mu.Unlock()
+		fmt.Printf("burst connections=%d requests=%d\n", atomic.LoadUint64(connections)-conns, served)
 	}
 }

@@ -49,6 +49,14 @@ def _fail(command: int, tid: int) -> None:
     raise PtraceError(f"ptrace({command}, {tid}) failed: {os.strerror(errno)}", errno=errno, pid=tid)
 
 
+_SYS_TGKILL = 234
+
+
+def tgkill(tgid: int, tid: int, signum: int) -> None:
+    """Send ``signum`` to one thread (a signal held back during a step, queued again)."""
+    _libc.syscall(_SYS_TGKILL, tgid, tid, signum)
+
+
 _SFD_NONBLOCK, _SFD_CLOEXEC = 0o4000, 0o2000000
 
 

@@ -49,6 +49,8 @@ WALL = 0x40000000
 WNOHANG_WALL = os.WNOHANG | WALL
 INT3 = b"\xcc"
 GROUP_STOP_SIGNALS = {signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU}
+FAULTS = {signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL}
+"""Signals an instruction raises itself: the same one again before the step is its own."""
 DETACH_TIMEOUT_S = 5.0
 HOLD_TIMEOUT_S = 0.2
 """How long the other threads may take to stop for a step over the breakpoint's instruction."""
@@ -303,11 +305,16 @@ class Tracer:
                 self._queue.append((tid, status))
 
     def _step_in_place(self, hit: Hit) -> None:
+        """Single-step the thread over the original instruction. A signal that comes first
+        is held back and delivered once the instruction has run: delivered on the step, its
+        handler would return onto the breakpoint, and the call would be counted twice (Go's
+        preemption signal, SIGURG, did that). The instruction's own fault is delivered at once."""
         original = self.armed.pop(hit.address)
         self.memory.write(hit.address, original)
         if not hit.rewound:
             self.rewind(hit)
         signum = 0
+        later: list[int] = []
         stepping = hit.rewound  # False: the thread vanished (ESRCH)
         while stepping:
             if not self._request(calls.PTRACE_SINGLESTEP, hit.tid, 0, signum):
@@ -315,21 +322,27 @@ class Tracer:
             status = self._wait_for(hit.tid)
             if status is None or not os.WIFSTOPPED(status):
                 break
-            sig = os.WSTOPSIG(status)
-            if status >> 16 in NEW_TASK_EVENTS or status >> 16 == PTRACE_EVENT_EXEC:
+            sig, event = os.WSTOPSIG(status), status >> 16
+            if event in NEW_TASK_EVENTS or event == PTRACE_EVENT_EXEC:
                 stepping = self._on_event(hit.tid, status)  # it forked or exec'd: past the instruction
                 break
-            if status >> 16 == PTRACE_EVENT_STOP:
+            if event == PTRACE_EVENT_STOP:
                 signum = 0  # an interrupt asked for earlier stopped it before the step: step again
                 continue
-            if sig == signal.SIGTRAP or status >> 16:
-                break  # stepped (or a ptrace event: it is past the instruction or parked)
-            signum = sig  # a signal arrived first: deliver it on the step
+            if sig == signal.SIGTRAP or event or signum:
+                break  # stepped (or parked), or the instruction's fault was delivered
+            if sig in FAULTS and sig in later:
+                signum = sig  # the instruction itself faults: deliver it now, where it stands
+                later.remove(sig)
+                continue
+            later.append(sig)  # held back until the instruction has run
+            signum = 0
         self.armed[hit.address] = original
         self.memory.write(hit.address, INT3)
         hit.resumed = time.monotonic()
-        if stepping:
-            self._request(calls.PTRACE_CONT, hit.tid)
+        if stepping and self._request(calls.PTRACE_CONT, hit.tid, 0, later[0] if later else 0):
+            for sig in later[1:]:  # one is delivered with the resume; the others queued again
+                calls.tgkill(self.pid if hit.tid not in self.sharing else hit.tid, hit.tid, sig)
 
     def _wait_for(self, tid: int) -> int | None:
         """The next status of thread ``tid`` (a single-step ends within microseconds; the

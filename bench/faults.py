@@ -1,7 +1,8 @@
 """The fault suite: does the target survive everything the sampler goes through?
 
 For each way of sampling (delve, delve-rpc, ptrace with a breakpoint, ptrace
-zero-stop) and each target (Go, C -O2), many trials of one fault each, on a run
+zero-stop) and each target (Go, C -O2, and for ptrace a C program that forks, vforks
+and execs a child every 10 ms, whose children must all live), many trials of one fault each, on a run
 sampling at 100 Hz: signals to sampler at a random moment (SIGINT, SIGTERM,
 SIGKILL; SIGKILL of the tracing worker itself, as the OOM killer would, with and
 without the guardian), with a breakpoint on a hot function and on one called once
@@ -40,6 +41,7 @@ from pathlib import Path
 
 from harness import (  # type: ignore[import-not-found]
     COMMIT,
+    FORKER,
     ROOT,
     SAMPLER,
     TARGETS,
@@ -52,6 +54,7 @@ from harness import (  # type: ignore[import-not-found]
     worker_of,
 )
 
+FAULT_TARGETS = {**TARGETS, "forks": FORKER}
 CHECK_AFTER_S = 2.0
 """How long after the trial the target must still be running."""
 
@@ -112,6 +115,7 @@ QUICK = {  # (way, target, fault, where, guardian): one trial each, a couple of 
     ("ptrace", "c", "gdb attaches", "hot", True), ("ptrace", "c", "disk full", "hot", True),
     ("ptrace", "c", "output removed", "hot", True),
     ("ptrace zero-stop", "c", "target killed", "none", True),
+    ("ptrace", "forks", "SIGKILL worker", "hot", True), ("ptrace", "forks", "target exits", "hot", True),
     ("delve", "go", "SIGKILL worker", "hot", True), ("delve", "go", "target killed", "hot", True),
     ("delve-rpc", "go", "SIGKILL worker", "rare", True), ("delve-rpc", "go", "SIGTERM", "hot", True),
 }
@@ -120,6 +124,8 @@ QUICK = {  # (way, target, fault, where, guardian): one trial each, a couple of 
 def trials_for(fault: Fault, way: Way, target: Target, quick: bool) -> int:
     if quick:
         return int((way.name, target.key, fault.name, fault.where, fault.guardian) in QUICK)
+    if target.key == "forks":
+        return 5 if fault.name.startswith("SIGKILL") else 2  # its children make each trial many
     if fault.name in ("SIGKILL worker", LOADED_KILL) and fault.guardian and way.name == "ptrace":
         return 50  # 2 targets x 2 places x 50 = 200 kills of the tracer, guardian on (and as many loaded)
     if fault.name.startswith("SIGKILL"):
@@ -162,7 +168,7 @@ class Runner:
         if fresh or running is None:
             if running is not None:
                 self.drop(target)
-            running = RunningTarget(target.binary, *(["--exit-after", str(exit_after)] if exit_after else []))
+            running = RunningTarget(target.binary, *target.argv(exit_after))
             self.targets[target.key] = running
             time.sleep(0.3)
         return running
@@ -174,7 +180,7 @@ class Runner:
 
     def close(self) -> None:
         for key in list(self.targets):
-            self.drop(TARGETS[key])
+            self.drop(FAULT_TARGETS[key])
 
     def command(self, way: Way, target: Target, fault: Fault, pid: int, out: Path, count: int = 0) -> list[str]:
         command = [*SAMPLER, "attach", "--backend", way.backend, "--pid", str(pid),
@@ -344,7 +350,7 @@ def report(trials: list[Trial], path: Path, quick: bool, seconds: float, ran: in
             way, target, fault, where, guardian = key
             lives = [t for t in group if t.target_survived is not None]
             lines.append(
-                f"| {way} | {TARGETS[target].label} | {fault} | {where} | {'on' if guardian else 'off'} "
+                f"| {way} | {FAULT_TARGETS[target].label} | {fault} | {where} | {'on' if guardian else 'off'} "
                 f"| {len(group)} | {_pct(sum(bool(t.target_survived) for t in lives), len(lives))} "
                 f"| {_pct(sum(bool(t.code_intact) for t in lives), len(lives))} "
                 f"| {_pct(sum(t.csv_whole for t in group), len(group))} "
@@ -354,7 +360,7 @@ def report(trials: list[Trial], path: Path, quick: bool, seconds: float, ran: in
     lines += ["Sampler commit per way: " + ", ".join(f"{way} `{commit or '?'}`" for way, commit in runs) + ".", ""]
     failed = [t for t in trials if not t.ok]
     lines += ["## Trials that did not pass every check", ""]
-    lines += [f"- {t.way} / {TARGETS[t.target].label} / {t.fault} / {t.where} / guardian "
+    lines += [f"- {t.way} / {FAULT_TARGETS[t.target].label} / {t.fault} / {t.where} / guardian "
               f"{'on' if t.guardian else 'off'} #{t.trial}: survived={t.target_survived} "
               f"intact={t.code_intact} csv={t.csv_whole} exit={t.exit_code} message={t.message!r} {t.note}"
               for t in failed] or ["None."]
@@ -408,7 +414,7 @@ def main() -> int:
             for way in WAYS:
                 if (way.go_only and not have_dlv) or (args.only and way.name not in args.only.split(",")):
                     continue
-                for target in TARGETS.values():
+                for target in FAULT_TARGETS.values():
                     if way.go_only and target.binary != "ringbuf-go":
                         continue
                     for fault in faults_for(way):

@@ -28,6 +28,8 @@ BIN = ROOT / "targets" / "bin"
 COMMIT = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True,
                         text=True).stdout.strip()
 THROUGHPUT = re.compile(r"^reads/s=(\d+) writes/s=(\d+)$")
+CHILD_DIED = re.compile(r"^child \d+ (signal|status) \d+$")
+"""A child of the forker that died or failed."""
 SAMPLER = [sys.executable, "-m", "sampler"]
 
 
@@ -46,6 +48,14 @@ class Target:
     """w - r at the hot location."""
     global_expr: str
     """w - r from globals only (zero-stop)."""
+    args: tuple[str, ...] = ()
+    """The target's arguments; ``{exit}`` stands for the seconds after which it exits (0: never)."""
+
+    def argv(self, exit_after: int = 0) -> list[str]:
+        """Its arguments, exiting (status 0) after ``exit_after`` seconds when that is not 0."""
+        if self.args:
+            return [a.replace("{exit}", str(exit_after or 10 ** 6)) for a in self.args]
+        return ["--exit-after", str(exit_after)] if exit_after else []
 
 
 TARGETS = {
@@ -53,6 +63,11 @@ TARGETS = {
                  "main.ring.w - main.ring.r"),
     "c": Target("c", "C -O2", "ringbuf-c", "ring_read", "tick", "b->w", "b->w - b->r", "ring->w - ring->r"),
 }
+FORKER = Target("forks", "C forking", "forker", "work", "tick", "calls", "calls", "calls",
+                args=("mixed", "10", "{exit}"))
+"""For the fault suite and the soak (not the throughput benches): a program that forks, vforks and
+execs a child every 10 ms, the forked ones calling ``work`` (the hot breakpoint): a child that dies
+of an int3 copied from its parent counts as the target harmed."""
 
 
 class RunningTarget:
@@ -84,14 +99,16 @@ class RunningTarget:
         return found
 
     def trapped(self) -> bool:
-        return any("SIGTRAP" in line or "Trace/breakpoint trap" in line for _, line in self.lines)
+        """It, or a child of its, died of a trap (the forker prints "child PID signal S")."""
+        return any("SIGTRAP" in line or "Trace/breakpoint trap" in line or CHILD_DIED.match(line)
+                   for _, line in self.lines)
 
     def healthy(self, since: float) -> bool:
         """Alive, running, untraced, never trapped, printed throughput since ``since``."""
         state = procfs.state(self.pid)
         return (self.proc.poll() is None and not self.trapped() and state not in ("", "T", "t", "Z")
                 and not procfs.traced(self.pid)
-                and any(t > since and line.startswith("reads/s=") for t, line in list(self.lines)))
+                and any(t > since and line.startswith(("reads/s=", "requests/s=")) for t, line in list(self.lines)))
 
     def stop(self) -> None:
         kill_debuggers_of(self.pid)

@@ -1,7 +1,9 @@
 """The soak: many consecutive runs of every way of sampling on long-lived targets, counting harm.
 
-One Go and one C target live through the whole soak. Runs cycle through delve, delve-rpc,
-ptrace with a breakpoint (Go and C), ptrace zero-stop and `sampler trace`, each with a short
+One Go and one C target, and a C program that forks, vforks and execs a child every 10 ms
+(a child that dies counts as the target harmed), live through the whole soak. Runs cycle
+through delve, delve-rpc, ptrace with a breakpoint (Go, C and the forker), ptrace zero-stop
+and `sampler trace` (C and the forker), each with a short
 count, and one run in four is ended by SIGINT at a random moment instead. After each run:
 sampler's exit code (70, an internal error, is counted apart), the target alive, untraced,
 not stopped and still working, its code in memory equal to the file, the CSV whole.
@@ -30,6 +32,7 @@ from pathlib import Path
 
 from harness import (  # type: ignore[import-not-found]
     COMMIT,
+    FORKER,
     ROOT,
     SAMPLER,
     TARGETS,
@@ -61,7 +64,10 @@ WAYS = [
     Way("ptrace zero-stop", "go", "attach", "ptrace", zero_stop=True),
     Way("trace ptrace", "c", "trace", "ptrace"),
     Way("trace delve-rpc", "go", "trace", "delve-rpc"),
+    Way("ptrace", "forks", "attach", "ptrace"),
+    Way("trace ptrace", "forks", "trace", "ptrace"),
 ]
+SOAK_TARGETS = {**TARGETS, "forks": FORKER}
 
 
 @dataclass
@@ -87,7 +93,7 @@ class Run:
 
 
 def command(way: Way, pid: int, out: Path, interrupted: bool) -> list[str]:
-    target = TARGETS[way.target]
+    target = SOAK_TARGETS[way.target]
     args = [*SAMPLER, way.command, "--backend", way.backend, "--pid", str(pid), "--out", str(out), "--quiet"]
     if way.zero_stop:
         args += ["--expr", f"d={target.global_expr}", "--rate", "200"]
@@ -147,7 +153,7 @@ def memory_phase(samples: int, tmp: Path) -> list[tuple[float, int, int]]:
     points: list[tuple[float, int, int]] = []
     try:
         proc = subprocess.Popen([*SAMPLER, "attach", "--backend", "ptrace", "--pid", str(target.pid), "--expr",
-                                 f"d={TARGETS['c'].global_expr}", "--rate", "1000000", "--count", str(samples),
+                                 f"d={SOAK_TARGETS['c'].global_expr}", "--rate", "1000000", "--count", str(samples),
                                  "--out", str(out), "--quiet"], cwd=ROOT, stdout=subprocess.DEVNULL)
         start = time.monotonic()
         worker = None
@@ -177,22 +183,23 @@ def report(runs: list[Run], memory: list[tuple[float, int, int]], samples: int, 
     lines = ["# Soak: consecutive runs of every way of sampling on long-lived targets", "",
              f"`bench/soak.py{' --quick' if quick else ''}` (make soak), commit {COMMIT}, {os.cpu_count()} CPUs, "
              f"{len(runs)} runs in {seconds / 60:.1f} min. One Go and one C target lived through all of it; one run "
-             "in four was ended by SIGINT at a random moment.", "",
+             "in four was ended by SIGINT at a random moment. A third target forked, vforked and execed a "
+             "child every 10 ms throughout; a child that died counts as a target death.", "",
              "| way | target | runs | interrupted | exit 0 | " + " | ".join(h.replace("_", " ") for h in HARMS) + " |",
              "|---|---|---|---|---|" + "---|" * len(HARMS)]
     groups: dict[tuple[str, str], list[Run]] = {}
     for run in runs:
         groups.setdefault((run.way, run.target), []).append(run)
     for (way, target), group in groups.items():
-        lines.append(f"| {way} | {TARGETS[target].label} | {len(group)} | {sum(r.interrupted for r in group)} "
+        lines.append(f"| {way} | {SOAK_TARGETS[target].label} | {len(group)} | {sum(r.interrupted for r in group)} "
                      f"| {sum(r.exit_code == 0 for r in group)} | "
                      + " | ".join(str(sum(getattr(r, h) for r in group)) for h in HARMS) + " |")
     total = {h: sum(getattr(r, h) for r in runs) for h in HARMS}
     lines += ["", "Totals: " + ", ".join(f"{h.replace('_', ' ')} {n}" for h, n in total.items()) + ".", ""]
     other = [r for r in runs if r.exit_code != 0]
     lines += ["## Runs that did not exit 0", ""]
-    lines += [f"- #{r.index} {r.way} / {TARGETS[r.target].label}: exit {r.exit_code}: {r.message}" for r in other] \
-        or ["None."]
+    lines += [f"- #{r.index} {r.way} / {SOAK_TARGETS[r.target].label}: exit {r.exit_code}: {r.message}"
+              for r in other] or ["None."]
     if memory:
         first = next((kb for _, rows, kb in memory if rows >= samples * 0.05), memory[0][2])
         last = memory[-1][2]
@@ -219,7 +226,7 @@ def main() -> int:
     started = time.monotonic()
     runs: list[Run] = []
     with tempfile.TemporaryDirectory() as tmp:
-        targets = {key: RunningTarget(TARGETS[key].binary) for key in ("go", "c")}
+        targets = {key: RunningTarget(target.binary, *target.argv()) for key, target in SOAK_TARGETS.items()}
         try:
             for index in range(1, count + 1):
                 way = ways[(index - 1) % len(ways)]
@@ -230,7 +237,8 @@ def main() -> int:
                       f"exit {run.exit_code} rows {run.rows} {' '.join(harms) or 'ok'}", flush=True)
                 if run.target_died or run.code_changed or run.left_traced or run.left_stopped:
                     targets[way.target].stop()  # go on with a new one; the harm is counted
-                    targets[way.target] = RunningTarget(TARGETS[way.target].binary)
+                    targets[way.target] = RunningTarget(SOAK_TARGETS[way.target].binary,
+                                                        *SOAK_TARGETS[way.target].argv())
         finally:
             for target in targets.values():
                 target.stop()

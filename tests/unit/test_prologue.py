@@ -41,8 +41,21 @@ def test_a_place_past_a_branch_is_not_reached_by_every_call() -> None:
 
 def test_a_straight_prologue_and_go_stack_check_are_reached_once() -> None:
     assert reached_once(C_O0, START, START + 8)  # after push rbp; mov rbp, rsp
-    assert reached_once(GO_SMALL, START, START + 10)  # past the stack check and push rbp
-    assert reached_once(GO_HUGE, START, START + 18)
+    assert reached_once(GO_SMALL, START, START + 10, go=True)  # past the stack check and push rbp
+    assert reached_once(GO_HUGE, START, START + 18, go=True)
+
+
+def test_the_stack_check_exception_is_for_go_only() -> None:
+    assert not reached_once(GO_SMALL, START, START + 10, go=False)
+
+
+LOOP_BACK = bytes.fromhex("55" "4889e5" "8b07" "83c704" "85c0" "75f7" "c3")
+"""push rbp; mov rbp, rsp; [+4] mov eax, [rdi]; add edi, 4; test eax, eax; jne +4; ret"""
+
+
+def test_a_place_a_loop_jumps_back_to_is_not_reached_once() -> None:
+    assert not reached_once(LOOP_BACK, START, START + 4)  # the loop's back edge comes to it
+    assert reached_once(LOOP_BACK, START, START + 1)  # before it: once
 
 
 def test_a_place_inside_an_instruction_or_beyond_the_code_is_refused() -> None:

@@ -49,6 +49,25 @@ def _fail(command: int, tid: int) -> None:
     raise PtraceError(f"ptrace({command}, {tid}) failed: {os.strerror(errno)}", errno=errno, pid=tid)
 
 
+PTRACE_GETSIGINFO = 0x4202
+PTRACE_SETSIGINFO = 0x4203
+
+
+def get_siginfo(tid: int) -> bytes | None:
+    """The siginfo of the signal a thread is stopped for (128 bytes), None when it cannot be had."""
+    info = ctypes.create_string_buffer(128)
+    if _ptrace(PTRACE_GETSIGINFO, tid, None, ctypes.addressof(info)) == -1:
+        return None
+    return info.raw
+
+
+def set_siginfo(tid: int, info: bytes) -> None:
+    """Give back a signal's siginfo before it is delivered with a resume: the kernel keeps it
+    whole when its signal number is the one delivered (else it makes one up, as from kill)."""
+    buffer = ctypes.create_string_buffer(info, 128)
+    _ptrace(PTRACE_SETSIGINFO, tid, None, ctypes.addressof(buffer))
+
+
 _SYS_TGKILL = 234
 
 

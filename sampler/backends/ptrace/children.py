@@ -16,6 +16,7 @@ new program has none of sampler's bytes) or exits.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -60,30 +61,42 @@ class ChildReleaser:
 
     def release(self, child: int, originals: dict[int, int], first_stop_seen: bool) -> None:
         """``child`` is stopped (or about to report its first stop): put back ``originals``
-        (address -> byte) where an int3 stands in its memory, then detach it."""
+        (address -> byte) where an int3 stands in its memory, then detach it. The guardian and
+        a journal entry hear of it only when it holds an int3 (a fork while nothing was armed
+        costs two reads); a journal that cannot be written does not keep it stopped."""
         if not first_stop_seen and not _first_stop(child):
             return  # it died before it ran (SIGKILL): nothing to clean
-        entry = None
-        if originals:
-            if self.guardian is not None:
-                self.guardian.note_child(child)
-            entry = self._journal(child, originals)
         try:
-            restored, _ = repair.put_back(child, originals) if originals else (0, "")
-            self.cleaned += restored > 0
+            fd = os.open(f"/proc/{child}/mem", os.O_RDWR | os.O_CLOEXEC)
+        except OSError:
+            fd = -1
+        try:
+            patched = {a: b for a, b in originals.items() if fd >= 0 and _is_int3(fd, a)}
+            entry = None
+            if patched:
+                if self.guardian is not None:
+                    self.guardian.note_child(child)
+                with contextlib.suppress(JournalError):
+                    entry = self._journal(child, patched)
             try:
-                calls.request(PTRACE_DETACH, child)
-            except PtraceError as e:
-                if e.errno != errno.ESRCH:
-                    raise
-        finally:
-            if entry is not None:
+                restored, _ = repair.put_back_through(fd, patched) if patched else (0, [])
+                self.cleaned += restored > 0
                 try:
-                    entry.clear()
-                finally:
-                    entry.close()
-            if originals and self.guardian is not None:
-                self.guardian.child_done(child)
+                    calls.request(PTRACE_DETACH, child)
+                except PtraceError as e:
+                    if e.errno != errno.ESRCH:
+                        raise
+            finally:
+                if entry is not None:
+                    try:
+                        entry.clear()
+                    finally:
+                        entry.close()
+                if patched and self.guardian is not None:
+                    self.guardian.child_done(child)
+        finally:
+            if fd >= 0:
+                os.close(fd)
         self.released += 1
 
     def _journal(self, child: int, originals: dict[int, int]) -> Journal | None:
@@ -99,6 +112,13 @@ class ChildReleaser:
             entry.close()
             raise
         return entry
+
+
+def _is_int3(fd: int, address: int) -> bool:
+    try:
+        return os.pread(fd, 1, address) == b"\xcc"
+    except OSError:
+        return False
 
 
 def _first_stop(child: int) -> bool:

@@ -25,3 +25,19 @@ def starts_instruction(code: bytes, start: int, address: int) -> bool:
         if at > address:
             return False
     return False  # an undecodable byte before the address: not known to be an instruction
+
+
+BLOCKING = ("syscall", "sysenter", "int")
+"""Instructions that enter the kernel: one may wait there for another thread of the target."""
+
+
+def kind_of(code: bytes, address: int) -> str:
+    """What a single-step over the instruction at the start of CODE must allow for:
+    'kernel' (it enters the kernel and may wait there for another thread), 'repeat' (a rep
+    prefix: each step runs one iteration), or 'plain'; 'kernel' too when it cannot be decoded."""
+    for _at, _size, mnemonic, _operands in _DECODER.disasm_lite(code, address, 1):
+        words = mnemonic.split()
+        if words[-1] in BLOCKING:
+            return "kernel"
+        return "repeat" if words[0].startswith("rep") and len(words) > 1 else "plain"
+    return "kernel"

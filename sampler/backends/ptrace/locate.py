@@ -22,6 +22,8 @@ from sampler.errors import LocationNotFound
 
 MAX_PROLOGUE_BYTES = 4096
 """A place further than this from its function's entry is no prologue's end: the entry is used."""
+MAX_FUNCTION_BYTES = 1 << 18
+"""How much of a function is decoded for branches back into its prologue."""
 _ADDRESS = re.compile(r"^\*\s*(0x[0-9a-fA-F]+|\d+)$")
 _FILE_LINE = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+)$")
 _IN_LIBRARY = re.compile(r"^(?P<library>[^:]+):(?!:)(?P<rest>.+)$")
@@ -196,8 +198,9 @@ def _after_prologue(modules: Modules, module: Module, function: Function) -> int
         return entry
     if place == entry:
         return entry
-    code = modules.code(entry, place - entry + 16) if 0 < place - entry < MAX_PROLOGUE_BYTES else None
-    if code is None or not prologue.reached_once(code, entry, place):
+    size = min(max(function.high - function.low, place - entry + 16), MAX_FUNCTION_BYTES)
+    code = modules.code(entry, size) if 0 < place - entry < MAX_PROLOGUE_BYTES else None
+    if code is None or not prologue.reached_once(code, entry, place, go=_is_go(module)):
         modules.finder.say(f"--at {function.name}: the breakpoint goes to the function's entry, not after its "
                            f"prologue (+{place - entry:#x}): a branch before that place would skip it in "
                            "some calls; parameters are read from where the caller put them")

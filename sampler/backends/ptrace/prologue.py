@@ -42,22 +42,39 @@ def _is_stack_check(previous: tuple[str, str] | None) -> bool:
         (mnemonic == "sub" and operands.startswith("r12,"))
 
 
-def reached_once(code: bytes, start: int, place: int) -> bool:
-    """True when every call of the function that starts at ``start`` (its code in ``code``)
-    reaches ``place`` exactly once: nothing from the entry to it can branch but Go's stack
-    check. False when the code cannot be decoded up to ``place``."""
+def reached_once(code: bytes, start: int, place: int, go: bool = False) -> bool:
+    """True when every call of the function that starts at ``start`` reaches ``place``
+    exactly once. ``code`` is the function's code, as much of it as is known (its end, for
+    the branches that could come back): nothing from the entry to ``place`` may branch
+    (but Go's stack check, when ``go``), and no direct branch anywhere may jump to a place
+    after the entry up to ``place`` (a loop's back edge). Indirect jumps are not followed
+    (a switch's table leads to its cases, not into the prologue). False when the code
+    cannot be decoded up to ``place``."""
     if place == start:
         return True
     previous: tuple[str, str] | None = None
+    reached = False
     for at, _size, mnemonic, operands in _DECODER.disasm_lite(code, start):
         if at == place:
-            return True
-        if at > place:
+            reached = True
+        elif at > place and not reached:
             return False
-        if _branches(mnemonic) and not (mnemonic.startswith("j") and _is_stack_check(previous)):
-            return False
+        if _branches(mnemonic):
+            if not reached and not (go and mnemonic.startswith("j") and _is_stack_check(previous)):
+                return False
+            target = _direct_target(operands)
+            if target is not None and start < target <= place:
+                return False
         previous = (mnemonic, operands)
-    return False
+    return reached
+
+
+def _direct_target(operands: str) -> int | None:
+    """The address a direct jump goes to ('0x401234'), None for an indirect one."""
+    try:
+        return int(operands, 16) if operands.startswith("0x") else None
+    except ValueError:
+        return None
 
 
 def past_stack_check(code: bytes, start: int) -> int | None:

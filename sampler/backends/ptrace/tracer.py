@@ -10,6 +10,7 @@ a thread until it execs or exits. An exec of the target itself ends the run.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -26,8 +27,9 @@ from ptrace.error import PtraceError  # type: ignore[import-untyped]
 from sampler import permission, procfs
 from sampler.backends.ptrace import calls
 from sampler.backends.ptrace.children import ChildReleaser, shares_memory
+from sampler.backends.ptrace.instructions import kind_of
 from sampler.backends.ptrace.memory import Memory, UnreadableMemory
-from sampler.errors import DebuggerError, ProcessNotFound, TargetExeced, TargetExited
+from sampler.errors import DebuggerError, ProcessNotFound, SamplerError, TargetExeced, TargetExited
 from sampler.guardian import Guardian
 from sampler.journal import Journal
 
@@ -105,6 +107,9 @@ class Tracer:
         """New processes whose first stop came before their parent's fork event: held."""
         self._queue: list[tuple[int, int]] = []
         """Events of other threads taken while holding them for a step, served next."""
+        self._displaced: dict[int, str] = {}
+        """Breakpoint address -> what its instruction needs for a step (instructions.kind_of)."""
+        self._detaching = False
         self.unsure = 0
         """Steps over the breakpoint during which a thread of the target could not be held:
         a call it made meanwhile may have been missed (said in the summary)."""
@@ -150,7 +155,8 @@ class Tracer:
         if self.journal is not None:
             self.journal.clear()  # every byte is back: the entry goes
             self.journal.close()
-        pending = set()
+        self._detaching = True
+        pending, detached = set(), set()
         for tid in list(self.threads):
             if self._request(PTRACE_INTERRUPT, tid):
                 pending.add(tid)
@@ -167,13 +173,16 @@ class Tracer:
                     continue
                 if status >> 16 in NEW_TASK_EVENTS:
                     child = self._on_new_task(tid, status >> 16)
-                    if child is not None:
+                    if child is not None and child not in detached:
                         pending.add(child)  # it reports its first stop, then it is detached too
-                if tid not in self.threads and status >> 16 == PTRACE_EVENT_STOP \
+                elif status >> 16 == PTRACE_EVENT_EXEC:  # the old threads are gone, the execing one's
+                    pending = {t for t in pending if t in self.sharing}  # old tid without a word
+                if tid not in self.threads and tid not in pending and status >> 16 == PTRACE_EVENT_STOP \
                         and not procfs.is_thread_of(self.pid, tid):
                     self._early[tid] = status  # a forked child before its parent's event
                     continue
                 self._request(ptrace_func.PTRACE_DETACH, tid, 0, self._signal_to_pass(tid, status))
+                detached.add(tid)
                 pending.discard(tid)
                 self.threads.discard(tid)
             if pending:
@@ -254,46 +263,66 @@ class Tracer:
         """Every-hit mode: run the hitting thread over the original instruction with the
         breakpoint kept, and let it go. While it steps the original byte is in place, so
         every other thread of the target is held meanwhile: none runs through uncounted."""
+        kind = self._displaced.get(hit.address)
+        if kind is None:
+            kind = self._displaced[hit.address] = self._kind_at(hit.address)
+        if kind == "kernel":  # it may wait in the kernel for a thread that would be held: no hold
+            self.unsure += len(self.threads) > 1
+            self._step_in_place(hit, repeat=False)
+            return
         held = self._hold_others(hit.tid)
         try:
-            self._step_in_place(hit)
+            self._step_in_place(hit, repeat=kind == "repeat")
         finally:
             self._release(held)
 
+    def _kind_at(self, address: int) -> str:
+        """What the instruction at a breakpoint is, for the step over it (instructions.kind_of)."""
+        try:
+            code = bytes([self.originals[address]]) + self.memory.read(address + 1, 15)
+        except UnreadableMemory:
+            return "kernel"
+        return kind_of(code, address)
+
     def _hold_others(self, tid: int) -> list[tuple[int, int]]:
         """Stop every thread but ``tid`` (PTRACE_INTERRUPT); returns (thread, status) of each
-        that stopped. A thread asleep in the kernel is not waited for: it stops before it
-        runs an instruction. A thread that stays running past HOLD_TIMEOUT_S counts in
-        ``unsure``."""
+        that stopped. Only threads the kernel has running are waited for: one asleep, stopped
+        or dead cannot run an instruction before it stops. One still running past
+        HOLD_TIMEOUT_S counts in ``unsure``. Events of other tracees taken meanwhile are queued."""
         stopped = {queued for queued, _ in self._queue}  # stopped already, their stop not yet served
-        others = [other for other in self.threads if other != tid and other not in stopped]
-        if not others:
-            return []
-        waiting = [other for other in others if self._request(PTRACE_INTERRUPT, other)]
+        waiting = {other for other in self.threads if other != tid and other not in stopped
+                   and self._request(PTRACE_INTERRUPT, other)}
         held: list[tuple[int, int]] = []
         deadline = time.monotonic() + HOLD_TIMEOUT_S
-        checked = False
+        polls = 0
         while waiting:
-            for other in list(waiting):
-                try:
-                    got, status = os.waitpid(other, WNOHANG_WALL)
-                except ChildProcessError:
-                    got, status = other, 0  # gone
-                if got:
-                    waiting.remove(other)
-                    if os.WIFSTOPPED(status):
-                        held.append((other, status))
-                    else:
-                        self._queue.append((other, status))
-            if not waiting:
+            try:
+                got, status = os.waitpid(-1, WNOHANG_WALL)
+            except ChildProcessError:
                 break
-            if checked:  # after one look, a sleeping thread is left to stop when it wakes
-                waiting = [t for t in waiting if procfs.thread_state(self.pid, t) not in IN_KERNEL]
-            checked = True
-            if waiting and time.monotonic() > deadline:
-                self.unsure += 1
-                break
+            if got:
+                if got not in waiting:
+                    self._queue.append((got, status))  # a new thread or child: served after the step
+                    continue
+                waiting.discard(got)
+                if os.WIFSTOPPED(status):
+                    held.append((got, status))
+                else:
+                    self._queue.append((got, status))
+                continue
+            polls += 1
+            if polls == 8:  # not at once: the ones asleep need not be waited for
+                waiting = {t for t in waiting if self._thread_state(t) == "R"}
+            elif polls > 8:
+                if time.monotonic() > deadline:
+                    self.unsure += 1
+                    break
+                if polls > 64:
+                    self._sleep(0.0005)
         return held
+
+    def _thread_state(self, tid: int) -> str:
+        return procfs.thread_state(tid if tid in self.sharing else self.pid, tid)
 
     def _release(self, held: list[tuple[int, int]]) -> None:
         """Let held threads go: a thread stopped by the interrupt goes on; one that stopped
@@ -304,7 +333,7 @@ class Tracer:
             else:
                 self._queue.append((tid, status))
 
-    def _step_in_place(self, hit: Hit) -> None:
+    def _step_in_place(self, hit: Hit, repeat: bool) -> None:
         """Single-step the thread over the original instruction. A signal that comes first
         is held back and delivered once the instruction has run: delivered on the step, its
         handler would return onto the breakpoint, and the call would be counted twice (Go's
@@ -315,6 +344,7 @@ class Tracer:
             self.rewind(hit)
         signum = 0
         later: list[int] = []
+        info: bytes | None = None
         stepping = hit.rewound  # False: the thread vanished (ESRCH)
         while stepping:
             if not self._request(calls.PTRACE_SINGLESTEP, hit.tid, 0, signum):
@@ -329,20 +359,33 @@ class Tracer:
             if event == PTRACE_EVENT_STOP:
                 signum = 0  # an interrupt asked for earlier stopped it before the step: step again
                 continue
+            if repeat and sig == signal.SIGTRAP and not signum and self._at(hit.tid) == hit.address:
+                continue  # a rep instruction ran one iteration: step on until it is done
             if sig == signal.SIGTRAP or event or signum:
                 break  # stepped (or parked), or the instruction's fault was delivered
             if sig in FAULTS and sig in later:
                 signum = sig  # the instruction itself faults: deliver it now, where it stands
+                info = None if later[0] == sig else info
                 later.remove(sig)
                 continue
+            if not later:
+                info = calls.get_siginfo(hit.tid)  # kept whole: a timer's si_value, SIGCHLD's si_pid
             later.append(sig)  # held back until the instruction has run
             signum = 0
         self.armed[hit.address] = original
         self.memory.write(hit.address, INT3)
         hit.resumed = time.monotonic()
+        if stepping and later and info is not None:
+            calls.set_siginfo(hit.tid, info)
         if stepping and self._request(calls.PTRACE_CONT, hit.tid, 0, later[0] if later else 0):
             for sig in later[1:]:  # one is delivered with the resume; the others queued again
                 calls.tgkill(self.pid if hit.tid not in self.sharing else hit.tid, hit.tid, sig)
+
+    def _at(self, tid: int) -> int | None:
+        try:
+            return int(calls.get_registers(tid).rip)
+        except PtraceError:
+            return None
 
     def _wait_for(self, tid: int) -> int | None:
         """The next status of thread ``tid`` (a single-step ends within microseconds; the
@@ -453,6 +496,7 @@ class Tracer:
     def _handle(self, tid: int, status: int) -> Hit | None:
         if os.WIFEXITED(status) or os.WIFSIGNALED(status):
             self.threads.discard(tid)
+            self.sharing.discard(tid)
             if tid == self.pid:
                 self.exit_status = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
                 raise TargetExited(f"target process {self.pid} exited with status {self.exit_status}")
@@ -465,9 +509,13 @@ class Tracer:
             return None
         self.threads.add(tid)
         self.stops[tid] = self.stops.get(tid, 0) + 1
-        if event in NEW_TASK_EVENTS or event == PTRACE_EVENT_EXEC:
-            if self._on_event(tid, status):
+        if event in NEW_TASK_EVENTS:
+            try:
+                self._on_event(tid, status)
+            finally:  # the parent goes on, whatever became of its child
                 self._request(ptrace_func.PTRACE_CONT, tid, 0, 0)
+        elif event == PTRACE_EVENT_EXEC:
+            self._on_event(tid, status)
         elif event == PTRACE_EVENT_STOP:
             # a group-stop (someone sent SIGSTOP) stays a stop; a new thread's first stop goes on
             request = PTRACE_LISTEN if sig in GROUP_STOP_SIGNALS else ptrace_func.PTRACE_CONT
@@ -475,7 +523,10 @@ class Tracer:
         elif event:
             self._request(ptrace_func.PTRACE_CONT, tid, 0, 0)
         elif sig == signal.SIGTRAP:
-            registers = calls.get_registers(tid)
+            try:
+                registers = calls.get_registers(tid)
+            except PtraceError:
+                return None  # killed meanwhile (SIGKILL): its exit comes next
             address = registers.rip - 1
             if address in self.armed:
                 return Hit(tid, address, registers, self._seen)
@@ -511,7 +562,7 @@ class Tracer:
             return None  # the parent vanished (SIGKILL): its child goes with it
         if event == PTRACE_EVENT_CLONE and procfs.is_thread_of(self.pid, child):
             pass
-        elif event == PTRACE_EVENT_VFORK or (event == PTRACE_EVENT_CLONE and shares_memory(self.pid, child)):
+        elif event == PTRACE_EVENT_VFORK or shares_memory(self.pid, child):  # clone(CLONE_VM|SIGCHLD) is a "fork"
             self.sharing.add(child)
         else:
             early = self._early.pop(child, None)
@@ -519,6 +570,11 @@ class Tracer:
             return None
         self.threads.add(child)
         early = self._early.pop(child, None)
+        if early is not None and self._detaching:  # its first stop came first: it is let go now
+            self._request(ptrace_func.PTRACE_DETACH, child, 0, 0)
+            self.threads.discard(child)
+            self.sharing.discard(child)
+            return None
         if early is not None:
             self._handle(child, early)  # its first stop came first: it goes on now
         return child
@@ -527,6 +583,9 @@ class Tracer:
         """The target ran a new program: the breakpoints went with the old one. Nothing of
         sampler's may be written into the new program, so they are forgotten, and the run
         ends with one line."""
+        for address, original in self.armed.items():  # the fd holds the old memory, never the new
+            with contextlib.suppress(OSError, SamplerError):
+                self.memory.write(address, original)  # (a vfork child may still run in it)
         self.armed.clear()
         self.originals.clear()
         if self.guardian is not None:

@@ -28,7 +28,7 @@ BIN = ROOT / "targets" / "bin"
 COMMIT = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True,
                         text=True).stdout.strip()
 THROUGHPUT = re.compile(r"^reads/s=(\d+) writes/s=(\d+)$")
-CHILD_DIED = re.compile(r"^child \d+ (signal|status) \d+$")
+CHILD_DIED = re.compile(r"^child \d+ (signal|status) \d+ forked ")
 """A child of the forker that died or failed."""
 SAMPLER = [sys.executable, "-m", "sampler"]
 

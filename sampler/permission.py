@@ -51,6 +51,12 @@ def gather(pid: int) -> Facts:
     )
 
 
+def can_ptrace() -> bool:
+    """True when sampler holds CAP_SYS_PTRACE (effective): then what it traces may exec a
+    set-user-ID program and keep its privileges."""
+    return bool(int(_status(os.getpid()).get("CapEff", "0"), 16) >> CAP_SYS_PTRACE & 1)
+
+
 def denied(pid: int, action: str, facts: Facts | None = None) -> UsageError:
     """The error for ``action`` (e.g. 'trace') refused on ``pid``: what is wrong, what to do."""
     f = facts or gather(pid)

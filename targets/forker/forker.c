@@ -10,11 +10,14 @@
  *   exec   spawn forks; the child calls work() and execs /bin/true
  *   vexec  spawn vforks; the child execs /bin/true at once (as posix_spawn does)
  *   mixed  each of the above in turn
- * A child that calls work() checks its answer: a wrong one exits 3. The parent reaps its
+ * A child that calls work() checks its answer: a wrong one exits 3. The program the
+ * children exec is $FORKER_EXEC (default /bin/true); its exit status is theirs. The parent reaps its
  * children as they end; after SECONDS it waits for the last ones, prints
  *   children forked=N ok=N bad=N
  * (bad: a child killed by a signal or exiting non-zero, each also printed as
- * "child PID signal S" / "child PID status S") and exits 0 when no child went bad, else 1.
+ * "child PID signal S forked T" / "child PID status S forked T", T the CLOCK_MONOTONIC
+ * seconds of its fork) and exits 0 when no child went bad, else 1. The children also
+ * call child_only(), which the parent never calls.
  * Once a second it prints "requests/s=N" (calls of work in the parent), as the other
  * targets print their throughput. A rarely hit function, tick(), is called each second. */
 #include <signal.h>
@@ -26,6 +29,7 @@
 #include <unistd.h>
 
 volatile long calls;  /* calls of work() in this process */
+static const char *program = "/bin/true";
 static long forked, ok, bad;
 
 __attribute__((noinline)) long work(long i)
@@ -33,6 +37,13 @@ __attribute__((noinline)) long work(long i)
     calls++;
     __asm__ volatile("" ::: "memory");
     return i * 2 + 1;
+}
+
+/* Called by the children only, never by the parent. */
+__attribute__((noinline)) long child_only(long i)
+{
+    __asm__ volatile("" ::: "memory");
+    return i + calls * 0;
 }
 
 __attribute__((noinline)) long tick(long second)
@@ -44,7 +55,7 @@ __attribute__((noinline)) long tick(long second)
 static void child_body(long i, int times)
 {
     for (int k = 0; k < times; k++)
-        if (work(i) != i * 2 + 1)
+        if (work(i) != i * 2 + 1 || child_only(i) != i)
             _exit(3);
 }
 
@@ -61,7 +72,7 @@ __attribute__((noinline)) pid_t spawn(long i, const char *mode)
     } else if (strcmp(mode, "vexec") == 0) {
         pid = vfork();
         if (pid == 0) {
-            execl("/bin/true", "true", (char *)NULL);
+            execl(program, program, (char *)NULL);
             _exit(4);
         }
     } else {
@@ -69,7 +80,7 @@ __attribute__((noinline)) pid_t spawn(long i, const char *mode)
         if (pid == 0) {
             child_body(i, strcmp(mode, "exec") == 0 ? 1 : 3);
             if (strcmp(mode, "exec") == 0) {
-                execl("/bin/true", "true", (char *)NULL);
+                execl(program, program, (char *)NULL);
                 _exit(4);
             }
             _exit(0);
@@ -77,6 +88,15 @@ __attribute__((noinline)) pid_t spawn(long i, const char *mode)
     }
     return pid;
 }
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static double forked_at[1 << 16];  /* by PID, modulo: when each child was forked */
 
 static void reap(int flags)
 {
@@ -87,20 +107,11 @@ static void reap(int flags)
             ok++;
         } else {
             bad++;
-            if (WIFSIGNALED(status))
-                printf("child %d signal %d\n", pid, WTERMSIG(status));
-            else
-                printf("child %d status %d\n", pid, WEXITSTATUS(status));
+            printf("child %d %s %d forked %.6f\n", pid, WIFSIGNALED(status) ? "signal" : "status",
+                   WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), forked_at[pid & 0xffff]);
             fflush(stdout);
         }
     }
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 int main(int argc, char **argv)
@@ -113,17 +124,21 @@ int main(int argc, char **argv)
     const char *mode = argv[1];
     long period_us = atol(argv[2]) * 1000;
     double seconds = atof(argv[3]);
+    if (getenv("FORKER_EXEC"))
+        program = getenv("FORKER_EXEC");
     setvbuf(stdout, NULL, _IOLBF, 0);
     printf("ready pid=%d\n", getpid());
     double start = now(), last = start;
     long at_last = 0, second = 0;
     for (long i = 0; now() - start < seconds; i++) {
         const char *m = strcmp(mode, "mixed") == 0 ? mixed[i % 4] : mode;
+        double at = now();
         pid_t pid = spawn(i, m);
         if (pid < 0) {
             perror("fork");
             return 1;
         }
+        forked_at[pid & 0xffff] = at;
         forked++;
         work(i);
         reap(WNOHANG);

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 
 from sampler import procfs
 from tests.integration.targets import (
+    BIN,
     Target,
     assert_code_matches_files,
     assert_csv_whole,
@@ -27,7 +29,6 @@ from tests.integration.targets import (
     read_csv,
     sampler,
     start_sampler,
-    wait_for_rows,
     wait_until_patched,
 )
 
@@ -86,25 +87,41 @@ def test_zero_stop_reads_of_a_forking_target(start_target: Callable[..., Target]
     assert_no_child_harmed(target)
 
 
+_BAD_CHILD = re.compile(r"^child \d+ (signal|status) \d+ forked ([\d.]+)$")
+KILL_WINDOW_S = (0.05, 0.02)
+"""Children forked this long before / after the worker's death may copy an int3 that no one
+can take out in time: the guardian puts the bytes back about 1 ms after the kill
+(docs/safety.md); the margins are wide for a loaded machine."""
+
+
 def test_worker_killed_mid_run_leaves_no_child_with_an_int3(start_target: Callable[..., Target],
                                                             tmp_path: Path) -> None:
-    # GIVEN a trace of the function that forks, a child every 5 ms, with rows coming
-    target = start_target("forker", "fork", "5", "5")
+    # GIVEN a trace of a function that only the children call, forked every 5 ms: the int3
+    # is in all the time and every child gets a copy to be taken out
+    target = start_target("forker", "fork", "5", "6")
     out = tmp_path / "killed.csv"
-    proc = start_sampler("trace", "--pid", str(target.pid), "--at", "spawn", "--expr", "i", "--out", str(out),
-                         "--quiet")
-    wait_for_rows(out, proc, 30)
+    proc = start_sampler("trace", "--pid", str(target.pid), "--at", "child_only", "--expr", "i",
+                         "--out", str(out), "--quiet")
+    wait_until_patched(target.pid)
+    seen = len(target.throughput())
+    target.wait_for(lambda: len(target.throughput()) > seen, 10, "no second went by")  # 200 children
     # WHEN the tracing worker is killed outright (the guardian puts the bytes back)
     workers = [pid for pid in _descendants(proc.pid) if procfs.comm(pid) == "sampler-worker"]
     assert workers, "no sampler-worker found"
+    killed = time.monotonic()
     os.kill(workers[0], signal.SIGKILL)
     finish(proc)
-    # THEN the forker runs on untraced, its code whole, and every child it made exits 0
+    # THEN the forker runs on untraced with its code whole, and no child died but one forked
+    # in the moment of the kill, before the guardian could act
     deadline = time.monotonic() + 5
     while procfs.tracer_pid(target.pid) != 0 or code_differs(target.pid):
         assert time.monotonic() < deadline, "the target was left traced or patched"
         time.sleep(0.01)
-    assert_no_child_harmed(target)
+    forked, ok, bad = children_of(target)
+    died = [float(m.group(2)) for m in map(_BAD_CHILD.match, target.lines) if m]
+    outside = [round(t - killed, 4) for t in died if not -KILL_WINDOW_S[0] < t - killed < KILL_WINDOW_S[1]]
+    assert forked > 500 and not outside and bad <= 5, (forked, ok, bad, outside)
+    assert target.proc.returncode in (0, 1)
 
 
 def _descendants(pid: int) -> list[int]:
@@ -212,3 +229,35 @@ def test_redis_bgsave_succeeds_while_its_child_runs_a_traced_function(
     assert _redis(port, "DBSIZE").strip() == "20000"
     assert procfs.tracer_pid(target.pid) == 0
     assert_code_matches_files(target.pid)
+
+
+SETUID_CHECK = "#include <unistd.h>\nint main(void) { return geteuid() == 0 ? 0 : 7; }\n"
+
+
+def test_a_vfork_child_of_a_user_execs_a_setuid_program_with_its_privileges(
+        start_target: Callable[..., Target], tmp_path: Path) -> None:
+    """A traced exec drops set-user-ID unless the tracer has CAP_SYS_PTRACE: a user's sampler
+    lets a vfork child go at once (the breakpoints out of the shared memory meanwhile)."""
+    from tests.integration.test_permissions import NOBODY, sampler_as
+
+    # GIVEN a set-user-ID root program that exits 0 only when it runs as root
+    folder = Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        folder.chmod(0o755)
+        source, helper = folder / "check.c", folder / "suid-check"
+        source.write_text(SETUID_CHECK)
+        subprocess.run(["cc", "-o", str(helper), str(source)], check=True)
+        os.chmod(helper, 0o4755)
+        # AND a user's program that vforks a child running it every 10 ms
+        target = start_target(*NOBODY, str(BIN / "forker"), "vexec", "10", "4", binary=False,
+                              env={"FORKER_EXEC": str(helper)})
+        # WHEN that user traces the program (no CAP_SYS_PTRACE)
+        result = sampler_as(NOBODY, "trace", "--backend", "ptrace", "--pid", str(target.pid), "--at", "work",
+                            "--expr", "i", "--duration", "2s", "--out", "-")
+        # THEN every child ran as root, the rows came, and the summary says the breakpoint was out
+        assert result.returncode == 0, result.stderr
+        assert_no_child_harmed(target)
+        assert len(result.stdout.splitlines()) > 20
+        assert "the breakpoint was out" in result.stderr, result.stderr
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -96,6 +96,8 @@ class PtraceBackend:
         """Forked children let go clean (for the summary)."""
         self._unsure = 0
         """Steps over the breakpoint while a thread could not be held (for the summary)."""
+        self._vfork_windows = 0
+        """Times the breakpoint was out for an untraced vfork child (for the summary)."""
         self._runner: Callable[[object], Snapshot] | None = None
         """The merged plan made for the hot path (Tracer.catch), when every expression has a plan."""
         if config.location is not None:
@@ -376,15 +378,21 @@ class PtraceBackend:
         if self._unsure:
             said.append(f"in {self._unsure} step(s) over the breakpoint a thread of the target could not be "
                         "held: calls it made then may have been missed (at most one each)")
+        if self._vfork_windows and self.config.every_hit:
+            said.append(f"the breakpoint was out {self._vfork_windows} time(s) while a vfork child ran untraced "
+                        "(sampler lacks CAP_SYS_PTRACE, and a traced exec would lose its set-user-ID): calls "
+                        "other threads made then may have been missed")
         return said
 
     def detach(self) -> None:
         try:
             if self.tracer is not None:
                 tracer, self.tracer = self.tracer, None
-                self._released, self._unsure = tracer.children.released, tracer.unsure
-                tracer.detach()
-                self._released, self._unsure = tracer.children.released, tracer.unsure
+                try:
+                    tracer.detach()
+                finally:
+                    self._released, self._unsure = tracer.children.released, tracer.unsure
+                    self._vfork_windows = tracer.vfork_windows
             if self.guardian is not None:  # only once every byte is back
                 guardian, self.guardian = self.guardian, None
                 guardian.dismiss()

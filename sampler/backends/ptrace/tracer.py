@@ -40,11 +40,14 @@ PTRACE_O_TRACEFORK = 0x00000002
 PTRACE_O_TRACEVFORK = 0x00000004
 PTRACE_O_TRACECLONE = 0x00000008
 PTRACE_O_TRACEEXEC = 0x00000010
-OPTIONS = PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC
+PTRACE_O_TRACEVFORKDONE = 0x00000020
+OPTIONS = PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC | \
+    PTRACE_O_TRACEVFORKDONE
 PTRACE_EVENT_FORK = 1
 PTRACE_EVENT_VFORK = 2
 PTRACE_EVENT_CLONE = 3
 PTRACE_EVENT_EXEC = 4
+PTRACE_EVENT_VFORK_DONE = 5
 NEW_TASK_EVENTS = (PTRACE_EVENT_FORK, PTRACE_EVENT_VFORK, PTRACE_EVENT_CLONE)
 PTRACE_EVENT_STOP = 128
 WALL = 0x40000000
@@ -110,6 +113,14 @@ class Tracer:
         self._displaced: dict[int, str] = {}
         """Breakpoint address -> what its instruction needs for a step (instructions.kind_of)."""
         self._detaching = False
+        self.trace_vfork_children = permission.can_ptrace()
+        """A traced program's exec drops its set-user-ID and capabilities unless its tracer has
+        CAP_SYS_PTRACE: without it, a vfork child is let go at once and the breakpoints are out
+        of the shared memory until its parent says it exec'd or exited (VFORK_DONE)."""
+        self._suspended = 0
+        """vfork children running untraced in the target's memory: the int3 bytes are out."""
+        self.vfork_windows = 0
+        """How often the breakpoints were out for a vfork child (for the summary)."""
         self.unsure = 0
         """Steps over the breakpoint during which a thread of the target could not be held:
         a call it made meanwhile may have been missed (said in the summary)."""
@@ -219,7 +230,12 @@ class Tracer:
             self.guardian.note_patch(address, original[0])
         self.armed[address] = original
         self.originals[address] = original[0]
-        self.memory.write(address, INT3)
+        self._write_int3(address)
+
+    def _write_int3(self, address: int) -> None:
+        """The int3 goes in, unless the breakpoints are out for a vfork child (it goes in then)."""
+        if not self._suspended:
+            self.memory.write(address, INT3)
 
     def disarm(self, address: int) -> None:
         """Put the original byte back. The journal keeps its entry until detach: an entry that
@@ -373,7 +389,7 @@ class Tracer:
             later.append(sig)  # held back until the instruction has run
             signum = 0
         self.armed[hit.address] = original
-        self.memory.write(hit.address, INT3)
+        self._write_int3(hit.address)
         hit.resumed = time.monotonic()
         if stepping and later and info is not None:
             calls.set_siginfo(hit.tid, info)
@@ -516,6 +532,11 @@ class Tracer:
                 self._request(ptrace_func.PTRACE_CONT, tid, 0, 0)
         elif event == PTRACE_EVENT_EXEC:
             self._on_event(tid, status)
+        elif event == PTRACE_EVENT_VFORK_DONE:
+            try:
+                self._vfork_done()
+            finally:
+                self._request(ptrace_func.PTRACE_CONT, tid, 0, 0)
         elif event == PTRACE_EVENT_STOP:
             # a group-stop (someone sent SIGSTOP) stays a stop; a new thread's first stop goes on
             request = PTRACE_LISTEN if sig in GROUP_STOP_SIGNALS else ptrace_func.PTRACE_CONT
@@ -562,6 +583,11 @@ class Tracer:
             return None  # the parent vanished (SIGKILL): its child goes with it
         if event == PTRACE_EVENT_CLONE and procfs.is_thread_of(self.pid, child):
             pass
+        elif event == PTRACE_EVENT_VFORK and not self.trace_vfork_children:
+            self._suspend()  # its exec must not be a traced one: let it go with no int3 in its way
+            early = self._early.pop(child, None)
+            self.children.release(child, {}, first_stop_seen=early is not None)
+            return None
         elif event == PTRACE_EVENT_VFORK or shares_memory(self.pid, child):  # clone(CLONE_VM|SIGCHLD) is a "fork"
             self.sharing.add(child)
         else:
@@ -578,6 +604,21 @@ class Tracer:
         if early is not None:
             self._handle(child, early)  # its first stop came first: it goes on now
         return child
+
+    def _suspend(self) -> None:
+        """Take every int3 out of the memory a vfork child shares, until VFORK_DONE."""
+        if not self._suspended:
+            for address, original in self.armed.items():
+                self.memory.write(address, original)
+            self.vfork_windows += 1
+        self._suspended += 1
+
+    def _vfork_done(self) -> None:
+        if self._suspended:
+            self._suspended -= 1
+            if not self._suspended:
+                for address in self.armed:
+                    self.memory.write(address, INT3)
 
     def _exec_happened(self) -> None:
         """The target ran a new program: the breakpoints went with the old one. Nothing of

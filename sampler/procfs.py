@@ -113,6 +113,19 @@ def thread_state(pid: int, tid: int) -> str:
         return ""
 
 
+def pending_signals(pid: int, tid: int) -> int:
+    """The signals pending for one thread alone (SigPnd, a bit per signal: 1 << (signum - 1)),
+    0 when it is gone."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"SigPnd:"):
+                    return int(line.split()[1], 16)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 def is_thread_of(pid: int, tid: int) -> bool:
     """True when ``tid`` is a thread of process ``pid`` (not a process of its own)."""
     return os.path.exists(f"/proc/{pid}/task/{tid}")

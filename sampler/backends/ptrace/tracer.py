@@ -192,6 +192,9 @@ class Tracer:
                         and not procfs.is_thread_of(self.pid, tid):
                     self._early[tid] = status  # a forked child before its parent's event
                     continue
+                if status >> 16 == PTRACE_EVENT_STOP and self._trap_pending(tid):
+                    self._request(ptrace_func.PTRACE_CONT, tid, 0, 0)  # the trap stops it next: rewound
+                    continue
                 self._request(ptrace_func.PTRACE_DETACH, tid, 0, self._signal_to_pass(tid, status))
                 detached.add(tid)
                 pending.discard(tid)
@@ -204,6 +207,16 @@ class Tracer:
         self._stop_wakeups()
         if pending:
             raise DebuggerError(f"threads {sorted(pending)} of process {self.pid} did not stop for detach")
+
+    def _trap_pending(self, tid: int) -> bool:
+        """A thread that ran one of sampler's int3s just as it was interrupted reports the
+        interrupt first, its SIGTRAP still pending: detached then, it would die of it."""
+        if not procfs.pending_signals(tid if tid in self.sharing else self.pid, tid) >> (signal.SIGTRAP - 1) & 1:
+            return False
+        try:
+            return int(calls.get_registers(tid).rip) - 1 in self.originals
+        except PtraceError:
+            return False
 
     def _signal_to_pass(self, tid: int, status: int) -> int:
         """The signal a thread must get on detach: none for our traps and for ptrace's own stops."""

@@ -92,7 +92,7 @@ $(VENV)/.installed: pyproject.toml | system-deps
 
 targets: targets/bin/ringbuf-go targets/bin/ringbuf-go-stripped targets/bin/httpd-go targets/bin/httpd-go-stripped targets/bin/ringbuf-c targets/bin/ringbuf-c-O0 targets/bin/ringbuf-lib \
 	targets/bin/libplugin.so targets/bin/ringbuf-cpp targets/bin/ringbuf-rust targets/bin/ringbuf-c-exported \
-	targets/bin/forker targets/bin/callers
+	targets/bin/forker targets/bin/callers targets/bin/spawner-go
 
 targets/bin/ringbuf-go: targets/ringbuf-go/main.go targets/ringbuf-go/go.mod | system-deps
 	mkdir -p targets/bin
@@ -156,6 +156,11 @@ targets/bin/ringbuf-c-exported: targets/ringbuf-c/ringbuf.c | system-deps
 targets/bin/forker: targets/forker/forker.c | system-deps
 	mkdir -p targets/bin
 	$(CC) -O2 -g -o $@ $<
+
+# a Go program that starts /bin/true through os/exec every 10 ms (the Delve backends' fork tests)
+targets/bin/spawner-go: targets/spawner-go/main.go targets/spawner-go/go.mod | system-deps
+	mkdir -p targets/bin
+	cd targets/spawner-go && $(GOBUILD) -o ../bin/spawner-go .
 
 # threads calling one function (or a glibc wrapper) at the same moment, counting their calls
 targets/bin/callers: targets/callers/callers.c | system-deps

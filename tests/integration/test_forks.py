@@ -26,6 +26,7 @@ from tests.integration.targets import (
     assert_csv_whole,
     code_differs,
     finish,
+    have_delve,
     read_csv,
     sampler,
     start_sampler,
@@ -261,3 +262,27 @@ def test_a_vfork_child_of_a_user_execs_a_setuid_program_with_its_privileges(
         assert "the breakpoint was out" in result.stderr, result.stderr
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.parametrize("backend", ["delve", "delve-rpc", "ptrace"])
+def test_a_go_program_starting_processes_loses_none(start_target: Callable[..., Target], tmp_path: Path,
+                                                    backend: str) -> None:
+    """Go starts processes with clone(CLONE_VM|CLONE_VFORK) and execs at once in the child:
+    dlv follows no fork, but the child runs only the rest of syscall.forkAndExecInChild1."""
+    if not have_delve():
+        if os.environ.get("CI"):
+            pytest.fail("dlv or the Go targets are missing: make setup installs them")
+        pytest.skip("dlv or the Go targets are missing (make setup installs them)")
+    target = start_target("spawner-go", "4")
+    out = tmp_path / "go.csv"
+    # WHEN sampled where the fork and exec happen, and at a function the program calls
+    for at in ("syscall.forkAndExecInChild1", "main.work"):
+        result = sampler("attach", "--backend", backend, "--pid", str(target.pid), "--at", at, "--expr", "x=1",
+                         "--rate", "20", "--duration", "1s", "--out", str(out), "--quiet")
+        assert result.returncode == 0, (at, result.stderr)
+        assert len(assert_csv_whole(out)) >= 5
+    # THEN every process it started ran /bin/true and exited 0
+    target.wait_for(lambda: any(line.startswith("children ") for line in target.lines), 30,
+                    "the spawner did not end")
+    assert target.proc.wait(10) == 0, target.lines[-5:]
+    assert any(line.startswith("children ok=") and line.endswith("bad=0") for line in target.lines)

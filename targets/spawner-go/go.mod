@@ -1,0 +1,3 @@
+module spawner
+
+go 1.19

@@ -56,6 +56,7 @@ MODES = {
     "trace": ["trace", "--duration", "3s"],
     "attach 100 Hz": ["attach", "--rate", "100", "--duration", "3s"],
     "long waits": ["attach", "--interval", "500ms", "--hit-timeout", "5s", "--duration", "3s"],
+    "trace, no guardian": ["trace", "--duration", "3s", "--no-guardian"],
 }
 
 

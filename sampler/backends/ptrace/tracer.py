@@ -384,6 +384,8 @@ class Tracer:
             sig, event = os.WSTOPSIG(status), status >> 16
             if event in NEW_TASK_EVENTS or event == PTRACE_EVENT_EXEC:
                 stepping = self._on_event(hit.tid, status)  # it forked or exec'd: past the instruction
+                info = None  # a resume from an event stop delivers no signal: all are sent again
+                later.insert(0, 0)
                 break
             if event == PTRACE_EVENT_STOP:
                 signum = 0  # an interrupt asked for earlier stopped it before the step: step again
@@ -408,7 +410,8 @@ class Tracer:
             calls.set_siginfo(hit.tid, info)
         if stepping and self._request(calls.PTRACE_CONT, hit.tid, 0, later[0] if later else 0):
             for sig in later[1:]:  # one is delivered with the resume; the others queued again
-                calls.tgkill(self.pid if hit.tid not in self.sharing else hit.tid, hit.tid, sig)
+                if sig:
+                    calls.tgkill(self.pid if hit.tid not in self.sharing else hit.tid, hit.tid, sig)
 
     def _at(self, tid: int) -> int | None:
         try:

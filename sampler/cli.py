@@ -337,8 +337,9 @@ def _sample(config: SessionConfig, output: Output, how: str) -> int:
         ended = f", stopped by {summary.stopped_by}" if summary.stopped_by else ""
         click.echo(f"sampler: {summary.samples} samples ({summary.misses} with errors) to "
                    f"{_where(out)}; median pause {median:.2f}ms{ended}; target left running", err=True)
-    for note in backend.notes():  # said under --quiet too: it changes what the rows mean
-        _say(note)
+    for note in backend.notes():  # under --quiet only what changes what the rows mean
+        if not quiet or "missed" in note:
+            _say(note)
     return 0
 
 

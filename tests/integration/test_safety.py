@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from sampler import journal
-from tests.integration.targets import ROOT, Target, assert_text_matches_file, one_line_error
+from tests.integration.targets import ROOT, Target, assert_text_matches_file, code_differs, one_line_error
 
 
 @pytest.fixture(autouse=True)
@@ -66,19 +66,11 @@ def kill_while_armed(target: Target, tmp_path: Path, *extra: str, backend: str =
     target.wait_for(lambda: target.status()["TracerPid"].strip() == "0", 10, "the dead tracer did not let go")
 
 
-def code_differs(target: Target) -> bool:
-    try:
-        assert_text_matches_file(target)
-    except AssertionError:
-        return True
-    return False
-
-
 def test_the_guardian_restores_the_byte_when_sampler_is_killed(
         start_target: Callable[..., Target], tmp_path: Path, own_journal: Path) -> None:
     target = start_target("ringbuf-c")
     kill_while_armed(target, tmp_path)
-    target.wait_for(lambda: not code_differs(target), 5, "the guardian did not restore the code")
+    target.wait_for(lambda: not code_differs(target.pid), 5, "the guardian did not restore the code")
     target.wait_for(lambda: not list(own_journal.glob("*.json")), 5, "the journal entry stayed")
     target.assert_untouched()
 
@@ -115,7 +107,7 @@ def test_without_guardian_repair_puts_the_byte_back(
     # GIVEN a target left with sampler's int3 in it (no guardian)
     target = start_target("ringbuf-c")
     kill_while_armed(target, tmp_path, "--no-guardian")
-    assert code_differs(target)
+    assert code_differs(target.pid)
     entry = next(own_journal.glob(f"{target.pid}-*.json"))
     patches = json.loads(entry.read_text())["patches"]
     assert len(patches) == 1 and next(iter(patches.values())) != 0xCC
@@ -171,7 +163,7 @@ def test_repair_puts_back_from_the_file_what_a_killed_debugger_left(
     with open(f"/proc/{target.pid}/mem", "r+b", buffering=0) as mem:
         mem.seek(base + offset)
         mem.write(b"\xcc")
-    assert code_differs(target)
+    assert code_differs(target.pid)
     # WHEN repairing from the file
     result = run("repair", "--pid", str(target.pid), "--code-from-file")
     # THEN the byte is the file's again

@@ -24,10 +24,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sampler.backends.ptrace.debugfiles import DebugFinder  # noqa: E402
-from sampler.backends.ptrace.dwarf import REGISTERS  # noqa: E402
-from sampler.backends.ptrace.locate import find_global, resolve  # noqa: E402
-from sampler.backends.ptrace.modules import Modules  # noqa: E402
+from sampler.debuginfo.debugfiles import DebugFinder  # noqa: E402
+from sampler.debuginfo.dwarf import REGISTERS  # noqa: E402
+from sampler.debuginfo.locate import find_global, resolve  # noqa: E402
+from sampler.debuginfo.modules import Modules  # noqa: E402
 
 LOOP = "import time\nwhile True:\n    b = bytearray(100000)\n    time.sleep(0.002)\n"
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from sampler import procfs  # noqa: E402 (the tree's own sampler, also without an installed one)
+from sampler.target import procfs  # noqa: E402 (the tree's own sampler, also without an installed one)
 
 BIN = ROOT / "targets" / "bin"
 COMMIT = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True,

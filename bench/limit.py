@@ -40,9 +40,9 @@ sys.path.insert(0, str(ROOT))
 
 from harness import TARGETS, RunningTarget, Target, write_results  # type: ignore[import-not-found]  # noqa: E402
 
-from sampler.backends.ptrace.debugfiles import DebugFinder  # noqa: E402
-from sampler.backends.ptrace.locate import resolve  # noqa: E402
-from sampler.backends.ptrace.modules import Modules  # noqa: E402
+from sampler.debuginfo.debugfiles import DebugFinder  # noqa: E402
+from sampler.debuginfo.locate import resolve  # noqa: E402
+from sampler.debuginfo.modules import Modules  # noqa: E402
 
 REFERENCE = ROOT / "build" / "reftracer"
 _RESULT = re.compile(r"samples=(\d+) median_pause_us=([\d.]+) p95_pause_us=([\d.]+) hits_per_s=([\d.]+)")

@@ -133,7 +133,7 @@ def one_run(index: int, way: Way, target: RunningTarget, tmp: Path) -> Run:
     run.csv_broken = not whole and (out.exists() and out.stat().st_size > 0)
     run.target_died = target.proc.poll() is not None or target.trapped()
     if not run.target_died:
-        from sampler import procfs
+        from sampler.target import procfs
 
         run.left_traced = procfs.traced(target.pid)
         run.left_stopped = procfs.state(target.pid) in ("T", "t")

@@ -10,9 +10,8 @@ from typing import Any, TypeVar
 
 import click
 
-from sampler import __version__, expr, notice, pgrep, process, procfs, supervisor
+from sampler import __version__, notice
 from sampler.backends.select import CHOICES, build, pick
-from sampler.condition import Condition
 from sampler.config import SessionConfig
 from sampler.durations import format_duration, parse_duration
 from sampler.errors import (
@@ -23,15 +22,19 @@ from sampler.errors import (
     TargetExited,
     UsageError,
 )
+from sampler.language import expr
+from sampler.language.condition import Condition
 from sampler.output import Output, Writer
 from sampler.output.console import ConsoleWriter
 from sampler.output.csv import FORMATS, writer_for
 from sampler.output.live import LiveView
 from sampler.output.metrics import MetricsWriter, is_loopback
-from sampler.repair import repair as repair_journal
-from sampler.repair import restore_code
+from sampler.safety import supervisor
+from sampler.safety.repair import repair as repair_journal
+from sampler.safety.repair import restore_code
 from sampler.sample import RESERVED
 from sampler.session import Session
+from sampler.target import pgrep, process, procfs
 
 
 class Duration(click.ParamType):  # type: ignore[type-arg]

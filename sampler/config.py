@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sampler.condition import Condition
-from sampler.expr import Expression
+from sampler.language.condition import Condition
+from sampler.language.expr import Expression
 
 
 @dataclass(frozen=True)

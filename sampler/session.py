@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import FrameType
 
-from sampler import notice, scheduling
+from sampler import notice, wakeups
 from sampler.backends.base import Backend
 from sampler.config import SessionConfig
 from sampler.output import Writer
 from sampler.quantile import LogHistogram
 from sampler.sample import Reading, Sample, Value, format_value
-from sampler.schedule import Schedule
 from sampler.stop import StopFlag
+from sampler.ticks import Schedule
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 TRACE_POLL_S = 0.5
@@ -81,7 +81,7 @@ class Session:
                 return
             self.summary.skipped_ticks += tick.skipped
             delay = tick.deadline - self.clock()
-            with scheduling.prompt_wakeup():  # on time though the cores are busy; see scheduling.py
+            with wakeups.prompt_wakeup():  # on time though the cores are busy; see wakeups.py
                 if delay > 0:
                     self.backend.idle(delay, self.stop)
                     if self.stop.is_set():

@@ -6,9 +6,9 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from sampler import procfs
 from sampler.errors import DebuggerError, TargetExited
 from sampler.stop import StopFlag
+from sampler.target import procfs
 
 T = TypeVar("T")
 

@@ -9,7 +9,7 @@ from sampler import notice
 from sampler.backends.base import Backend
 from sampler.config import SessionConfig
 from sampler.errors import UsageError
-from sampler.process import TargetProcess
+from sampler.target.process import TargetProcess
 
 CHOICES = ("auto", "delve", "delve-rpc", "ptrace")
 
@@ -46,7 +46,7 @@ def build(choice: Choice, config: SessionConfig, target: TargetProcess) -> Backe
     """Build the chosen backend (only its code is loaded). The caller hands it to a Session
     at once: the session detaches it on every way out."""
     if choice.name in ("delve", "delve-rpc"):
-        from sampler.backends.ptrace.fields import expand_config
+        from sampler.backends.fields import expand_config
 
         config = expand_config(config, target.is_go, notice.say)
     if choice.name == "delve":

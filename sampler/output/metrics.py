@@ -110,7 +110,7 @@ def _serve(updates: int, ready: int, host: str, port: int, names: list[str], pid
     """The server process: the metrics, the HTTP server (a thread), then updates until EOF."""
     from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-    from sampler.supervisor import name_process
+    from sampler.safety.supervisor import name_process
 
     name_process(b"sampler-metrics")
     registry = CollectorRegistry()

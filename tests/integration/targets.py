@@ -288,7 +288,7 @@ def assert_signal_ends_cleanly(proc: subprocess.Popen[str], signum: int, out: Pa
 
 def dlv_of(front: int) -> int:
     """The dlv that a running sampler (front process PID) drives, or 0."""
-    from sampler import procfs
+    from sampler.target import procfs
 
     for worker in procfs.children(front):
         for child in procfs.children(worker):

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from sampler.backends.ptrace.debugfiles import DebugFinder
-from sampler.backends.ptrace.elffile import ElfFile
-from sampler.backends.ptrace.locate import resolve
-from sampler.backends.ptrace.modules import Modules
+from sampler.debuginfo.debugfiles import DebugFinder
+from sampler.debuginfo.elffile import ElfFile
+from sampler.debuginfo.locate import resolve
+from sampler.debuginfo.modules import Modules
 from tests.integration.targets import (
     BIN,
     ROOT,

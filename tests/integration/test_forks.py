@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from sampler import procfs
+from sampler.target import procfs
 from tests.integration.targets import (
     BIN,
     Target,

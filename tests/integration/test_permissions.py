@@ -111,7 +111,7 @@ def test_a_journal_folder_someone_else_made_is_never_trusted(start_target: Calla
     # GIVEN a user (uid 54321, no XDG_RUNTIME_DIR) whose /tmp/sampler-UID another user made first,
     # world-writable, holding an entry that names the user's own process, its real start time, and
     # a code byte that is 0xCC in the file (an immediate or padding) with a made-up "original"
-    from sampler import procfs
+    from sampler.target import procfs
 
     user = ["setpriv", "--reuid=54321", "--regid=54321", "--clear-groups"]
     target = start_target(*user, str(BIN / "ringbuf-go"), binary=False)

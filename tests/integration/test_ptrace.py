@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from sampler import expr, process
 from sampler.backends.delve import parse
 from sampler.backends.delve.transport import DelveTerminal
 from sampler.backends.ptrace.backend import PtraceBackend
 from sampler.config import SessionConfig
-from sampler.process import TargetProcess
+from sampler.language import expr
+from sampler.target import process
+from sampler.target.process import TargetProcess
 from tests.integration.targets import (
     BIN,
     Seizer,
@@ -322,10 +323,10 @@ def test_shift_counts_out_of_range_are_row_errors_or_values(start_target: Callab
 
 def test_step_over_tolerates_a_thread_that_vanished(start_target: Callable[..., Target]) -> None:
     # GIVEN an int3 armed at a function never called, and a hit for a thread ptrace cannot reach (ESRCH)
-    from sampler.backends.ptrace.debugfiles import DebugFinder
     from sampler.backends.ptrace.memory import Memory
-    from sampler.backends.ptrace.modules import Modules
     from sampler.backends.ptrace.tracer import Hit, Tracer
+    from sampler.debuginfo.debugfiles import DebugFinder
+    from sampler.debuginfo.modules import Modules
 
     target = start_target("ringbuf-c")
     modules = Modules(target.pid, DebugFinder(target.pid, (), print, print))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sampler import journal
+from sampler.safety import journal
 from tests.integration.targets import ROOT, Target, assert_text_matches_file, code_differs, one_line_error
 
 

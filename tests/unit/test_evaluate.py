@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sampler import expr
 from sampler.backends.ptrace.evaluate import SampleError
 from sampler.errors import ExpressionError
+from sampler.language import expr
 from tests.unit.evaluator_world import evaluator, standard_memory
 
 

@@ -2,8 +2,8 @@ import ast
 
 import pytest
 
-from sampler import expr
 from sampler.errors import ExpressionError
+from sampler.language import expr
 
 
 def python(text: str) -> str:
@@ -74,7 +74,7 @@ def test_names() -> None:
 
 
 def test_demangled_names() -> None:
-    from sampler.backends.ptrace.demangle import demangle, last_component, qualified, signature
+    from sampler.debuginfo.demangle import demangle, last_component, qualified, signature
 
     text = demangle("_ZNK2rb4Ring4sizeEv")
     assert text == "rb::Ring::size() const"

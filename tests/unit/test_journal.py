@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from sampler import procfs, repair
 from sampler.errors import JournalError, ProcessNotFound, UntrustedJournal
-from sampler.journal import Journal
+from sampler.safety import repair
+from sampler.safety.journal import Journal
+from sampler.target import procfs
 
 
 @pytest.fixture

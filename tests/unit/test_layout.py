@@ -55,8 +55,8 @@ def test_no_import_cycle() -> None:
 
 def test_core_modules_know_no_backend() -> None:
     graph = imports()
-    for core in ("sampler.guardian", "sampler.journal", "sampler.repair", "sampler.procfs", "sampler.session",
-                 "sampler.sample", "sampler.output.csv", "sampler.permission", "sampler.process"):
+    for core in ("sampler.safety.guardian", "sampler.safety.journal", "sampler.safety.repair", "sampler.target.procfs", "sampler.session",
+                 "sampler.sample", "sampler.output.csv", "sampler.target.permission", "sampler.target.process"):
         assert not any(m.startswith("sampler.backends") and m != "sampler.backends.base"
                        for m in graph[core]), (core, graph[core])
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sampler.errors import AlreadyTraced, PermissionDenied
-from sampler.permission import CAP_SYS_PTRACE, Facts, denied
+from sampler.target.permission import CAP_SYS_PTRACE, Facts, denied
 
 ALL = (1 << 41) - 1
 WITHOUT_PTRACE = ALL & ~(1 << CAP_SYS_PTRACE)

@@ -3,7 +3,7 @@ compilers emit it."""
 
 from __future__ import annotations
 
-from sampler.backends.ptrace.prologue import past_stack_check, reached_once
+from sampler.debuginfo.prologue import past_stack_check, reached_once
 
 START = 0x401000
 GO_SMALL = bytes.fromhex("493b6610" "7620" "55" "4889e5" "4883ec10")

@@ -6,9 +6,9 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sampler import expr
 from sampler.backends.ptrace.evaluate import SampleError
 from sampler.errors import SamplerError
+from sampler.language import expr
 from tests.unit.evaluator_world import FIELDS, NAMES, evaluator, standard_memory
 
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from sampler.backends.ptrace.fields import rewrite
-from sampler.condition import Condition
+from sampler.backends.fields import rewrite
 from sampler.errors import UsageError
+from sampler.language.condition import Condition
 from sampler.output.live import LiveView, sparkline
 from sampler.report import hist
 from sampler.report.stats import failed_in

@@ -20,10 +20,10 @@ from sampler.backends.delve.target import check
 from sampler.backends.delve.transport import DelveTerminal
 from sampler.config import SessionConfig
 from sampler.errors import DebuggerError, TargetExited
-from sampler.guardian import Guardian
-from sampler.process import TargetProcess
+from sampler.safety.guardian import Guardian
 from sampler.sample import Reading, Value
 from sampler.stop import StopFlag
+from sampler.target.process import TargetProcess
 
 
 class DelveBackend:

@@ -14,9 +14,9 @@ import signal
 import time
 from collections.abc import Callable
 
-from sampler import procfs
 from sampler.errors import TargetExited
-from sampler.repair import restore_code
+from sampler.safety.repair import restore_code
+from sampler.target import procfs
 
 SETTLE_S = 0.05
 

@@ -12,7 +12,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from sampler import permission
 from sampler.errors import (
     DebuggerError,
     ExpressionError,
@@ -23,6 +22,7 @@ from sampler.errors import (
     UnsupportedTarget,
 )
 from sampler.sample import Value
+from sampler.target import permission
 
 PROMPT = r"\(dlv\) "
 KILL_QUESTION = r"Would you like to kill the process\? \[Y/n\]"

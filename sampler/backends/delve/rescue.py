@@ -22,11 +22,11 @@ import signal
 import time
 from collections.abc import Callable
 
-from sampler import procfs
 from sampler.backends.delve import parse
 from sampler.backends.delve.leave import SETTLE_S, after_dlv_killed
 from sampler.backends.delve.rpc import DelveRpc, RpcError
 from sampler.errors import SamplerError
+from sampler.target import procfs
 
 MARK = 7340218865
 """A number no target state prints: ``print MARK`` shows dlv is at its prompt with nothing queued."""

@@ -16,10 +16,10 @@ from sampler.backends.delve.rpc import DelveRpc, RpcError
 from sampler.backends.delve.target import check
 from sampler.config import SessionConfig
 from sampler.errors import DebuggerError, LocationNotFound, TargetExited
-from sampler.guardian import Guardian
-from sampler.process import TargetProcess
+from sampler.safety.guardian import Guardian
 from sampler.sample import Reading, Value
 from sampler.stop import StopFlag
+from sampler.target.process import TargetProcess
 
 SCOPE = {"GoroutineID": -1, "Frame": 0, "DeferredCall": 0}
 LOAD = {"FollowPointers": True, "MaxVariableRecurse": 1, "MaxStringLen": 64, "MaxArrayValues": 16,

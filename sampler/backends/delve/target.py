@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sampler.errors import BackendUnavailable, UnsupportedTarget
-from sampler.process import TargetProcess
+from sampler.target.process import TargetProcess
 
 
 def check(target: TargetProcess, dlv: str | None) -> str:

@@ -7,12 +7,12 @@ import signal
 
 import pexpect
 
-from sampler import procfs
 from sampler.backends.cycle import CALL_TIMEOUT_S
 from sampler.backends.delve import parse
 from sampler.backends.delve.leave import after_dlv_killed
 from sampler.backends.delve.rescue import DlvRescue, rescue_terminal
 from sampler.errors import DebuggerError
+from sampler.target import procfs
 
 ATTACH_TIMEOUT_S = 60.0
 POLL_FLOOR_S = 0.002

@@ -18,11 +18,20 @@ import time
 from collections.abc import Callable, Sequence
 from typing import ClassVar
 
-from sampler import casts, notice
+from sampler import notice
 from sampler.backends.base import Capabilities
 from sampler.backends.cycle import miss
-from sampler.backends.ptrace.debugfiles import DebugFinder
-from sampler.backends.ptrace.dwarf import (
+from sampler.backends.fields import expand, field_paths
+from sampler.backends.ptrace.evaluate import Evaluator, Object, SampleError, dotted_name
+from sampler.backends.ptrace.golang import GoTypes
+from sampler.backends.ptrace.instructions import MAX_FUNCTION, starts_instruction
+from sampler.backends.ptrace.memory import Memory, UnreadableMemory
+from sampler.backends.ptrace.plan import PlanMiss, ReadPlan, Recorder, Snapshot, Step
+from sampler.backends.ptrace.rescue import PatchRescue
+from sampler.backends.ptrace.tracer import Hit, Tracer
+from sampler.config import SessionConfig
+from sampler.debuginfo.debugfiles import DebugFinder
+from sampler.debuginfo.dwarf import (
     REGISTERS,
     Debug,
     Frame,
@@ -38,24 +47,16 @@ from sampler.backends.ptrace.dwarf import (
     Variable,
     is_interface,
 )
-from sampler.backends.ptrace.evaluate import Evaluator, Object, SampleError, dotted_name
-from sampler.backends.ptrace.fields import expand, field_paths
-from sampler.backends.ptrace.golang import GoTypes
-from sampler.backends.ptrace.instructions import MAX_FUNCTION, starts_instruction
-from sampler.backends.ptrace.locate import NO_DEBUG_HINT, Place, defines_package, find_global, resolve
-from sampler.backends.ptrace.memory import Memory, UnreadableMemory
-from sampler.backends.ptrace.modules import Module, Modules
-from sampler.backends.ptrace.plan import PlanMiss, ReadPlan, Recorder, Snapshot, Step
-from sampler.backends.ptrace.rescue import PatchRescue
-from sampler.backends.ptrace.tracer import Hit, Tracer
-from sampler.config import SessionConfig
+from sampler.debuginfo.locate import NO_DEBUG_HINT, Place, defines_package, find_global, resolve
+from sampler.debuginfo.modules import Module, Modules
 from sampler.errors import ExpressionError, LocationNotFound, UsageError
-from sampler.expr import BUILTINS, DEREF, REGISTER_PREFIX, Expression, register_name, source_name
-from sampler.guardian import Guardian
-from sampler.journal import Journal
-from sampler.process import TargetProcess
+from sampler.language import casts
+from sampler.language.expr import BUILTINS, DEREF, REGISTER_PREFIX, Expression, register_name, source_name
+from sampler.safety.guardian import Guardian
+from sampler.safety.journal import Journal
 from sampler.sample import Reading, Value
 from sampler.stop import StopFlag
+from sampler.target.process import TargetProcess
 
 
 class PtraceBackend:

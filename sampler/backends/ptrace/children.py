@@ -24,11 +24,11 @@ import time
 
 from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
-from sampler import repair
 from sampler.backends.ptrace import calls
 from sampler.errors import JournalError, ProcessNotFound
-from sampler.guardian import Guardian
-from sampler.journal import Journal
+from sampler.safety import repair
+from sampler.safety.guardian import Guardian
+from sampler.safety.journal import Journal
 
 PTRACE_DETACH = 17
 WALL = 0x40000000

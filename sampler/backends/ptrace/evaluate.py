@@ -14,8 +14,11 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sampler import casts
-from sampler.backends.ptrace.dwarf import (
+from sampler.backends.ptrace.golang import Dynamic
+from sampler.backends.ptrace.memory import UnreadableMemory
+from sampler.backends.ptrace.plan import PlanMiss
+from sampler.backends.ptrace.wrappers import MAX_TEXT, text_fields, unwrap
+from sampler.debuginfo.dwarf import (
     Array,
     Computed,
     Enum,
@@ -31,12 +34,9 @@ from sampler.backends.ptrace.dwarf import (
     Type,
     is_interface,
 )
-from sampler.backends.ptrace.golang import Dynamic
-from sampler.backends.ptrace.memory import UnreadableMemory
-from sampler.backends.ptrace.plan import PlanMiss
-from sampler.backends.ptrace.wrappers import MAX_TEXT, text_fields, unwrap
 from sampler.errors import ExpressionError
-from sampler.expr import BUILTINS, REGISTER_PREFIX, register_name, source_name
+from sampler.language import casts
+from sampler.language.expr import BUILTINS, REGISTER_PREFIX, register_name, source_name
 from sampler.sample import Value
 
 

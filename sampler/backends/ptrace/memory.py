@@ -5,9 +5,9 @@ from __future__ import annotations
 import ctypes
 import os
 
-from sampler import permission
 from sampler.errors import DebuggerError, TargetExited
-from sampler.procfs import is_running
+from sampler.target import permission
+from sampler.target.procfs import is_running
 
 LAST_ADDRESS = 1 << 63
 """/proc/PID/mem takes offsets below this (off_t); user space on x86-64 ends far lower."""

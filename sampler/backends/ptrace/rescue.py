@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 
-from sampler import repair
 from sampler.errors import SamplerError
+from sampler.safety import repair
 
 
 class PatchRescue:

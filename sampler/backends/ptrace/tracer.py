@@ -24,14 +24,14 @@ from typing import Any, TypeVar
 from ptrace.binding import func as ptrace_func  # type: ignore[import-untyped]
 from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
-from sampler import permission, procfs
 from sampler.backends.ptrace import calls
 from sampler.backends.ptrace.children import ChildReleaser, shares_memory
 from sampler.backends.ptrace.instructions import kind_of
 from sampler.backends.ptrace.memory import Memory, UnreadableMemory
 from sampler.errors import DebuggerError, ProcessNotFound, SamplerError, TargetExeced, TargetExited
-from sampler.guardian import Guardian
-from sampler.journal import Journal
+from sampler.safety.guardian import Guardian
+from sampler.safety.journal import Journal
+from sampler.target import permission, procfs
 
 PTRACE_SEIZE = 0x4206
 PTRACE_INTERRUPT = 0x4207

@@ -9,13 +9,13 @@ import bisect
 import os
 import posixpath
 
-from sampler import procfs
-from sampler.backends.ptrace.cfi import CallFrames
-from sampler.backends.ptrace.debugfiles import DebugFinder, Source
-from sampler.backends.ptrace.demangle import demangle, last_component, qualified, signature
-from sampler.backends.ptrace.dwarf import Debug, Malformed
-from sampler.backends.ptrace.elffile import BadFile, ElfFile, Symbol
+from sampler.debuginfo.cfi import CallFrames
+from sampler.debuginfo.debugfiles import DebugFinder, Source
+from sampler.debuginfo.demangle import demangle, last_component, qualified, signature
+from sampler.debuginfo.dwarf import Debug, Malformed
+from sampler.debuginfo.elffile import BadFile, ElfFile, Symbol
 from sampler.errors import ProcessNotFound, UnsupportedTarget
+from sampler.target import procfs
 
 
 class Module:

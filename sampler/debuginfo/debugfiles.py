@@ -18,8 +18,8 @@ import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sampler.backends.ptrace import debuginfod
-from sampler.backends.ptrace.elffile import BadFile, ElfFile, crc32
+from sampler.debuginfo import debuginfod
+from sampler.debuginfo.elffile import BadFile, ElfFile, crc32
 from sampler.errors import UsageError
 
 DEFAULT_DIRS = ("/usr/lib/debug",)

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
-from sampler import permission, procfs
 from sampler.errors import ProcessNotFound, UnsupportedTarget
+from sampler.target import permission, procfs
 
 
 @dataclass(frozen=True)

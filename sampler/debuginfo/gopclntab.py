@@ -10,8 +10,8 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sampler.backends.ptrace.leb128 import uleb128
-from sampler.backends.ptrace.untrusted import converting
+from sampler.debuginfo.leb128 import uleb128
+from sampler.debuginfo.untrusted import converting
 
 MAGICS = {0xFFFFFFF0: "1.18", 0xFFFFFFF1: "1.20"}
 """The table's first word, by the Go version that introduced that layout."""

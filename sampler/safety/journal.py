@@ -23,8 +23,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from sampler import procfs
 from sampler.errors import JournalError, ProcessNotFound, UntrustedJournal
+from sampler.target import procfs
 
 SUFFIX = ".json"
 

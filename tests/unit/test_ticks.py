@@ -1,6 +1,6 @@
 import pytest
 
-from sampler.schedule import Schedule
+from sampler.ticks import Schedule
 
 
 class FakeClock:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from sampler import journal, procfs
 from sampler.errors import JournalError, SamplerError, UntrustedJournal
+from sampler.safety import journal
+from sampler.target import procfs
 
 INT3 = 0xCC
 

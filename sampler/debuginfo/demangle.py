@@ -11,7 +11,7 @@ import ctypes
 import ctypes.util
 import re
 
-from sampler.backends.ptrace.untrusted import free
+from sampler.debuginfo.untrusted import free
 
 _RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")
 _QUALIFIERS = (" const", " volatile", " &&", " &")

@@ -7,8 +7,8 @@ import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from sampler import expr
 from sampler.errors import UsageError
+from sampler.language import expr
 from sampler.sample import Value
 
 _BINARY: dict[type, Callable[[Any, Any], Any]] = {

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sampler.backends.ptrace.leb128 import uleb128
+from sampler.debuginfo.leb128 import uleb128
 
 _FIXED = {
     "DW_FORM_addr": 8, "DW_FORM_data1": 1, "DW_FORM_ref1": 1, "DW_FORM_flag": 1, "DW_FORM_strx1": 1,

@@ -10,11 +10,11 @@ import dataclasses
 import re
 from collections.abc import Callable
 
-from sampler import casts, expr
-from sampler.backends.ptrace.dwarf import Debug, Malformed, Pointer, Struct, Type
 from sampler.config import SessionConfig
+from sampler.debuginfo.dwarf import Debug, Malformed, Pointer, Struct, Type
 from sampler.errors import ExpressionError, SamplerError
-from sampler.expr import Expression
+from sampler.language import casts, expr
+from sampler.language.expr import Expression
 
 DEPTH = 2
 """Fields deep: ring.w (1) and app.ring.w (2)."""
@@ -104,9 +104,9 @@ def expand_config(config: SessionConfig, is_go: bool, say: Callable[[str], None]
     """For the backends that hand expressions to dlv: the short form worked out from the
     program's DWARF before dlv starts (dlv would take ``w`` for a local of whatever frame the
     target stopped in). Names dlv may know and the DWARF does not are left to dlv."""
-    from sampler.backends.ptrace.debugfiles import DebugFinder
-    from sampler.backends.ptrace.locate import defines_package, find_global, resolve
-    from sampler.backends.ptrace.modules import Modules
+    from sampler.debuginfo.debugfiles import DebugFinder
+    from sampler.debuginfo.locate import defines_package, find_global, resolve
+    from sampler.debuginfo.modules import Modules
 
     wanted = [free_names(e) for e in config.expressions]
     if not any(wanted):

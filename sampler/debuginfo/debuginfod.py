@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Callable
 
-from sampler.backends.ptrace.untrusted import free
+from sampler.debuginfo.untrusted import free
 
 _PROGRESS = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_long, ctypes.c_long)
 

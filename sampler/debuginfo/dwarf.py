@@ -20,9 +20,9 @@ from elftools.dwarf.locationlists import LocationEntry, LocationExpr, LocationPa
 from elftools.dwarf.ranges import BaseAddressEntry
 from elftools.elf.elffile import ELFFile
 
-from sampler.backends.ptrace.cfi import CallFrames
-from sampler.backends.ptrace.dwarfscan import CannotScan, top_level, top_level_offsets
-from sampler.backends.ptrace.untrusted import converting
+from sampler.debuginfo.cfi import CallFrames
+from sampler.debuginfo.dwarfscan import CannotScan, top_level, top_level_offsets
+from sampler.debuginfo.untrusted import converting
 
 # DWARF register numbers on x86-64 -> names in struct user_regs_struct
 REGISTERS = ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp",

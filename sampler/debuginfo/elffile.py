@@ -15,8 +15,8 @@ from typing import BinaryIO
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import NoteSection, SymbolTableSection
 
-from sampler.backends.ptrace.gopclntab import BadTable, PcLineTable
-from sampler.backends.ptrace.untrusted import converting
+from sampler.debuginfo.gopclntab import BadTable, PcLineTable
+from sampler.debuginfo.untrusted import converting
 
 
 class BadFile(Exception):

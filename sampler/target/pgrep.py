@@ -7,8 +7,8 @@ import os
 import re
 from pathlib import Path
 
-from sampler import procfs
 from sampler.errors import ProcessNotFound, UsageError
+from sampler.target import procfs
 
 SHOWN = 5
 """Matches listed in the error when there are several."""

@@ -27,8 +27,9 @@ import signal
 import time
 from typing import Protocol
 
-from sampler import procfs, scheduling
-from sampler.supervisor import name_process
+from sampler import wakeups
+from sampler.safety.supervisor import name_process
+from sampler.target import procfs
 
 PATCH = b"P"
 CHILD = b"C"
@@ -160,4 +161,4 @@ def _watch(fd: int, rescue: Rescue) -> int:
 
 def _raise_priority() -> None:
     if os.environ.get(PRIORITY_ENV) != "0":
-        scheduling.real_time()
+        wakeups.real_time()

@@ -13,11 +13,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sampler.backends.ptrace import prologue
-from sampler.backends.ptrace.dwarf import Function, Malformed, Variable, same_file
-from sampler.backends.ptrace.elffile import BadFile
-from sampler.backends.ptrace.gopclntab import BadTable
-from sampler.backends.ptrace.modules import Module, Modules
+from sampler.debuginfo import prologue
+from sampler.debuginfo.dwarf import Function, Malformed, Variable, same_file
+from sampler.debuginfo.elffile import BadFile
+from sampler.debuginfo.gopclntab import BadTable
+from sampler.debuginfo.modules import Module, Modules
 from sampler.errors import LocationNotFound
 
 MAX_PROLOGUE_BYTES = 4096

@@ -14,8 +14,8 @@ import pwd
 from dataclasses import dataclass
 from pathlib import Path
 
-from sampler import procfs
 from sampler.errors import AlreadyTraced, PermissionDenied, ProcessNotFound, UsageError
+from sampler.target import procfs
 
 CAP_SYS_PTRACE = 19
 

@@ -16,8 +16,8 @@ import keyword
 import re
 from dataclasses import dataclass
 
-from sampler import casts
 from sampler.errors import ExpressionError
+from sampler.language import casts
 
 BUILTINS = frozenset({"len", "cap"})
 """Go's len() and cap(): part of the expression language (they read, they call nothing)."""

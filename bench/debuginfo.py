@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sampler.debuginfo.debugfiles import DebugFinder  # noqa: E402
-from sampler.debuginfo.dwarf import REGISTERS  # noqa: E402
 from sampler.debuginfo.locate import find_global, resolve  # noqa: E402
+from sampler.debuginfo.locations import REGISTERS  # noqa: E402
 from sampler.debuginfo.modules import Modules  # noqa: E402
 
 LOOP = "import time\nwhile True:\n    b = bytearray(100000)\n    time.sleep(0.002)\n"

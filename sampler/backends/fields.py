@@ -11,7 +11,9 @@ import re
 from collections.abc import Callable
 
 from sampler.config import SessionConfig
-from sampler.debuginfo.dwarf import Debug, Malformed, Pointer, Struct, Type
+from sampler.debuginfo.dies import Malformed
+from sampler.debuginfo.dwarf import Debug
+from sampler.debuginfo.types import Pointer, Struct, Type
 from sampler.errors import ExpressionError, SamplerError
 from sampler.language import casts, expr
 from sampler.language.expr import Expression

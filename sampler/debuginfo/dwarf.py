@@ -1,4 +1,6 @@
-"""DWARF: functions, globals, variables in scope, their types and locations, line table, CFA.
+"""The DWARF of one module: the index of its functions and globals, its line table,
+the variables in scope at a pc, and the entry points for their types (types.py), their
+locations (locations.py) and the CFA (cfi.py).
 
 Everything here works on *file* addresses (as in the ELF file); the backend adds
 the load bias. Built once, before anything in the target is stopped.
@@ -6,144 +8,28 @@ the load bias. Built once, before anything in the target is stopped.
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from elftools.dwarf.compileunit import CompileUnit
 from elftools.dwarf.die import DIE
 from elftools.dwarf.dwarf_expr import DWARFExprOp, DWARFExprParser
 from elftools.dwarf.dwarfinfo import DWARFInfo
-from elftools.dwarf.locationlists import BaseAddressEntry as LocationBase
-from elftools.dwarf.locationlists import LocationEntry, LocationExpr, LocationParser
+from elftools.dwarf.locationlists import LocationExpr, LocationParser
 from elftools.dwarf.ranges import BaseAddressEntry
 from elftools.elf.elffile import ELFFile
 
 from sampler.debuginfo.cfi import CallFrames
+from sampler.debuginfo.dies import Malformed, children, covers, file_names, name_of, origin, same_file
 from sampler.debuginfo.dwarfscan import CannotScan, top_level, top_level_offsets
+from sampler.debuginfo.locations import REGISTERS, Frame, Location, OptimizedOut, as_address, entry_at, execute
+from sampler.debuginfo.types import Type, TypeReader
 from sampler.debuginfo.untrusted import converting
-
-# DWARF register numbers on x86-64 -> names in struct user_regs_struct
-REGISTERS = ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp",
-             "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "rip")
-
 
 GO_RUNTIME_TYPE = 0x2904
 """DW_AT_go_runtime_type: where a Go type's runtime descriptor is, as an offset into the
 module's types section (moduledata.types), as Delve reads it."""
-GO_INTERFACES = ("runtime.iface", "runtime.eface")
-"""What Go's DWARF says an interface is, once its named typedefs are followed."""
-
-
-def is_interface(t: Type | None) -> bool:
-    """A Go interface (iface or eface)."""
-    return isinstance(t, Struct) and t.name in GO_INTERFACES
-
-
-class OptimizedOut(Exception):
-    """The variable has no location at this address."""
-
-
-# -- types --------------------------------------------------------------------
-
-@dataclass
-class Type:
-    name: str
-    size: int
-
-
-@dataclass
-class Scalar(Type):
-    kind: str = "signed"
-    """signed, unsigned, float, bool or char."""
-
-
-@dataclass
-class Pointer(Type):
-    target: Type | None = None
-
-
-@dataclass
-class Member:
-    name: str
-    offset: int
-    type: Type
-
-
-@dataclass
-class Struct(Type):
-    members: dict[str, Member] = field(default_factory=dict)
-    bases: list[Member] = field(default_factory=list)
-    """C++ base classes (DW_TAG_inheritance): their fields are this struct's too."""
-
-    def member(self, name: str) -> tuple[int, Member] | None:
-        """A field by name, searched in the bases too: (offset of its base, member)."""
-        found = self.members.get(name)
-        if found is not None:
-            return 0, found
-        for base in self.bases:
-            if isinstance(base.type, Struct):
-                inner = base.type.member(name)
-                if inner is not None:
-                    return base.offset + inner[0], inner[1]
-        return None
-
-
-@dataclass
-class Array(Type):
-    element: Type | None = None
-    count: int | None = None
-
-
-@dataclass
-class Enum(Type):
-    signed: bool = False
-    names: dict[int, str] = field(default_factory=dict)
-
-
-_ENCODINGS = {0x02: "bool", 0x04: "float", 0x05: "signed", 0x06: "signed", 0x07: "unsigned",
-              0x08: "unsigned", 0x10: "unsigned"}
-_CHAR_ENCODINGS = {0x06: "signed", 0x08: "unsigned"}
-
-
-# -- locations ----------------------------------------------------------------
-
-@dataclass(frozen=True)
-class InMemory:
-    address: int
-
-
-@dataclass(frozen=True)
-class InRegister:
-    register: str
-
-
-@dataclass(frozen=True)
-class Computed:
-    value: int
-
-
-@dataclass(frozen=True)
-class InBytes:
-    """A value put together from pieces (DW_OP_piece): a Go string or interface passed in
-    two registers, for instance."""
-
-    data: bytes
-
-
-Location = InMemory | InRegister | Computed | InBytes
-
-
-@dataclass(frozen=True)
-class Frame:
-    """What location expressions need at a stop: registers and the CFA."""
-
-    registers: dict[str, int]
-    pc: int
-    """File address of the stop."""
-    cfa: Callable[[], int]
-    read_word: Callable[[int], int]
 
 
 @dataclass(frozen=True)
@@ -160,9 +46,6 @@ class Variable:
     die: DIE
     type: Type
 
-
-class Malformed(Exception):
-    """The debug information cannot be read: truncated, corrupted, or a form we do not know."""
 
 
 _guarded = converting(Malformed, keep=(OptimizedOut,))
@@ -186,7 +69,7 @@ class Debug:
         self._cfa_rules: dict[int, tuple[int, int]] = {}
         self._expr = DWARFExprParser(self.info.structs)
         self._locations = LocationParser(self.info.location_lists())
-        self._types: dict[int, Type] = {}
+        self._reader = TypeReader()
         self.functions: dict[str, Function] = {}
         """Functions by name, of the units parsed so far (all of them after ``scan_all``)."""
         self.globals: dict[str, DIE] = {}
@@ -195,7 +78,6 @@ class Debug:
         self._units: Iterator[CompileUnit] = self.info.iter_CUs()
         self._scanned = False
         self._aranges: Any = None
-        self._go_types_unit: Any = None  # the unit (CompileUnit or TypeUnit) with Go's types
         self._go_types: dict[int, int] | None = None
         self._info_bytes: bytes | None = None
         self._parsed_ops: dict[tuple[int, int], list[DWARFExprOp]] = {}
@@ -218,7 +100,7 @@ class Debug:
                     functions.append(function)
                     self.functions.setdefault(function.name, function)
             elif die.tag == "DW_TAG_variable" and "DW_AT_location" in die.attributes:
-                name = _name(die) or _name(_origin(die, "DW_AT_specification"))
+                name = name_of(die) or name_of(origin(die, "DW_AT_specification"))
                 if name:
                     self.globals.setdefault(name, die)
         self._unit_functions[cu.cu_offset] = functions
@@ -265,8 +147,8 @@ class Debug:
     def _function(die: DIE) -> Function | None:
         low = die.attributes.get("DW_AT_low_pc")
         high = die.attributes.get("DW_AT_high_pc")
-        name = _name(die) or _name(_origin(die, "DW_AT_abstract_origin")) \
-            or _name(_origin(die, "DW_AT_specification"))
+        name = name_of(die) or name_of(origin(die, "DW_AT_abstract_origin")) \
+            or name_of(origin(die, "DW_AT_specification"))
         if low is None or high is None or not name:
             return None
         end = high.value if high.form == "DW_FORM_addr" else low.value + high.value
@@ -312,7 +194,7 @@ class Debug:
                             begin, end = begin + base, end + base
                         if begin <= pc < end:
                             return cu
-                elif _covers(top, pc) and "DW_AT_low_pc" in top.attributes:
+                elif covers(top, pc) and "DW_AT_low_pc" in top.attributes:
                     return cu
         except Exception:  # unreadable ranges: the caller walks every unit
             return None
@@ -349,7 +231,7 @@ class Debug:
             program = self.info.line_program_for_CU(cu)
             if program is None:
                 continue
-            files = _file_names(program, cu)
+            files = file_names(program, cu)
             for entry in program.get_entries():
                 if entry.state is not None:
                     yield files.get(entry.state.file, ""), entry.state
@@ -388,10 +270,10 @@ class Debug:
         def visit(die: DIE) -> None:
             for child in children(die):
                 if child.tag in ("DW_TAG_formal_parameter", "DW_TAG_variable"):
-                    name = _name(child) or _name(_origin(child, "DW_AT_abstract_origin"))
+                    name = name_of(child) or name_of(origin(child, "DW_AT_abstract_origin"))
                     if name and ("DW_AT_location" in child.attributes or name not in found):
                         found[name] = Variable(name, child, self.type_of(child))  # no location: optimized out
-                elif child.tag == "DW_TAG_lexical_block" and _covers(child, pc):
+                elif child.tag == "DW_TAG_lexical_block" and covers(child, pc):
                     visit(child)
 
         visit(function.die)
@@ -444,76 +326,8 @@ class Debug:
 
     @_guarded
     def type_of(self, die: DIE) -> Type:
-        ref = die if "DW_AT_type" in die.attributes else \
-            _origin(die, "DW_AT_abstract_origin") or _origin(die, "DW_AT_specification")
-        if ref is None or "DW_AT_type" not in ref.attributes:
-            return Type("void", 0)
-        return self._type(ref.get_DIE_from_attribute("DW_AT_type"))
-
-    def _type(self, die: DIE) -> Type:
-        cached = self._types.get(die.offset)
-        if cached is not None:
-            return cached
-        tag = die.tag
-        name = _name(die) or ""
-        size = die.attributes["DW_AT_byte_size"].value if "DW_AT_byte_size" in die.attributes else 0
-        if tag in ("DW_TAG_typedef", "DW_TAG_const_type", "DW_TAG_volatile_type",
-                   "DW_TAG_restrict_type", "DW_TAG_atomic_type"):
-            alias = self.type_of(die)
-            self._types[die.offset] = alias
-            return alias
-        result: Type
-        if tag == "DW_TAG_base_type":
-            encoding = die.attributes["DW_AT_encoding"].value
-            kind = _ENCODINGS.get(encoding, "unsigned")
-            if "char" in name and encoding in _CHAR_ENCODINGS:
-                kind = _CHAR_ENCODINGS[encoding]
-            result = Scalar(name, size, kind)
-        elif tag == "DW_TAG_pointer_type":
-            pointer = Pointer(name or "pointer", size or 8)
-            self._types[die.offset] = pointer  # before the target: lists point to themselves
-            pointer.target = self.type_of(die)
-            if not pointer.name or pointer.name == "pointer":
-                pointer.name = f"{pointer.target.name}*"
-            return pointer
-        elif tag in ("DW_TAG_structure_type", "DW_TAG_union_type", "DW_TAG_class_type"):
-            struct = Struct(name or "struct", size)
-            self._types[die.offset] = struct
-            if name in GO_INTERFACES:  # Go keeps its types in one unit: where interfaces are
-                self._go_types_unit = die.cu
-            for child in children(die):
-                if child.tag not in ("DW_TAG_member", "DW_TAG_inheritance") \
-                        or "DW_AT_declaration" in child.attributes:  # a C++ static member
-                    continue
-                offset = child.attributes.get("DW_AT_data_member_location")
-                value = offset.value if offset is not None and isinstance(offset.value, int) else 0
-                if child.tag == "DW_TAG_inheritance":
-                    struct.bases.append(Member("", value, self.type_of(child)))
-                elif _name(child):
-                    struct.members[_name(child) or ""] = Member(_name(child) or "", value, self.type_of(child))
-            return struct
-        elif tag == "DW_TAG_array_type":
-            count = None
-            for child in children(die):
-                if child.tag == "DW_TAG_subrange_type":
-                    if "DW_AT_count" in child.attributes:
-                        count = child.attributes["DW_AT_count"].value
-                    elif "DW_AT_upper_bound" in child.attributes:
-                        count = child.attributes["DW_AT_upper_bound"].value + 1
-                    break
-            element = self.type_of(die)
-            result = Array(name or f"{element.name}[]", size or element.size * (count or 0), element, count)
-        elif tag == "DW_TAG_enumeration_type":
-            names = {c.attributes["DW_AT_const_value"].value: _name(c) or ""
-                     for c in children(die) if c.tag == "DW_TAG_enumerator"}
-            underlying = self.type_of(die)
-            signed = (isinstance(underlying, Scalar) and underlying.kind == "signed") \
-                or any(v < 0 for v in names)
-            result = Enum(name or "enum", size or 4, signed, names)
-        else:
-            result = Type(name or str(tag).removeprefix("DW_TAG_"), size)
-        self._types[die.offset] = result
-        return result
+        """The type of a variable's (or a type's) DIE."""
+        return self._reader.type_of(die)
 
     @_guarded
     def go_type(self, offset: int) -> tuple[str, Callable[[], Type]] | None:
@@ -524,8 +338,8 @@ class Debug:
         on a 10 MB binary)."""
         if self._go_types is None:
             self._go_types = {}
-            if self._go_types_unit is not None:
-                for die in self._top_level(self._go_types_unit):
+            if self._reader.go_types_unit is not None:
+                for die in self._top_level(self._reader.go_types_unit):
                     attr = die.attributes.get(GO_RUNTIME_TYPE)  # type: ignore[call-overload]
                     if attr is not None and isinstance(attr.value, int):
                         self._go_types.setdefault(attr.value, die.offset)
@@ -533,7 +347,7 @@ class Debug:
         if at is None:
             return None
         die = self.info.get_DIE_from_refaddr(at)
-        return _name(die) or "?", _guarded(lambda: self._type(die))
+        return name_of(die) or "?", _guarded(lambda: self._reader.convert(die))
 
     # -- locations ----------------------------------------------------------------
 
@@ -561,80 +375,14 @@ class Debug:
         if isinstance(parsed, LocationExpr):
             return list(self._expr.parse_expr(parsed.loc_expr))
         base = die.cu.get_top_DIE().attributes.get("DW_AT_low_pc")
-        base_address = base.value if base is not None else 0
-        for entry in parsed:
-            if isinstance(entry, LocationBase):
-                base_address = entry.base_address
-                continue
-            if not isinstance(entry, LocationEntry):
-                continue
-            begin, end = entry.begin_offset, entry.end_offset
-            if not getattr(entry, "is_absolute", False):
-                begin, end = begin + base_address, end + base_address
-            if begin <= pc < end:
-                return list(self._expr.parse_expr(entry.loc_expr))
-        raise OptimizedOut(f"{_name(die)} is optimized out here")
+        expression = entry_at(parsed, base.value if base is not None else 0, pc)
+        if expression is None:
+            raise OptimizedOut(f"{name_of(die)} is optimized out here")
+        return list(self._expr.parse_expr(expression))
 
     def _evaluate(self, ops: list[DWARFExprOp], name: str, frame: Frame | None,
                   function: Function | None) -> Location:
-        stack: list[int] = []
-        result: Location | None = None
-        pieces: list[tuple[Location | None, int]] = []
-
-        def register(number: int) -> int:
-            if frame is None:
-                raise OptimizedOut(f"{name} needs registers (is it a local?)")
-            return frame.registers[REGISTERS[number]]
-
-        for op in ops:
-            kind = str(op.op_name)
-            if kind == "DW_OP_addr":
-                stack.append(op.args[0] + self.bias)
-            elif kind.startswith("DW_OP_reg") and kind != "DW_OP_regx":
-                result = InRegister(REGISTERS[int(kind.removeprefix("DW_OP_reg"))])
-            elif kind == "DW_OP_regx":
-                result = InRegister(REGISTERS[op.args[0]])
-            elif kind.startswith("DW_OP_breg") and kind != "DW_OP_bregx":
-                stack.append(register(int(kind.removeprefix("DW_OP_breg"))) + op.args[0])
-            elif kind == "DW_OP_bregx":
-                stack.append(register(op.args[0]) + op.args[1])
-            elif kind == "DW_OP_fbreg":
-                stack.append(self._frame_base(name, frame, function) + op.args[0])
-            elif kind == "DW_OP_call_frame_cfa":
-                if frame is None:
-                    raise OptimizedOut(f"{name} needs a frame")
-                stack.append(frame.cfa())
-            elif kind.startswith("DW_OP_lit"):
-                stack.append(int(kind.removeprefix("DW_OP_lit")))
-            elif kind.startswith("DW_OP_const"):
-                stack.append(op.args[0])
-            elif kind == "DW_OP_plus_uconst":
-                stack.append(stack.pop() + op.args[0])
-            elif kind in ("DW_OP_plus", "DW_OP_minus"):
-                b, a = stack.pop(), stack.pop()
-                stack.append(a + b if kind == "DW_OP_plus" else a - b)
-            elif kind == "DW_OP_deref":
-                if frame is None:
-                    raise OptimizedOut(f"{name}: cannot dereference without a stop")
-                stack.append(frame.read_word(stack.pop()))
-            elif kind == "DW_OP_stack_value":
-                result = Computed(stack.pop())
-            elif kind == "DW_OP_piece":
-                if result is None and stack:
-                    result = InMemory(stack.pop())
-                pieces.append((result, op.args[0]))
-                result = None
-            elif kind in ("DW_OP_entry_value", "DW_OP_GNU_entry_value"):
-                raise OptimizedOut(f"{name} is optimized out here (only its entry value is known)")
-            else:
-                raise OptimizedOut(f"{name}: unsupported DWARF location operation {kind}")
-        if pieces:
-            return _joined(pieces, name, frame)
-        if result is not None:
-            return result
-        if stack:
-            return InMemory(stack.pop())
-        raise OptimizedOut(f"{name} is optimized out here")
+        return execute(ops, name, frame, self.bias, lambda: self._frame_base(name, frame, function))
 
     def _frame_base(self, name: str, frame: Frame | None, function: Function | None) -> int:
         if frame is None or function is None:
@@ -645,14 +393,7 @@ class Debug:
         ops = list(self._expr.parse_expr(attr.value))
         if any(op.op_name == "DW_OP_fbreg" for op in ops):  # a frame base defined by itself
             raise OptimizedOut(f"{name}: the function's frame base refers to itself")
-        location = self._evaluate(ops, name, frame, None)
-        if isinstance(location, InRegister):
-            return frame.registers[location.register]
-        if isinstance(location, InMemory):
-            return location.address
-        if isinstance(location, InBytes):
-            raise OptimizedOut(f"{name}: the function's frame base is made of pieces")
-        return location.value
+        return as_address(self._evaluate(ops, name, frame, None), name, frame)
 
     # -- call frame information --------------------------------------------------
 
@@ -666,120 +407,3 @@ class Debug:
             raise OptimizedOut(f"no call frame information for {pc:#x}")
         return registers[REGISTERS[rule[0]]] + rule[1]
 
-
-def children(die: DIE) -> Iterator[DIE]:
-    """A DIE's children, like pyelftools' iter_children, but refusing to go backwards or
-    past the unit: a corrupted DW_AT_sibling must not loop forever."""
-    if not die.has_children:
-        return
-    cu = die.cu
-    end = cu.cu_offset + cu["unit_length"] + cu.structs.initial_length_field_size()
-    offset = die.offset + die.size
-    while True:
-        if not die.offset < offset < end:
-            raise Malformed(f"a DIE at {offset:#x} is outside its unit")
-        child = cu._get_cached_DIE(offset)  # the parse pyelftools itself uses
-        child.set_parent(die)
-        if child.is_null():
-            return
-        yield child
-        if not child.has_children:
-            following = offset + child.size
-        elif "DW_AT_sibling" in child.attributes:
-            sibling = child.attributes["DW_AT_sibling"]
-            following = sibling.value if sibling.form == "DW_FORM_ref_addr" else sibling.value + cu.cu_offset
-        else:
-            following = child.offset + child.size
-            for last in _descendants(child):
-                following = last.offset + last.size
-        if following <= offset:
-            raise Malformed(f"a DIE at {offset:#x} points back to {following:#x}")
-        offset = following
-
-
-def _descendants(die: DIE) -> Iterator[DIE]:
-    """All DIEs under a DIE in file order, its terminating null DIE last."""
-    cu = die.cu
-    end = cu.cu_offset + cu["unit_length"] + cu.structs.initial_length_field_size()
-    offset = die.offset + die.size
-    depth = 1
-    while depth > 0:
-        if not offset < end:
-            raise Malformed(f"a DIE at {offset:#x} is outside its unit")
-        child = cu._get_cached_DIE(offset)
-        yield child
-        offset += child.size
-        if child.is_null():
-            depth -= 1
-        elif child.has_children:
-            depth += 1
-
-
-def _joined(pieces: list[tuple[Location | None, int]], name: str, frame: Frame | None) -> Location:
-    """The value of a composite location: one piece is where the value starts (a scalar
-    fits in it); several are read now and joined."""
-    first = pieces[0][0]
-    if len(pieces) == 1 or frame is None:
-        return first if first is not None else _optimized(name)
-    data = b""
-    for where, size in pieces:
-        if where is None:
-            raise OptimizedOut(f"{name} is partly optimized out here")
-        if isinstance(where, InRegister):
-            word = frame.registers[where.register]
-        elif isinstance(where, Computed):
-            word = where.value
-        elif isinstance(where, InMemory) and size <= 8:
-            word = frame.read_word(where.address)
-        else:
-            raise OptimizedOut(f"{name}: a piece of {size} bytes in {where} is not supported")
-        data += (word & (1 << 64) - 1).to_bytes(8, "little")[:size]
-    return InBytes(data)
-
-
-def _optimized(name: str) -> Location:
-    raise OptimizedOut(f"{name} is optimized out here")
-
-
-def _name(die: DIE | None) -> str | None:
-    if die is None:
-        return None
-    attr = die.attributes.get("DW_AT_name")
-    if attr is None:
-        return None
-    value = attr.value
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def _origin(die: DIE, attribute: str) -> DIE | None:
-    return die.get_DIE_from_attribute(attribute) if attribute in die.attributes else None
-
-
-def _covers(die: DIE, pc: int) -> bool:
-    low = die.attributes.get("DW_AT_low_pc")
-    high = die.attributes.get("DW_AT_high_pc")
-    if low is not None and high is not None:
-        end = high.value if high.form == "DW_FORM_addr" else low.value + high.value
-        return bool(low.value <= pc < end)
-    return "DW_AT_ranges" in die.attributes  # ranges: be generous, innermost names win anyway
-
-
-def _file_names(program: Any, cu: CompileUnit) -> dict[int, str]:
-    header = program.header
-    version = header["version"]
-    dirs = [d.decode() if isinstance(d, bytes) else str(d) for d in header.get("include_directory", [])]
-    names: dict[int, str] = {}
-    for index, entry in enumerate(header.get("file_entry", [])):
-        file_name = entry.name.decode() if isinstance(entry.name, bytes) else str(entry.name)
-        dir_index = entry.dir_index
-        if version >= 5:
-            directory = dirs[dir_index] if dir_index < len(dirs) else ""
-            names[index] = posixpath.join(directory, file_name)
-        else:
-            directory = dirs[dir_index - 1] if 0 < dir_index <= len(dirs) else ""
-            names[index + 1] = posixpath.join(directory, file_name)
-    return names
-
-
-def same_file(path: str, wanted: str) -> bool:
-    return path == wanted or path.endswith("/" + wanted.lstrip("./"))

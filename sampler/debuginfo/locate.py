@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass
 
 from sampler.debuginfo import prologue
-from sampler.debuginfo.dwarf import Function, Malformed, Variable, same_file
+from sampler.debuginfo.dies import Malformed, same_file
+from sampler.debuginfo.dwarf import Function, Variable
 from sampler.debuginfo.elffile import BadFile
 from sampler.debuginfo.gopclntab import BadTable
 from sampler.debuginfo.modules import Module, Modules

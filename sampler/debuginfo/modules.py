@@ -12,7 +12,8 @@ import posixpath
 from sampler.debuginfo.cfi import CallFrames
 from sampler.debuginfo.debugfiles import DebugFinder, Source
 from sampler.debuginfo.demangle import demangle, last_component, qualified, signature
-from sampler.debuginfo.dwarf import Debug, Malformed
+from sampler.debuginfo.dies import Malformed
+from sampler.debuginfo.dwarf import Debug
 from sampler.debuginfo.elffile import BadFile, ElfFile, Symbol
 from sampler.errors import ProcessNotFound, UnsupportedTarget
 from sampler.target import procfs

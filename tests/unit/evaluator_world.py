@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from sampler.backends.ptrace.evaluate import Evaluator, Object
 from sampler.backends.ptrace.memory import UnreadableMemory
-from sampler.debuginfo.dwarf import Array, Computed, Enum, InMemory, InRegister, Member, Pointer, Scalar, Struct
+from sampler.debuginfo.locations import Computed, InMemory, InRegister
+from sampler.debuginfo.types import Array, Enum, Member, Pointer, Scalar, Struct
 
 U64 = Scalar("uint64_t", 8, "unsigned")
 I32 = Scalar("int", 4, "signed")

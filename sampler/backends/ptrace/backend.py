@@ -31,24 +31,12 @@ from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.tracer import Hit, Tracer
 from sampler.config import SessionConfig
 from sampler.debuginfo.debugfiles import DebugFinder
-from sampler.debuginfo.dwarf import (
-    REGISTERS,
-    Debug,
-    Frame,
-    Function,
-    InMemory,
-    InRegister,
-    Malformed,
-    OptimizedOut,
-    Pointer,
-    Scalar,
-    Struct,
-    Type,
-    Variable,
-    is_interface,
-)
+from sampler.debuginfo.dies import Malformed
+from sampler.debuginfo.dwarf import Debug, Function, Variable
 from sampler.debuginfo.locate import NO_DEBUG_HINT, Place, defines_package, find_global, resolve
+from sampler.debuginfo.locations import REGISTERS, Frame, InMemory, InRegister, OptimizedOut
 from sampler.debuginfo.modules import Module, Modules
+from sampler.debuginfo.types import Pointer, Scalar, Struct, Type, is_interface
 from sampler.errors import ExpressionError, LocationNotFound, UsageError
 from sampler.language import casts
 from sampler.language.expr import BUILTINS, DEREF, REGISTER_PREFIX, Expression, register_name, source_name

@@ -18,22 +18,9 @@ from sampler.backends.ptrace.golang import Dynamic
 from sampler.backends.ptrace.memory import UnreadableMemory
 from sampler.backends.ptrace.plan import PlanMiss
 from sampler.backends.ptrace.wrappers import MAX_TEXT, text_fields, unwrap
-from sampler.debuginfo.dwarf import (
-    Array,
-    Computed,
-    Enum,
-    InBytes,
-    InMemory,
-    InRegister,
-    Location,
-    Malformed,
-    OptimizedOut,
-    Pointer,
-    Scalar,
-    Struct,
-    Type,
-    is_interface,
-)
+from sampler.debuginfo.dies import Malformed
+from sampler.debuginfo.locations import Computed, InBytes, InMemory, InRegister, Location, OptimizedOut
+from sampler.debuginfo.types import Array, Enum, Pointer, Scalar, Struct, Type, is_interface
 from sampler.errors import ExpressionError
 from sampler.language import casts
 from sampler.language.expr import BUILTINS, REGISTER_PREFIX, register_name, source_name

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from sampler.debuginfo.dwarf import Debug, Struct, Type
+from sampler.debuginfo.dwarf import Debug
+from sampler.debuginfo.types import Struct, Type
 
 KIND_OFFSET = 23
 """Offset of ``kind`` in runtime._type (Go 1.14 to 1.22)."""

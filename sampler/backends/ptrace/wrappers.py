@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from sampler.debuginfo.dwarf import Array, Pointer, Struct, Type
+from sampler.debuginfo.types import Array, Pointer, Struct, Type
 
 _WRAPPER = re.compile(r"^(std::)?(atomic|__atomic_base|__atomic_float)<"
                       r"|^(core::sync::atomic::)?Atomic[A-Z][A-Za-z0-9]*(<.*>)?$"

@@ -1,0 +1,184 @@
+"""Where a variable lives at a stop: the location model and the DW_OP interpreter.
+
+The interpreter knows no process: it takes the registers, a word reader and the CFA
+through a ``Frame`` (as Delve's op.ExecuteStackProgram takes its registers and memory
+reader), so it runs against a live stop, a recorded one or a test's dictionary alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from elftools.dwarf.dwarf_expr import DWARFExprOp
+from elftools.dwarf.locationlists import BaseAddressEntry as LocationBase
+from elftools.dwarf.locationlists import LocationEntry
+
+# DWARF register numbers on x86-64 -> names in struct user_regs_struct
+REGISTERS = ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp",
+             "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "rip")
+
+
+class OptimizedOut(Exception):
+    """The variable has no location at this address."""
+
+
+# -- locations ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class InMemory:
+    address: int
+
+
+@dataclass(frozen=True)
+class InRegister:
+    register: str
+
+
+@dataclass(frozen=True)
+class Computed:
+    value: int
+
+
+@dataclass(frozen=True)
+class InBytes:
+    """A value put together from pieces (DW_OP_piece): a Go string or interface passed in
+    two registers, for instance."""
+
+    data: bytes
+
+
+Location = InMemory | InRegister | Computed | InBytes
+
+
+@dataclass(frozen=True)
+class Frame:
+    """What location expressions need at a stop: registers and the CFA."""
+
+    registers: dict[str, int]
+    pc: int
+    """File address of the stop."""
+    cfa: Callable[[], int]
+    read_word: Callable[[int], int]
+
+
+
+def execute(ops: Sequence[DWARFExprOp], name: str, frame: Frame | None, bias: int,
+            frame_base: Callable[[], int]) -> Location:
+    """Run a location expression. ``bias`` is added to static addresses (DW_OP_addr);
+    ``frame_base`` gives DW_AT_frame_base when DW_OP_fbreg needs it; ``frame`` None: a
+    global, no registers."""
+    stack: list[int] = []
+    result: Location | None = None
+    pieces: list[tuple[Location | None, int]] = []
+
+    def register(number: int) -> int:
+        if frame is None:
+            raise OptimizedOut(f"{name} needs registers (is it a local?)")
+        return frame.registers[REGISTERS[number]]
+
+    for op in ops:
+        kind = str(op.op_name)
+        if kind == "DW_OP_addr":
+            stack.append(op.args[0] + bias)
+        elif kind.startswith("DW_OP_reg") and kind != "DW_OP_regx":
+            result = InRegister(REGISTERS[int(kind.removeprefix("DW_OP_reg"))])
+        elif kind == "DW_OP_regx":
+            result = InRegister(REGISTERS[op.args[0]])
+        elif kind.startswith("DW_OP_breg") and kind != "DW_OP_bregx":
+            stack.append(register(int(kind.removeprefix("DW_OP_breg"))) + op.args[0])
+        elif kind == "DW_OP_bregx":
+            stack.append(register(op.args[0]) + op.args[1])
+        elif kind == "DW_OP_fbreg":
+            stack.append(frame_base() + op.args[0])
+        elif kind == "DW_OP_call_frame_cfa":
+            if frame is None:
+                raise OptimizedOut(f"{name} needs a frame")
+            stack.append(frame.cfa())
+        elif kind.startswith("DW_OP_lit"):
+            stack.append(int(kind.removeprefix("DW_OP_lit")))
+        elif kind.startswith("DW_OP_const"):
+            stack.append(op.args[0])
+        elif kind == "DW_OP_plus_uconst":
+            stack.append(stack.pop() + op.args[0])
+        elif kind in ("DW_OP_plus", "DW_OP_minus"):
+            b, a = stack.pop(), stack.pop()
+            stack.append(a + b if kind == "DW_OP_plus" else a - b)
+        elif kind == "DW_OP_deref":
+            if frame is None:
+                raise OptimizedOut(f"{name}: cannot dereference without a stop")
+            stack.append(frame.read_word(stack.pop()))
+        elif kind == "DW_OP_stack_value":
+            result = Computed(stack.pop())
+        elif kind == "DW_OP_piece":
+            if result is None and stack:
+                result = InMemory(stack.pop())
+            pieces.append((result, op.args[0]))
+            result = None
+        elif kind in ("DW_OP_entry_value", "DW_OP_GNU_entry_value"):
+            raise OptimizedOut(f"{name} is optimized out here (only its entry value is known)")
+        else:
+            raise OptimizedOut(f"{name}: unsupported DWARF location operation {kind}")
+    if pieces:
+        return _joined(pieces, name, frame)
+    if result is not None:
+        return result
+    if stack:
+        return InMemory(stack.pop())
+    raise OptimizedOut(f"{name} is optimized out here")
+
+
+def as_address(location: Location, name: str, frame: Frame) -> int:
+    """A location as the address it stands for (a frame base)."""
+    if isinstance(location, InRegister):
+        return frame.registers[location.register]
+    if isinstance(location, InMemory):
+        return location.address
+    if isinstance(location, InBytes):
+        raise OptimizedOut(f"{name}: the function's frame base is made of pieces")
+    return location.value
+
+
+def entry_at(entries: Iterable[Any], base_address: int, pc: int) -> Any | None:
+    """The expression of the location-list entry that covers pc (None: none does).
+    ``base_address``: the unit's low pc, until a base-address entry changes it."""
+    for entry in entries:
+        if isinstance(entry, LocationBase):
+            base_address = entry.base_address
+            continue
+        if not isinstance(entry, LocationEntry):
+            continue
+        begin, end = entry.begin_offset, entry.end_offset
+        if not getattr(entry, "is_absolute", False):
+            begin, end = begin + base_address, end + base_address
+        if begin <= pc < end:
+            return entry.loc_expr
+    return None
+
+
+def _joined(pieces: list[tuple[Location | None, int]], name: str, frame: Frame | None) -> Location:
+    """The value of a composite location: one piece is where the value starts (a scalar
+    fits in it); several are read now and joined."""
+    first = pieces[0][0]
+    if len(pieces) == 1 or frame is None:
+        return first if first is not None else _optimized(name)
+    data = b""
+    for where, size in pieces:
+        if where is None:
+            raise OptimizedOut(f"{name} is partly optimized out here")
+        if isinstance(where, InRegister):
+            word = frame.registers[where.register]
+        elif isinstance(where, Computed):
+            word = where.value
+        elif isinstance(where, InMemory) and size <= 8:
+            word = frame.read_word(where.address)
+        else:
+            raise OptimizedOut(f"{name}: a piece of {size} bytes in {where} is not supported")
+        data += (word & (1 << 64) - 1).to_bytes(8, "little")[:size]
+    return InBytes(data)
+
+
+def _optimized(name: str) -> Location:
+    raise OptimizedOut(f"{name} is optimized out here")
+

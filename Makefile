@@ -53,7 +53,6 @@ soak: setup
 soak-quick: setup
 	$(VENV)/bin/python bench/soak.py --quick
 
-# how fast the guardian puts the byte back when the tracing worker is killed
 # time to the first row and peak RSS, sampler beside dlv, on four binaries up to a generated
 # 30 MB Go program (built once into build/); results under bench/results/ (about 2 minutes)
 bench-attach: setup targets
@@ -75,6 +74,7 @@ kube-test: setup
 	@bash deploy/podman-setup.sh
 	SAMPLER_LOCAL_BASE=1 $(VENV)/bin/python -m pytest -q -ra tests/kube
 
+# how fast the guardian puts the byte back when the tracing worker is killed
 guardian-bench: setup
 	$(VENV)/bin/python bench/guardian.py
 

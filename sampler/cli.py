@@ -1,4 +1,4 @@
-"""The command line: parse, call the session, print one line, return an exit code."""
+"""The command line: parse the options, hand a run to the worker (run.py), print one line, return an exit code."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 
 import click
 
-from sampler import __version__, notice
-from sampler.backends.select import CHOICES, build, pick
+from sampler import __version__, notice, run
+from sampler.backends.select import CHOICES
 from sampler.config import SessionConfig
 from sampler.durations import format_duration, parse_duration
 from sampler.errors import (
@@ -19,22 +19,17 @@ from sampler.errors import (
     ExpressionError,
     ProcessNotFound,
     SamplerError,
-    TargetExited,
     UsageError,
 )
 from sampler.language import expr
 from sampler.language.condition import Condition
-from sampler.output import Output, Writer
-from sampler.output.console import ConsoleWriter
-from sampler.output.csv import FORMATS, writer_for
-from sampler.output.live import LiveView
-from sampler.output.metrics import MetricsWriter, is_loopback
+from sampler.output import Output
+from sampler.output.csv import FORMATS
 from sampler.safety import supervisor
 from sampler.safety.repair import repair as repair_journal
 from sampler.safety.repair import restore_code
 from sampler.sample import RESERVED
-from sampler.session import Session
-from sampler.target import pgrep, process, procfs
+from sampler.target import pgrep, procfs
 
 
 class Duration(click.ParamType):  # type: ignore[type-arg]
@@ -59,7 +54,6 @@ def cli() -> None:
 
 
 F = TypeVar("F", bound=Callable[..., Any])
-T = TypeVar("T")
 
 SECTIONS = {
     "What to sample": ("--pid", "--pgrep", "--container", "--wait-target", "--expr"),
@@ -293,72 +287,8 @@ def _location(location: str | None) -> str | None:
 def _run(config: SessionConfig, common: dict[str, Any], how: str) -> int:
     """In a worker process (supervisor.py): check the target, pick the backend, run, report."""
     output = Output(common["out"], common["out_format"], common["quiet"], common["live"], common["metrics"])
-    return supervisor.run_in_worker(lambda: _exit_code(lambda: _sample(config, output, how)), config.pid,
+    return supervisor.run_in_worker(lambda: _exit_code(lambda: run.sample(config, output, how)), config.pid,
                                    config.guardian)
-
-
-def _sample(config: SessionConfig, output: Output, how: str) -> int:
-    """Check the target, pick the backend, open the output, run the session, report."""
-    out, quiet = output.out, output.quiet
-    target = process.inspect(config.pid)  # refuses a traced target: no live sampler holds it
-    names = [e.name for e in config.expressions]
-    writers: list[Writer] = [writer_for(out, names, output.format)]  # a bad --out is refused before any work
-    try:
-        for fixed in repair_journal(config.pid):
-            if fixed.restored or fixed.problem:
-                click.echo(f"sampler: an earlier run left PID {fixed.pid} patched: {fixed.note}", err=True)
-        choice = pick(config, target)
-        if choice.name != "ptrace" and (config.debug_dirs or config.symbols_file):
-            _say(f"--debug-dir and --symbols are used by the ptrace backend only; {choice.name} finds debug "
-                 "info by its own rules (dlv's debug-info-directories)")
-        if output.metrics is not None:
-            metrics = MetricsWriter(output.metrics, names, config.pid)
-            writers.append(metrics)
-            exposed = "" if is_loopback(metrics.host) else \
-                " (beyond loopback: anyone who reaches this port can read the sampled values)"
-            _say(f"metrics at {metrics.url}{exposed}")
-        if output.live:
-            writers.append(LiveView(names, config.pid))
-        elif not quiet:
-            writers.append(ConsoleWriter(names))
-        if not quiet:
-            click.echo(f"sampler: {choice.name} backend ({choice.reason}); sampling PID {config.pid} {how}",
-                       err=True)
-        backend = _gone_is_exit(config.pid, lambda: build(choice, config, target))
-        session = Session(config, backend, writers)  # run() detaches it
-        try:
-            summary = _gone_is_exit(config.pid, session.run)
-        except SamplerError as e:
-            if session.summary.samples:
-                e.message += f" ({session.summary.samples} samples kept in {_where(out)})"
-            raise
-    finally:
-        for writer in writers:
-            writer.close()
-    if not quiet:
-        median = summary.pause_us.median() / 1000
-        ended = f", stopped by {summary.stopped_by}" if summary.stopped_by else ""
-        click.echo(f"sampler: {summary.samples} samples ({summary.misses} with errors) to "
-                   f"{_where(out)}; median pause {median:.2f}ms{ended}; target left running", err=True)
-    for note in backend.notes():  # under --quiet only what changes what the rows mean
-        if not quiet or "missed" in note:
-            _say(note)
-    return 0
-
-
-def _gone_is_exit(pid: int, run: Callable[[], T]) -> T:
-    """``run()``; a system call that found the target gone (ESRCH, or its /proc files
-    vanished) at a moment no check caught is the target's exit, said as such."""
-    try:
-        return run()
-    except (ProcessLookupError, FileNotFoundError) as e:
-        if procfs.is_running(pid):
-            raise
-        raise TargetExited(f"target process {pid} exited ({e.strerror})") from None
-
-
-def _where(out: str) -> str:
-    return "stdout" if out == "-" else out
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -95,6 +95,10 @@ class ElfFile:
             return None
         return name.decode("utf-8", "surrogateescape"), int.from_bytes(data[-4:], "little")
 
+    @_guarded
+    def section_names(self) -> set[str]:
+        return {section.name for section in self.elf.iter_sections()}
+
     @functools.cached_property
     def has_dwarf(self) -> bool:
         try:

@@ -5,9 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
-
+from sampler.debuginfo.elffile import BadFile, ElfFile
 from sampler.errors import ProcessNotFound, UnsupportedTarget
 from sampler.target import permission, procfs
 
@@ -38,14 +36,20 @@ def inspect(pid: int) -> TargetProcess:
     exe = f"/proc/{pid}/exe"
     try:
         path = os.readlink(exe)
-        with open(exe, "rb") as f:
-            elf = ELFFile(f)
-            names = {section.name for section in elf.iter_sections()}
+        os.close(os.open(exe, os.O_RDONLY))  # the reason it cannot be read, before the ELF reader
     except PermissionError:
         raise permission.denied(pid, "read the program of") from None
     except (FileNotFoundError, ProcessLookupError):
         raise ProcessNotFound(f"no process with PID {pid}") from None
-    except ELFError:
+    try:
+        elf = ElfFile(exe, shown_as=path)  # the guarded reader: a hostile file raises BadFile only
+        try:
+            names = elf.section_names()
+        finally:
+            elf.close()
+    except BadFile:
+        if not procfs.is_running(pid):
+            raise ProcessNotFound(f"no process with PID {pid}") from None
         raise UnsupportedTarget(f"process {pid} does not run an ELF program") from None
     return TargetProcess(
         pid=pid,

@@ -1,4 +1,9 @@
-"""The shape of the code: no import cycle, core modules know no backend, a ptrace run loads no Delve."""
+"""The shape of the code: the layers of docs/development.md, as rules on imports.
+
+Each rule says which modules (by prefix) may not import which others (by prefix),
+anywhere in the module, a function-level import included. A Delve run and a ptrace run
+are also started for real (imported in a fresh interpreter) to see what they load.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,46 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "sampler"
+
+ALLOWED = {
+    "sampler.target": ("sampler.debuginfo.elffile",),
+    "sampler.session": ("sampler.backends.base",),
+    "sampler.sample": (),
+}
+"""The one module a layer may take from a layer it otherwise may not import."""
+
+RULES: list[tuple[str, tuple[str, ...], str]] = [
+    ("sampler.debuginfo", ("sampler.backends", "sampler.config", "sampler.language", "sampler.output",
+                           "sampler.safety", "sampler.session", "sampler.run", "sampler.cli", "sampler.report",
+                           "sampler.kube"),
+     "debug info reads files and /proc only: no backend, configuration, expression or output code"),
+    ("sampler.target", ("sampler.backends", "sampler.debuginfo", "sampler.safety", "sampler.session",
+                        "sampler.run", "sampler.cli", "sampler.output"),
+     "target facts know no backend and no debug info beyond the guarded ELF reader"),
+    ("sampler.safety", ("sampler.backends", "sampler.debuginfo", "sampler.session", "sampler.run", "sampler.cli",
+                        "sampler.output", "sampler.language"),
+     "the safety net knows no backend: a backend hands the guardian its rescue"),
+    ("sampler.language", ("sampler.backends", "sampler.debuginfo", "sampler.target", "sampler.safety",
+                          "sampler.session", "sampler.run", "sampler.cli", "sampler.output"),
+     "the expression language is shared by every backend and knows none"),
+    ("sampler.session", ("sampler.backends", "sampler.debuginfo", "sampler.cli", "sampler.run"),
+     "the session loop sees a backend only through backends/base.py"),
+    ("sampler.sample", ("sampler.backends", "sampler.debuginfo", "sampler.cli"), "a row is plain data"),
+    ("sampler.output", ("sampler.backends", "sampler.debuginfo", "sampler.cli", "sampler.run"),
+     "writers know rows, not backends"),
+    ("sampler.backends", ("sampler.cli", "sampler.run", "sampler.output", "sampler.report", "sampler.kube"),
+     "backends never import the command line or the writers"),
+    ("sampler.backends.delve", ("sampler.backends.ptrace",), "a Delve drive loads no ptrace code"),
+    ("sampler.backends.ptrace", ("sampler.backends.delve",), "the ptrace backend loads no Delve code"),
+    ("sampler.backends.fields", ("sampler.backends.ptrace", "sampler.backends.delve"),
+     "the short-form field search is shared by every backend and belongs to none"),
+    ("sampler.backends.select", ("sampler.backends.ptrace.", "sampler.backends.delve."),
+     "select loads a backend's package only inside build(), for the backend chosen"),
+]
 
 
 def module_name(path: Path) -> str:
@@ -18,13 +61,15 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def imports() -> dict[str, set[str]]:
-    """Every module of sampler -> the sampler modules it imports (anywhere in it)."""
+def imports(top_level_only: bool = False) -> dict[str, set[str]]:
+    """Every module of sampler -> the sampler modules it imports (anywhere in it, or only at
+    its top level)."""
     modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         found: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        for node in (tree.body if top_level_only else ast.walk(tree)):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("sampler"):
                 for alias in node.names:
                     full = f"{node.module}.{alias.name}"
@@ -33,6 +78,14 @@ def imports() -> dict[str, set[str]]:
                 found |= {a.name for a in node.names if a.name.startswith("sampler")}
         graph[name] = {m for m in found if m in modules and m != name}
     return graph
+
+
+def under(module: str, prefix: str) -> bool:
+    """``prefix`` names a package or module (``sampler.run`` is not ``sampler.runner``); a
+    trailing dot means strictly inside it."""
+    if prefix.endswith("."):
+        return module.startswith(prefix)
+    return module == prefix or module.startswith(prefix + ".")
 
 
 def test_no_import_cycle() -> None:
@@ -53,23 +106,42 @@ def test_no_import_cycle() -> None:
             visit(module, [])
 
 
-def test_core_modules_know_no_backend() -> None:
-    graph = imports()
-    for core in ("sampler.safety.guardian", "sampler.safety.journal", "sampler.safety.repair", "sampler.target.procfs", "sampler.session",
-                 "sampler.sample", "sampler.output.csv", "sampler.target.permission", "sampler.target.process"):
-        assert not any(m.startswith("sampler.backends") and m != "sampler.backends.base"
-                       for m in graph[core]), (core, graph[core])
+@pytest.mark.parametrize("layer, forbidden, why", RULES, ids=[rule[0] for rule in RULES])
+def test_each_layer_imports_only_what_it_may(layer: str, forbidden: tuple[str, ...], why: str) -> None:
+    graph = imports(top_level_only=layer == "sampler.backends.select")
+    members = [m for m in graph if under(m, layer)]
+    assert members, f"no module under {layer}: the rule names a layer that does not exist"
+    allowed = ALLOWED.get(layer, ())
+    broken = sorted((m, other) for m in members for other in graph[m]
+                    if any(under(other, f) for f in forbidden) and other not in allowed)
+    assert not broken, f"{why}: {broken}"
 
 
-def test_backends_never_import_the_cli_or_the_writers() -> None:
+def test_the_rules_can_fail() -> None:
+    # a rule that the code breaks is found: the cli imports the backends' chooser
     graph = imports()
-    for module, imported in graph.items():
-        if module.startswith("sampler.backends"):
-            assert not {m for m in imported if m == "sampler.cli" or m.startswith("sampler.output")}, module
+    assert any(under(other, "sampler.backends") for other in graph["sampler.cli"])
+
+
+def loaded_by(code: str) -> list[str]:
+    out = subprocess.run([sys.executable, "-c", f"import sys; {code}; print(sorted(sys.modules))"],
+                         cwd=ROOT, capture_output=True, text=True, check=True)
+    return [m.strip("'") for m in out.stdout.strip().strip("[]").split(", ")]
 
 
 def test_a_ptrace_run_loads_no_delve_code() -> None:
-    code = ("import sys; from sampler.backends.ptrace import backend; import sampler.cli; "
-            "print(sorted(m for m in sys.modules if 'delve' in m))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    loaded = loaded_by("import sampler.cli, sampler.run; from sampler.backends.ptrace import backend")
+    assert "sampler.backends.ptrace.backend" in loaded
+    assert [m for m in loaded if "delve" in m] == []
+
+
+def test_a_delve_run_loads_no_ptrace_code() -> None:
+    loaded = loaded_by("import sampler.cli, sampler.run, sampler.backends.fields; "
+                       "from sampler.backends.delve import backend, rpc_backend")
+    assert "sampler.backends.delve.rpc_backend" in loaded and "sampler.backends.fields" in loaded
+    assert [m for m in loaded if m.startswith("sampler.backends.ptrace")] == []
+
+
+def test_debug_info_loads_without_any_backend() -> None:
+    loaded = loaded_by("from sampler.debuginfo import locate, modules, debugfiles, dwarf")
+    assert [m for m in loaded if m.startswith(("sampler.backends", "sampler.language", "sampler.config"))] == []

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sampler.backends.ptrace.golang import Dynamic
-from sampler.backends.ptrace.memory import UnreadableMemory
+from sampler.backends.ptrace.memory import Read, UnreadableMemory
 from sampler.backends.ptrace.plan import PlanMiss
 from sampler.backends.ptrace.wrappers import MAX_TEXT, text_fields, unwrap
 from sampler.debuginfo.dies import Malformed
@@ -49,7 +49,6 @@ class Num:
 
 
 Resolve = Callable[[str], Object | None]
-Read = Callable[[int, int], bytes]
 RegisterValue = Callable[[str], int]
 DynamicType = Callable[[int], Dynamic | None]
 

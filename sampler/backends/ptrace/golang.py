@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from sampler.backends.ptrace.memory import Read
 from sampler.debuginfo.dwarf import Debug
 from sampler.debuginfo.types import Struct, Type
 
@@ -48,7 +49,7 @@ class Dynamic:
 class GoTypes:
     """Dynamic types of a Go program's interfaces, cached by descriptor address."""
 
-    def __init__(self, debug: Debug, read: Callable[[int, int], bytes],
+    def __init__(self, debug: Debug, read: Read,
                  moduledata: Callable[[], tuple[Type, int] | None]) -> None:
         """``moduledata()``: the type and address of runtime.firstmoduledata."""
         self._debug = debug

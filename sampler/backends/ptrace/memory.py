@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+from collections.abc import Callable
 
 from sampler.errors import DebuggerError, TargetExited
 from sampler.target import permission
@@ -12,6 +13,10 @@ from sampler.target.procfs import is_running
 LAST_ADDRESS = 1 << 63
 """/proc/PID/mem takes offsets below this (off_t); user space on x86-64 ends far lower."""
 MAX_READ = 1 << 20
+
+Read = Callable[[int, int], bytes]
+"""How everything above this module reads the target: ``read(address, size)`` gives the
+bytes or raises UnreadableMemory (Memory.read, a read plan's snapshot, a test's dictionary)."""
 
 
 class _Iovec(ctypes.Structure):

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sampler.backends.ptrace.memory import Memory, UnreadableMemory
+from sampler.backends.ptrace.memory import Memory, Read, UnreadableMemory
 
 REACH = 1 << 20
 """How far past a base an offset may go and still explain an address (a field, an element)."""
@@ -30,7 +30,6 @@ REGISTER_ORDER = ("rsp", "rbp", "rdi", "rsi", "rdx", "rcx", "r8", "r9", "rax", "
                   "r12", "r13", "r14", "r15", "rip")
 """Where an address is looked for among the registers, first match wins."""
 
-Read = Callable[[int, int], bytes]
 ReadMany = Callable[[list[tuple[int, int]]], list[bytes | None]]
 
 

@@ -31,6 +31,7 @@ from sampler.backends.ptrace.memory import Memory, UnreadableMemory
 from sampler.errors import DebuggerError, ProcessNotFound, SamplerError, TargetExeced, TargetExited
 from sampler.safety.guardian import Guardian
 from sampler.safety.journal import Journal
+from sampler.stop import StopFlag
 from sampler.target import permission, procfs
 
 PTRACE_SEIZE = 0x4206
@@ -430,7 +431,7 @@ class Tracer:
 
     # -- waiting ---------------------------------------------------------------
 
-    def wait_for_hit(self, deadline: float, stop: Any) -> Hit | None:
+    def wait_for_hit(self, deadline: float, stop: StopFlag) -> Hit | None:
         """Serve every event until a thread stops on an armed breakpoint, or until deadline."""
         while True:
             for tid, status in self._events():
@@ -442,7 +443,7 @@ class Tracer:
                 return None
             self._sleep(remaining)
 
-    def catch(self, address: int, deadline: float, stop: Any, hold: Callable[[Any], T],
+    def catch(self, address: int, deadline: float, stop: StopFlag, hold: Callable[[Any], T],
               keep: bool = False) -> tuple[Hit, T] | None:
         """The hot path of a sample. Serve events until a thread traps on ``address``; while
         it is stopped, do nothing but put the byte back, rewind the thread, ``hold(registers)``
@@ -519,7 +520,7 @@ class Tracer:
         hold(registers)
         calls.ptrace(calls.PTRACE_SETREGS, os.getpid(), None, reference)
 
-    def serve_until(self, deadline: float, stop: Any) -> None:
+    def serve_until(self, deadline: float, stop: StopFlag) -> None:
         """Between samples: keep passing signals on and following new threads."""
         hit = self.wait_for_hit(deadline, stop)
         if hit is not None:  # a late trap on an armed breakpoint: cannot happen while disarmed

@@ -1,0 +1,95 @@
+"""One sampling run, between the command line and the session.
+
+In the worker process (safety/supervisor.py): inspect the target, put back what an
+earlier run's journal says it left, pick and build the backend (backends/select.py),
+assemble the writers (output/), run the Session, print the summary line and what the
+backend has to say about what the rows mean. The CLI parses; the Session loops; this
+module puts them together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import click
+
+from sampler import notice
+from sampler.backends.select import build, pick
+from sampler.config import SessionConfig
+from sampler.errors import SamplerError, TargetExited
+from sampler.output import Output, Writer
+from sampler.output.console import ConsoleWriter
+from sampler.output.csv import writer_for
+from sampler.output.live import LiveView
+from sampler.output.metrics import MetricsWriter, is_loopback
+from sampler.safety.repair import repair as repair_journal
+from sampler.session import Session
+from sampler.target import process, procfs
+
+T = TypeVar("T")
+
+
+def sample(config: SessionConfig, output: Output, how: str) -> int:
+    """Check the target, repair what an earlier run left, pick the backend, open the
+    writers, run the session, print the summary and the backend's notes."""
+    out, quiet = output.out, output.quiet
+    target = process.inspect(config.pid)  # refuses a traced target: no live sampler holds it
+    names = [e.name for e in config.expressions]
+    writers: list[Writer] = [writer_for(out, names, output.format)]  # a bad --out is refused before any work
+    try:
+        for fixed in repair_journal(config.pid):
+            if fixed.restored or fixed.problem:
+                click.echo(f"sampler: an earlier run left PID {fixed.pid} patched: {fixed.note}", err=True)
+        choice = pick(config, target)
+        if choice.name != "ptrace" and (config.debug_dirs or config.symbols_file):
+            notice.say(f"--debug-dir and --symbols are used by the ptrace backend only; {choice.name} finds debug "
+                 "info by its own rules (dlv's debug-info-directories)")
+        if output.metrics is not None:
+            metrics = MetricsWriter(output.metrics, names, config.pid)
+            writers.append(metrics)
+            exposed = "" if is_loopback(metrics.host) else \
+                " (beyond loopback: anyone who reaches this port can read the sampled values)"
+            notice.say(f"metrics at {metrics.url}{exposed}")
+        if output.live:
+            writers.append(LiveView(names, config.pid))
+        elif not quiet:
+            writers.append(ConsoleWriter(names))
+        if not quiet:
+            click.echo(f"sampler: {choice.name} backend ({choice.reason}); sampling PID {config.pid} {how}",
+                       err=True)
+        backend = _gone_is_exit(config.pid, lambda: build(choice, config, target))
+        session = Session(config, backend, writers)  # run() detaches it
+        try:
+            summary = _gone_is_exit(config.pid, session.run)
+        except SamplerError as e:
+            if session.summary.samples:
+                e.message += f" ({session.summary.samples} samples kept in {_where(out)})"
+            raise
+    finally:
+        for writer in writers:
+            writer.close()
+    if not quiet:
+        median = summary.pause_us.median() / 1000
+        ended = f", stopped by {summary.stopped_by}" if summary.stopped_by else ""
+        click.echo(f"sampler: {summary.samples} samples ({summary.misses} with errors) to "
+                   f"{_where(out)}; median pause {median:.2f}ms{ended}; target left running", err=True)
+    for note in backend.notes():  # under --quiet only what changes what the rows mean
+        if not quiet or "missed" in note:
+            notice.say(note)
+    return 0
+
+
+def _gone_is_exit(pid: int, run: Callable[[], T]) -> T:
+    """``run()``; a system call that found the target gone (ESRCH, or its /proc files
+    vanished) at a moment no check caught is the target's exit, said as such."""
+    try:
+        return run()
+    except (ProcessLookupError, FileNotFoundError) as e:
+        if procfs.is_running(pid):
+            raise
+        raise TargetExited(f"target process {pid} exited ({e.strerror})") from None
+
+
+def _where(out: str) -> str:
+    return "stdout" if out == "-" else out

@@ -64,6 +64,12 @@ class ElfFile:
     def close(self) -> None:
         self._file.close()
 
+    def __enter__(self) -> ElfFile:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
     def fileno(self) -> int:
         return self._file.fileno()
 
@@ -150,6 +156,7 @@ class ElfFile:
             self._symbols = found
         return self._symbols
 
+    @_guarded
     def go_table(self) -> PcLineTable | None:
         """Go's function table (.gopclntab), None when the file has none; BadFile when it
         cannot be read."""

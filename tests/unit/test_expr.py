@@ -71,17 +71,3 @@ def test_names() -> None:
     assert expr.parse_option("b.w==b.r").name == "b.w==b.r"
     assert expr.parse_option(" x = y ").name == "x"
     assert expr.source_name("__kw_from") == "from"
-
-
-def test_demangled_names() -> None:
-    from sampler.debuginfo.demangle import demangle, last_component, qualified, signature
-
-    text = demangle("_ZNK2rb4Ring4sizeEv")
-    assert text == "rb::Ring::size() const"
-    assert qualified(text) == "rb::Ring::size" and signature(text) == "rb::Ring::size() const"
-    rust = demangle("_ZN4main4Ring4read17h0123456789abcdefE")
-    assert rust is not None and qualified(rust) == "main::Ring::read"  # the hash is ignored
-    template = demangle("_Z1fIiEvT_")
-    assert template == "void f<int>(int)" and qualified(template) == "f<int>"
-    assert last_component("std::vector<int, std::allocator<int> >::push_back") == "push_back"
-    assert demangle("malloc") is None

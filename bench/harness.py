@@ -98,15 +98,16 @@ class RunningTarget:
                 found.append(int(match.group(1)))
         return found
 
-    def trapped(self) -> bool:
-        """It, or a child of its, died of a trap (the forker prints "child PID signal S")."""
-        return any("SIGTRAP" in line or "Trace/breakpoint trap" in line or CHILD_DIED.match(line)
+    def trapped(self, children: bool = True) -> bool:
+        """It, or (``children``) a child of its, died of a trap (the forker prints "child PID signal S")."""
+        return any("SIGTRAP" in line or "Trace/breakpoint trap" in line or (children and CHILD_DIED.match(line))
                    for _, line in self.lines)
 
-    def healthy(self, since: float) -> bool:
-        """Alive, running, untraced, never trapped, printed throughput since ``since``."""
+    def healthy(self, since: float, children_died: bool = True) -> bool:
+        """Alive, running, untraced, never trapped, printed throughput since ``since``
+        (``children_died`` False: a child's death does not count)."""
         state = procfs.state(self.pid)
-        return (self.proc.poll() is None and not self.trapped() and state not in ("", "T", "t", "Z")
+        return (self.proc.poll() is None and not self.trapped(children_died) and state not in ("", "T", "t", "Z")
                 and not procfs.traced(self.pid)
                 and any(t > since and line.startswith(("reads/s=", "requests/s=")) for t, line in list(self.lines)))
 

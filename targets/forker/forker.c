@@ -15,8 +15,8 @@
  * children as they end; after SECONDS it waits for the last ones, prints
  *   children forked=N ok=N bad=N
  * (bad: a child killed by a signal or exiting non-zero, each also printed as
- * "child PID signal S forked T" / "child PID status S forked T", T the CLOCK_MONOTONIC
- * seconds of its fork) and exits 0 when no child went bad, else 1. The children also
+ * "child PID signal S forked T by M" / "child PID status S forked T by M", T the
+ * CLOCK_MONOTONIC seconds of its fork, M how it was started) and exits 0 when no child went bad, else 1. The children also
  * call child_only(), which the parent never calls.
  * Once a second it prints "requests/s=N" (calls of work in the parent), as the other
  * targets print their throughput. A rarely hit function, tick(), is called each second. */
@@ -97,6 +97,7 @@ static double now(void)
 }
 
 static double forked_at[1 << 16];  /* by PID, modulo: when each child was forked */
+static const char *forked_how[1 << 16];  /* by PID, modulo: fork, vfork, exec or vexec */
 
 static void reap(int flags)
 {
@@ -107,8 +108,9 @@ static void reap(int flags)
             ok++;
         } else {
             bad++;
-            printf("child %d %s %d forked %.6f\n", pid, WIFSIGNALED(status) ? "signal" : "status",
-                   WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), forked_at[pid & 0xffff]);
+            printf("child %d %s %d forked %.6f by %s\n", pid, WIFSIGNALED(status) ? "signal" : "status",
+                   WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), forked_at[pid & 0xffff],
+                   forked_how[pid & 0xffff]);
             fflush(stdout);
         }
     }
@@ -139,6 +141,7 @@ int main(int argc, char **argv)
             return 1;
         }
         forked_at[pid & 0xffff] = at;
+        forked_how[pid & 0xffff] = m;
         forked++;
         work(i);
         reap(WNOHANG);

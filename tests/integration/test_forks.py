@@ -89,7 +89,7 @@ def test_zero_stop_reads_of_a_forking_target(start_target: Callable[..., Target]
     assert_no_child_harmed(target)
 
 
-_BAD_CHILD = re.compile(r"^child \d+ (signal|status) \d+ forked ([\d.]+)$")
+_BAD_CHILD = re.compile(r"^child \d+ (signal|status) \d+ forked ([\d.]+)( by \w+)?$")
 KILL_WINDOW_S = (0.05, 0.02)
 """Children forked this long before / after the worker's death may copy an int3 that no one
 can take out in time: the guardian puts the bytes back about 1 ms after the kill

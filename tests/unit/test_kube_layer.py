@@ -45,10 +45,17 @@ def test_the_remote_sampler_is_stopped_cleanly_when_kubectl_goes() -> None:
 
 
 def test_the_remote_sampler_that_ends_by_itself_ends_the_wrapper() -> None:
+    # kubectl's stream stays open (a closed one means the user left: the wrapper then sends
+    # SIGTERM, which could reach the stand-in before its own exit)
     script = manifests.remote_command([])[2]
-    proc = subprocess.run(["/bin/sh", "-c", script, "sampler", "/bin/sh", "-c", "exit 3"], stdin=subprocess.PIPE,
-                          timeout=10)
-    assert proc.returncode == 3
+    proc = subprocess.Popen(["/bin/sh", "-c", script, "sampler", "/bin/sh", "-c", "exit 3"], stdin=subprocess.PIPE)
+    try:
+        assert proc.wait(timeout=10) == 3
+    finally:
+        proc.kill()
+        proc.wait()
+        assert proc.stdin is not None
+        proc.stdin.close()
 
 
 def test_rows_come_back_over_the_stream_and_the_entrypoint_is_the_default_target() -> None:

@@ -92,7 +92,7 @@ $(VENV)/.installed: pyproject.toml | system-deps
 
 targets: targets/bin/ringbuf-go targets/bin/ringbuf-go-stripped targets/bin/httpd-go targets/bin/httpd-go-stripped targets/bin/ringbuf-c targets/bin/ringbuf-c-O0 targets/bin/ringbuf-lib \
 	targets/bin/libplugin.so targets/bin/ringbuf-cpp targets/bin/ringbuf-rust targets/bin/ringbuf-c-exported \
-	targets/bin/forker targets/bin/callers targets/bin/spawner-go
+	targets/bin/forker targets/bin/callers targets/bin/spawner-go targets/bin/jailed targets/bin/jailed-nodebug
 
 targets/bin/ringbuf-go: targets/ringbuf-go/main.go targets/ringbuf-go/go.mod | system-deps
 	mkdir -p targets/bin
@@ -153,6 +153,13 @@ targets/bin/ringbuf-c-exported: targets/ringbuf-c/ringbuf.c | system-deps
 	strip --strip-all $@
 
 # a program that forks, vforks and execs children while it is sampled, and counts how they end
+targets/bin/jailed: targets/jailed/jailed.c | system-deps
+	mkdir -p targets/bin
+	$(CC) -O2 -g -Wl,--build-id=sha1 -o $@ $<
+
+targets/bin/jailed-nodebug: targets/bin/jailed
+	strip --strip-debug -o $@ $<
+
 targets/bin/forker: targets/forker/forker.c | system-deps
 	mkdir -p targets/bin
 	$(CC) -O2 -g -o $@ $<

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import sys
 
+from sampler.printable import printable
+
 
 def say(line: str) -> None:
     try:
-        print(f"sampler: {line}", file=sys.stderr, flush=True)
+        print(f"sampler: {printable(line)}", file=sys.stderr, flush=True)  # names the target chose, escaped
     except OSError:
         pass
 

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sampler.printable import printable
+
 Value = int | float | str | None
 
 FIXED_BEFORE = ("seq", "time", "elapsed_s", "pid", "thread")
@@ -52,11 +54,14 @@ def columns(names: Sequence[str]) -> list[str]:
 
 
 def format_value(value: Value) -> str:
-    """A value as every writer shows it: '' for none, floats exactly."""
+    """A value as every writer shows it: '' for none, floats exactly, text with its control
+    characters escaped (printable.py: the target chose it)."""
     if value is None:
         return ""
     if isinstance(value, float):
         return repr(value)
+    if isinstance(value, str):
+        return printable(value)
     return str(value)
 
 
@@ -73,7 +78,7 @@ def row(sample: Sample) -> list[str]:
         f"{r.pause_us:.0f}",
         f"{r.wait_us:.0f}",
         f"{sample.late_us:.0f}",
-        r.error,
+        printable(r.error),
     ]
 
 
@@ -89,7 +94,7 @@ def record(sample: Sample, header: Sequence[str]) -> dict[str, Any]:
         "pid": sample.pid,
         "thread": r.thread,
     }
-    result.update(zip(names, r.values))
+    result.update((name, printable(v) if isinstance(v, str) else v) for name, v in zip(names, r.values))
     result.update(pause_us=round(r.pause_us), wait_us=round(r.wait_us), late_us=round(sample.late_us),
-                  error=r.error)
+                  error=printable(r.error))
     return result

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from sampler.debuginfo import debuginfod
 from sampler.debuginfo.elffile import BadFile, ElfFile, crc32
 from sampler.errors import UsageError
+from sampler.target import files
 
 DEFAULT_DIRS = ("/usr/lib/debug",)
 
@@ -73,7 +74,7 @@ class DebugFinder:
             candidates = [f"{self.root}{directory}/{file_name}", f"{self.root}{directory}/.debug/{file_name}"]
             candidates += [f"{folder}{directory}/{file_name}" for folder in self.dirs]
             for candidate in candidates:
-                if not os.path.isfile(candidate) or _same_file(candidate, module.path):
+                if not files.is_file(candidate) or _same_file(candidate, module.path):
                     continue
                 try:
                     matches = crc32(candidate) == crc
@@ -131,7 +132,7 @@ class DebugFinder:
         return Source(copy, f"from {path} (--symbols)")
 
     def _open(self, path: str, notes: list[str], build_id: bytes | None) -> ElfFile | None:
-        if not os.path.isfile(path):
+        if not os.path.lexists(path):
             return None
         try:
             found = ElfFile(path)

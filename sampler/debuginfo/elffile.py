@@ -7,6 +7,7 @@ control, and it often runs as root): reading one never raises anything but BadFi
 from __future__ import annotations
 
 import functools
+import os
 import struct
 import zlib
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from elftools.elf.sections import NoteSection, SymbolTableSection
 
 from sampler.debuginfo.gopclntab import BadTable, PcLineTable
 from sampler.debuginfo.untrusted import converting
+from sampler.target import files
 
 
 class BadFile(Exception):
@@ -44,7 +46,7 @@ class ElfFile:
         """Where it was opened (may be under /proc/PID/root)."""
         self.shown_as = shown_as or path
         try:
-            self._file: BinaryIO = open(path, "rb")  # noqa: SIM115 (lives with the object)
+            self._file: BinaryIO = os.fdopen(files.open_file(path), "rb")  # inside the target's root
         except OSError as e:
             raise BadFile(e.strerror or str(e)) from None
         try:
@@ -198,9 +200,9 @@ def _read_symbols(table: bytes, strings: bytes, into: dict[str, Symbol]) -> None
 
 
 def crc32(path: str) -> int:
-    """The CRC-32 .gnu_debuglink records (zlib's)."""
+    """The CRC-32 .gnu_debuglink records (zlib's); OSError for what files.open_file refuses."""
     value = 0
-    with open(path, "rb") as f:
+    with os.fdopen(files.open_file(path), "rb") as f:
         while chunk := f.read(1 << 20):
             value = zlib.crc32(chunk, value)
     return value

@@ -6,18 +6,19 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
+from sampler.printable import printable
 from sampler.sample import Sample, format_value
 
 
 def format_line(sample: Sample, names: Sequence[str]) -> str:
     r = sample.reading
     parts = [f"#{sample.seq}"]
-    parts += [f"{n}={format_value(v)}" for n, v in zip(names, r.values) if v is not None]
+    parts += [f"{n}={printable(format_value(v))}" for n, v in zip(names, r.values) if v is not None]
     parts.append(f"pause={r.pause_us / 1000:.1f}ms")
     if sample.late_us >= 1000:
         parts.append(f"late={sample.late_us / 1000:.1f}ms")
     if r.error:
-        parts.append(f"error: {r.error}")
+        parts.append(f"error: {printable(r.error)}")
     return " ".join(parts)
 
 

@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
+from sampler.printable import printable
 from sampler.sample import Sample
 
 REFRESH_S = 0.25
@@ -122,7 +123,7 @@ def _cell(value: object) -> str:
     elif isinstance(value, float):
         text = str(int(value)) if value.is_integer() else f"{value:.6g}"
     else:
-        text = str(value)
+        text = printable(str(value))  # the target's text, never raw on the terminal
     return text if len(text) <= 12 else text[:11] + "…"
 
 

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,9 +23,10 @@ _THROUGHPUT = re.compile(r"^(?:reads/s=(\d+) writes/s=\d+|requests/s=(\d+))$")
 class Target:
     """A running target whose stdout is collected line by line in the background."""
 
-    def __init__(self, argv: list[str], env: dict[str, str] | None = None) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str] | None = None,
+                 preexec_fn: Callable[[], None] | None = None) -> None:
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True, env={**os.environ, **(env or {})})
+                                     text=True, env={**os.environ, **(env or {})}, preexec_fn=preexec_fn)
         self.pid = self.proc.pid
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)

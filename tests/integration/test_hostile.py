@@ -1,0 +1,165 @@
+"""A hostile target gets nothing: sampler, as root, reads only inside the target's root and
+never blocks on what the target arranged (issue 22).
+
+The target runs as a container's process does: in a mount namespace of its own whose root
+is a folder of the test's (pivot_root; the program, libc and the loader copied in). Its
+/proc/PID/maps then names files as the target sees them (/lib/...), /proc/PID/root is
+that folder, and every symlink and file in it is the target's to arrange."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from sampler.debuginfo.elffile import ElfFile
+from tests.integration.targets import BIN, Target, assert_csv_whole, sampler
+
+pytestmark = pytest.mark.usefixtures("built_targets")
+
+LIBRARIES = ("/lib/x86_64-linux-gnu/libc.so.6", "/lib64/ld-linux-x86-64.so.2")
+
+
+def attach(pid: int, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return sampler("attach", "--pid", str(pid), "--backend", "ptrace", "--quiet", *args, timeout=timeout)
+
+
+def jail(folder: Path, program: str) -> Path:
+    """A root with targets/bin/PROGRAM as /jailed, and what it needs to run."""
+    root = folder / "root"
+    for library in LIBRARIES:
+        copy = root / library.lstrip("/")
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(os.path.realpath(library), copy)
+    shutil.copy2(BIN / program, root / "jailed")
+    return root
+
+
+def by_build_id(root: Path) -> Path:
+    """Where gdb's rules (and sampler's) look for jailed's DWARF in the root, by build-id."""
+    with ElfFile(str(BIN / "jailed-nodebug")) as elf:
+        assert elf.build_id is not None
+        hexed = elf.build_id.hex()
+    path = root / "usr/lib/debug/.build-id" / hexed[:2] / f"{hexed[2:]}.debug"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+CLONE_NEWNS, MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH, SYS_PIVOT_ROOT = 0x20000, 0x1000, 0x4000, 0x40000, 2, 155
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        raise OSError(ctypes.get_errno(), f"{what}: {os.strerror(ctypes.get_errno())}")
+
+
+def _contained(root: Path) -> None:
+    """In the target's child, before exec: a mount namespace whose root is ``root``."""
+    _check(_libc.unshare(CLONE_NEWNS), "unshare")
+    _check(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "private /")
+    _check(_libc.mount(bytes(root), bytes(root), None, MS_BIND | MS_REC, None), "bind the root")
+    os.chdir(root)
+    _check(_libc.syscall(SYS_PIVOT_ROOT, b".", b"."), "pivot_root")
+    _check(_libc.umount2(b".", MNT_DETACH), "detach the old root")
+    os.chdir("/")
+
+
+def contained(root: Path) -> Target:
+    return Target(["/jailed"], preexec_fn=lambda: _contained(root))
+
+
+def in_its_namespace(pid: int, do: Callable[[], None]) -> None:
+    """Run ``do`` in the mount namespace (and root) of process ``pid``, in a child process."""
+    child = os.fork()
+    if child == 0:
+        code = 1
+        try:
+            fd = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY)
+            _check(_libc.setns(fd, CLONE_NEWNS), "setns")
+            os.chdir("/")
+            do()
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "could not act in the target's namespace"
+
+
+@pytest.fixture
+def jailed() -> Iterator[list[Target]]:
+    started: list[Target] = []
+    yield started
+    for target in started:
+        target.stop()
+
+
+@pytest.mark.parametrize("how", ["absolute", "relative"])
+def test_a_symlink_out_of_the_targets_root_is_not_followed(jailed: list[Target], tmp_path: Path, how: str) -> None:
+    # GIVEN a target without DWARF in its own root, whose build-id debug file is a symlink to
+    # a file outside that root, on the host: a copy of the program with its DWARF
+    root = jail(tmp_path, "jailed-nodebug")
+    outside = tmp_path / "outside" / "host-only.debug"
+    outside.parent.mkdir()
+    shutil.copy2(BIN / "jailed", outside)
+    link = by_build_id(root)
+    link.symlink_to(outside if how == "absolute" else Path("../" * 12 + str(outside).lstrip("/")))
+    assert link.resolve() == outside  # what a plain open() reads: the host's file
+    target = contained(root)
+    jailed.append(target)
+    assert any(line.endswith(" /jailed") for line in Path(f"/proc/{target.pid}/maps").read_text().splitlines())
+    # WHEN a global that needs the DWARF is sampled
+    result = attach(target.pid, "--expr", "counter", "--count", "1")
+    # THEN the host's file was not read: no debug info, one line
+    assert result.returncode != 0, result.stderr
+    assert "no debug info" in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    # AND the same file inside the root is found (the lookup works; only the way out is shut)
+    link.unlink()
+    shutil.copy2(BIN / "jailed", link)
+    out = tmp_path / "inside.csv"
+    result = attach(target.pid, "--expr", "counter", "--count", "2", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert all(int(row["counter"]) > 0 for row in assert_csv_whole(out))
+    target.assert_untouched()
+
+
+def test_a_fifo_where_a_library_was_does_not_block_attach(jailed: list[Target], tmp_path: Path) -> None:
+    # GIVEN a target whose libc, once loaded, has a FIFO bind-mounted over its path (what a
+    # target that controls its root can arrange): open() of that path would wait for a writer
+    root = jail(tmp_path, "jailed")
+    os.mkfifo(root / "fifo")
+    target = contained(root)
+    jailed.append(target)
+    in_its_namespace(target.pid, lambda: _check(_libc.mount(b"/fifo", LIBRARIES[0].encode(), None, MS_BIND, None),
+                                                  "bind the FIFO"))
+    assert Path(f"/proc/{target.pid}/root{LIBRARIES[0]}").is_fifo()
+    # WHEN it is sampled at a libc function
+    out = tmp_path / "rows.csv"
+    result = attach(target.pid, "--at", "libc:usleep", "--expr", "counter", "--count", "2",
+                    "--out", str(out), timeout=30)
+    # THEN sampler reads libc through the mapping itself, and samples
+    assert result.returncode == 0, result.stderr
+    assert len(assert_csv_whole(out)) == 2
+    target.assert_untouched()
+
+
+def test_text_from_the_target_reaches_no_terminal_raw(jailed: list[Target], tmp_path: Path) -> None:
+    # GIVEN a target whose `banner` holds escape sequences (retitle, bell, clear screen)
+    target = Target([str(BIN / "jailed")])
+    jailed.append(target)
+    out = tmp_path / "rows.csv"
+    # WHEN it is sampled with the console lines on and a CSV file
+    result = sampler("attach", "--pid", str(target.pid), "--backend", "ptrace", "--expr", "banner=(char *)banner",
+                     "--count", "2", "--out", str(out))
+    # THEN the console and the file show the text escaped, one cell, no control byte
+    assert result.returncode == 0, result.stderr
+    assert "\x1b" not in result.stderr and "\x07" not in result.stderr, result.stderr
+    assert "banner=\\x1b]0;PWNED\\x07\\x1b[2Jowned" in result.stderr, result.stderr
+    assert "\x1b" not in out.read_text()
+    assert [row["banner"] for row in assert_csv_whole(out)] == ["\\x1b]0;PWNED\\x07\\x1b[2Jowned"] * 2
+    target.assert_untouched()

@@ -4,6 +4,7 @@ object per sample, numbers as numbers); each row written whole and at once."""
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
 import os
@@ -18,7 +19,8 @@ from sampler.sample import Sample, columns, record, row
 class CsvWriter:
     """Rows go out whole or not at all: each row is one write, and when a write fails
     (disk full) the file is cut back to the last whole row before the error is raised.
-    A file removed while sampler runs is created anew, with the header, and said once.
+    A file removed while sampler runs is created anew (exclusively: never a file or link
+    someone else put there), with the header, and said once.
 
     The file is opened (so a bad --out is refused) before anything touches the target,
     but left as it was until sampling starts: a run that never starts leaves an existing
@@ -58,10 +60,23 @@ class CsvWriter:
         self._emit(self._encode(sample))
 
     def _open(self, truncate: bool) -> int:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_TRUNC if truncate else 0)
+        """The file at --out, never through a symlink planted there: a new one is created
+        exclusively (O_EXCL), with the umask's mode; an existing one is opened without
+        following a link (only /dev/... and /proc/self/fd/... may be links: /dev/stdout)."""
+        system = self.path.startswith(("/dev/", "/proc/self/fd/"))
+        nofollow = 0 if system else os.O_NOFOLLOW
         try:
-            return os.open(self.path, flags, 0o644)
+            if truncate or not os.path.lexists(self.path):
+                return os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | nofollow, 0o666)
+            return os.open(self.path, os.O_WRONLY | os.O_CLOEXEC | nofollow)
         except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise OutputError(f"--out {self.path} is a symbolic link: sampler does not write through one",
+                                  "give the path of the file itself") from None
+            if e.errno == errno.EEXIST:
+                raise OutputError(f"--out {self.path} was made again by someone else while sampling: sampler does "
+                                  "not write into a file it did not create", "keep --out in a folder only you can "
+                                  "write") from None
             raise OutputError(f"cannot write --out {self.path}: {e.strerror}") from None
 
     def _removed(self) -> bool:

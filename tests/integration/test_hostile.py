@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from sampler.debuginfo.elffile import ElfFile
-from tests.integration.targets import BIN, Target, assert_csv_whole, sampler
+from tests.integration.targets import BIN, Target, assert_csv_whole, finish, sampler, start_sampler, wait_for_rows
 
 pytestmark = pytest.mark.usefixtures("built_targets")
 
@@ -162,4 +162,35 @@ def test_text_from_the_target_reaches_no_terminal_raw(jailed: list[Target], tmp_
     assert "banner=\\x1b]0;PWNED\\x07\\x1b[2Jowned" in result.stderr, result.stderr
     assert "\x1b" not in out.read_text()
     assert [row["banner"] for row in assert_csv_whole(out)] == ["\\x1b]0;PWNED\\x07\\x1b[2Jowned"] * 2
+    target.assert_untouched()
+
+
+def test_out_is_never_written_through_a_link_someone_planted(jailed: list[Target], tmp_path: Path) -> None:
+    # GIVEN root's --out in a folder every user can write (no sticky bit), and a root-only file
+    target = Target([str(BIN / "jailed")])
+    jailed.append(target)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    secret = tmp_path / "root-only"
+    secret.write_text("root's own\n")
+    secret.chmod(0o600)
+    out = shared / "rows.csv"
+    # WHEN another user put a symlink there before the run
+    out.symlink_to(secret)
+    result = attach(target.pid, "--expr", "counter", "--count", "1", "--out", str(out))
+    # THEN it is refused in one line and nothing is written through it
+    assert result.returncode == 2 and "is a symbolic link" in result.stderr, result.stderr
+    assert secret.read_text() == "root's own\n"
+    out.unlink()
+    # WHEN the file is replaced by such a link while sampler writes it
+    proc = start_sampler("attach", "--pid", str(target.pid), "--backend", "ptrace", "--quiet", "--expr", "counter",
+                         "--rate", "20", "--duration", "20s", "--out", str(out))
+    wait_for_rows(out, proc, 2)
+    out.unlink()
+    out.symlink_to(secret)
+    _, stderr = finish(proc)
+    # THEN sampler stops writing with one line, and the root-only file is untouched
+    assert proc.returncode != 0 and "made again by someone else" in stderr, stderr
+    assert secret.read_text() == "root's own\n"
     target.assert_untouched()

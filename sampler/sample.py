@@ -62,6 +62,8 @@ def format_value(value: Value) -> str:
         return repr(value)
     if isinstance(value, str):
         return printable(value)
+    if isinstance(value, int) and value.bit_length() > 4096:  # past Python's int-to-text limit
+        return hex(value)
     return str(value)
 
 

@@ -205,10 +205,10 @@ class Modules:
         path = procfs.exe_path(pid)
         try:
             program = ElfFile(f"/proc/{pid}/exe", shown_as=path)
-        except BadFile:
+        except BadFile as e:
             if not os.path.exists(f"/proc/{pid}"):
                 raise ProcessNotFound(f"no process with PID {pid}") from None
-            raise UnsupportedTarget(f"process {pid} does not run an ELF program") from None
+            raise UnsupportedTarget(f"process {pid} runs a program sampler does not read as ELF ({e})") from None
         self._mapped: dict[str, Module] = {}
         self._skipped: set[str] = set()
         try:

@@ -22,6 +22,10 @@ def is_interface(t: Type | None) -> bool:
     return isinstance(t, Struct) and t.name in GO_INTERFACES
 
 
+MAX_BASES = 64
+"""How deep a chain of C++ base classes is followed (real ones are a few deep)."""
+
+
 @dataclass
 class Type:
     name: str
@@ -52,14 +56,16 @@ class Struct(Type):
     bases: list[Member] = field(default_factory=list)
     """C++ base classes (DW_TAG_inheritance): their fields are this struct's too."""
 
-    def member(self, name: str) -> tuple[int, Member] | None:
-        """A field by name, searched in the bases too: (offset of its base, member)."""
+    def member(self, name: str, _seen: frozenset[int] = frozenset()) -> tuple[int, Member] | None:
+        """A field by name, searched in the bases too: (offset of its base, member). A base
+        met again (hostile DWARF can make a class inherit from itself) is not searched twice."""
         found = self.members.get(name)
         if found is not None:
             return 0, found
+        seen = _seen | {id(self)}
         for base in self.bases:
-            if isinstance(base.type, Struct):
-                inner = base.type.member(name)
+            if isinstance(base.type, Struct) and id(base.type) not in seen and len(seen) < MAX_BASES:
+                inner = base.type.member(name, seen)
                 if inner is not None:
                     return base.offset + inner[0], inner[1]
         return None

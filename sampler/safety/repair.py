@@ -106,16 +106,18 @@ def restore_code(pid: int) -> int:
     restored = 0
     try:
         exe = procfs.exe_path(pid)
-        with open(f"/proc/{pid}/exe", "rb") as f:  # the file even in another mount namespace
-            binary = f.read()
-        with open(f"/proc/{pid}/mem", "r+b", buffering=0) as mem:
+        # the file even in another mount namespace; only what is mapped is read (a program
+        # file may claim a sparse tail of many GB)
+        with open(f"/proc/{pid}/exe", "rb") as f, open(f"/proc/{pid}/mem", "r+b", buffering=0) as mem:
             for mapping in procfs.maps(pid):
                 if not mapping.executable or mapping.path != exe:
                     continue
                 mem.seek(mapping.start)
                 code = mem.read(mapping.end - mapping.start)
+                f.seek(mapping.offset)
+                binary = f.read(len(code))
                 for index, byte in enumerate(code):
-                    original = binary[mapping.offset + index:mapping.offset + index + 1]
+                    original = binary[index:index + 1]
                     if byte == INT3 and original and original[0] != INT3:
                         mem.seek(mapping.start + index)
                         mem.write(original)

@@ -47,10 +47,10 @@ def inspect(pid: int) -> TargetProcess:
             names = elf.section_names()
         finally:
             elf.close()
-    except BadFile:
+    except BadFile as e:
         if not procfs.is_running(pid):
             raise ProcessNotFound(f"no process with PID {pid}") from None
-        raise UnsupportedTarget(f"process {pid} does not run an ELF program") from None
+        raise UnsupportedTarget(f"process {pid} runs a program sampler does not read as ELF ({e})") from None
     return TargetProcess(
         pid=pid,
         exe=path,

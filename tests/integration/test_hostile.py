@@ -194,3 +194,20 @@ def test_out_is_never_written_through_a_link_someone_planted(jailed: list[Target
     assert proc.returncode != 0 and "made again by someone else" in stderr, stderr
     assert secret.read_text() == "root's own\n"
     target.assert_untouched()
+
+
+def test_a_program_file_with_a_huge_sparse_tail_costs_nothing(jailed: list[Target], tmp_path: Path) -> None:
+    # GIVEN a copy of the program that claims 40 GB (a sparse tail: no disk used)
+    program = tmp_path / "jailed-huge"
+    shutil.copy2(BIN / "jailed", program)
+    os.truncate(program, 40 << 30)
+    target = Target([str(program)])
+    jailed.append(target)
+    # WHEN sampler is pointed at it, and asked to repair its code from the file
+    attached = attach(target.pid, "--expr", "counter", "--count", "1", timeout=30)
+    repaired = sampler("repair", "--pid", str(target.pid), "--code-from-file", timeout=30)
+    # THEN attach refuses the file in one line, and repair reads only what is mapped
+    assert attached.returncode not in (0, 70) and "over sampler's limit" in attached.stderr, attached.stderr
+    assert len(attached.stderr.strip().splitlines()) == 1, attached.stderr
+    assert repaired.returncode == 0 and "0 int3 byte(s) put back" in repaired.stderr, repaired.stderr
+    target.assert_untouched()

@@ -433,3 +433,25 @@ def test_a_damaged_go_table_is_bad_table_only(how: str) -> None:
         table = PcLineTable(bytes(data), text_start=0x401000)
         table.functions()
         table.line_address("main.go", 53, same_file)
+
+
+# -- hostile type graphs -------------------------------------------------------------
+
+def test_a_class_that_inherits_from_itself_is_searched_once() -> None:
+    from sampler.debuginfo.types import Member
+
+    loop = Struct("loop", 8, {"x": Member("x", 0, Scalar("int", 4))})
+    loop.bases.append(Member("", 0, loop))
+    other = Struct("other", 8)
+    other.bases.append(Member("", 0, other))
+    other.bases.append(Member("", 4, loop))
+    assert loop.member("x") == (0, loop.members["x"])
+    assert loop.member("nothing") is None
+    assert other.member("x") == (4, loop.members["x"])
+
+
+def test_a_number_too_wide_to_print_is_printed_in_hex() -> None:
+    from sampler.sample import format_value
+
+    huge = 1 << (4096 * 8 - 1)
+    assert format_value(huge) == hex(huge)

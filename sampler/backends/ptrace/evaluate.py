@@ -290,6 +290,8 @@ class Evaluator:
         if isinstance(t, (Struct, Array)) or t.size == 0:
             raise ExpressionError(f"{t.name} is not a number: pick a field or an element")
         size = t.size
+        if size > MAX_NUMBER:  # hostile DWARF: a 4096-byte "int"
+            raise SampleError(f"{t.name} is a {size}-byte number: at most {MAX_NUMBER} bytes are read as one")
         raw = self._bytes(obj, 0, size)
         if isinstance(t, Scalar) and t.kind == "float":
             if len(raw) not in _FLOAT_FORMATS:
@@ -390,6 +392,8 @@ class TextPointer(Pointer):
     """``(char *)EXPR``: a pointer that reads as the string it points to."""
 
 
+MAX_NUMBER = 16
+"""The widest number read (__int128)."""
 MAX_C_STRING = 256
 """Bytes read of a NUL-terminated string."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -293,8 +294,21 @@ def _run(config: SessionConfig, common: dict[str, Any], how: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: run the CLI and turn every failure into one line and an exit code."""
+    _more_files()
     return _exit_code(lambda: cli.main(args=list(argv) if argv is not None else None, prog_name="sampler",
                                        standalone_mode=False))
+
+
+def _more_files() -> None:
+    """As many open files as the hard limit allows (up to 65,536): a target that maps
+    thousands of files must not run sampler out of descriptors (ulimit -n 1024 is common)."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        wanted = hard if hard != resource.RLIM_INFINITY else 65536
+        if soft < min(wanted, 65536):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(wanted, 65536), hard))
+    except (OSError, ValueError):
+        pass  # as it was
 
 
 def _exit_code(call: Callable[[], object]) -> int:

@@ -78,7 +78,8 @@ class DebugFinder:
                     continue
                 try:
                     matches = crc32(candidate) == crc
-                except OSError:
+                except OSError as e:
+                    notes.append(f"ignored {_shown(candidate, self.root)}: {e.strerror or e}")
                     continue
                 if not matches:
                     notes.append(f"ignored {_shown(candidate, self.root)}: its CRC does not match "

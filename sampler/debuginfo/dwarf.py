@@ -53,6 +53,34 @@ _guarded = converting(Malformed, keep=(OptimizedOut,))
 bytes becomes Malformed, one clear message."""
 
 
+MAX_SECTION = 2 << 30
+"""The largest DWARF section sampler reads (2 GiB, compressed ones by what they unpack to):
+pyelftools holds each whole in memory. A 10 MB Go service's .debug_info is 2 MB, a 30 MB one's 9 MB."""
+
+
+def check_sections(elf: ELFFile) -> None:
+    """Malformed when a debug section claims more than its file holds or than MAX_SECTION
+    (a hostile sh_size of 3 GiB on a sparse file took 6.3 GB of memory)."""
+    stream = elf.stream
+    end = stream.seek(0, 2)
+    for section in elf.iter_sections():
+        name = section.name
+        if not name.startswith((".debug_", ".zdebug_", ".eh_frame")) or section["sh_type"] == "SHT_NOBITS":
+            continue
+        size, offset = section["sh_size"], section["sh_offset"]
+        if offset + size > end:
+            raise Malformed(f"{name} claims {size} bytes at {offset:#x}, past the end of its file ({end} bytes)")
+        unpacked = size
+        if section["sh_flags"] & 0x800:  # SHF_COMPRESSED: Elf64_Chdr, its ch_size the unpacked size
+            stream.seek(offset + 8)
+            unpacked = int.from_bytes(stream.read(8), "little")
+        elif name.startswith(".zdebug_"):  # "ZLIB" and the size, big-endian
+            stream.seek(offset + 4)
+            unpacked = int.from_bytes(stream.read(8), "big")
+        if unpacked > MAX_SECTION:
+            raise Malformed(f"{name} is {unpacked >> 20} MiB unpacked, over sampler's limit of {MAX_SECTION >> 20} MiB")
+
+
 class Debug:
     """The DWARF of one module, read lazily: a function is found through the address
     ranges of its compilation unit, and only the units a name or address needs are parsed
@@ -62,6 +90,7 @@ class Debug:
         """``bias``: where the module is loaded in the process, less its file addresses
         (0 for a fixed-address executable); added to static addresses (DW_OP_addr).
         ``cfi_elf``: the loaded file, whose .eh_frame a separate debug file lacks."""
+        check_sections(elf)  # before pyelftools reads every debug section whole
         self.info: DWARFInfo = elf.get_dwarf_info()
         eh_frame = elf.get_section_by_name(".eh_frame")
         own = eh_frame is not None and eh_frame["sh_type"] != "SHT_NOBITS"

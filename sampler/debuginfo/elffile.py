@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import os
 import struct
+import time
 import zlib
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -199,10 +200,18 @@ def _read_symbols(table: bytes, strings: bytes, into: dict[str, Symbol]) -> None
             into[text] = Symbol(value, size, kind == _STT_FUNC, info >> 4 != 0)
 
 
-def crc32(path: str) -> int:
-    """The CRC-32 .gnu_debuglink records (zlib's); OSError for what files.open_file refuses."""
+CRC_SECONDS = 5.0
+"""How long the CRC of one .gnu_debuglink candidate may take (a 1 GB debug file: under 1 s)."""
+
+
+def crc32(path: str, seconds: float = CRC_SECONDS) -> int:
+    """The CRC-32 .gnu_debuglink records (zlib's); OSError for what files.open_file refuses
+    and TimeoutError past ``seconds`` (a hostile debuglink can name a huge file)."""
     value = 0
+    deadline = time.monotonic() + seconds
     with os.fdopen(files.open_file(path), "rb") as f:
         while chunk := f.read(1 << 20):
             value = zlib.crc32(chunk, value)
+            if time.monotonic() > deadline:
+                raise TimeoutError(0, f"its CRC took over {seconds:g} s")
     return value

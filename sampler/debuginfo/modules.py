@@ -6,6 +6,7 @@ gdb calls these objfiles, Delve images.
 from __future__ import annotations
 
 import bisect
+import errno
 import os
 import posixpath
 
@@ -262,18 +263,23 @@ class Modules:
 
     def _open(self, path: str, mapping: procfs.Mapping) -> Module | None:
         file = None
+        problems: list[str] = []
         for candidate in (procfs.in_root(self.pid, path),
                           f"/proc/{self.pid}/map_files/{mapping.start:x}-{mapping.end:x}"):
             try:
                 opened = ElfFile(candidate, shown_as=path)
-            except BadFile:
+            except BadFile as e:
+                problems.append(str(e))
                 continue
             if os.fstat(opened.fileno()).st_ino == mapping.inode:
                 file = opened
                 break
             opened.close()
         if file is None:
-            if path.endswith(" (deleted)") or os.path.exists(procfs.in_root(self.pid, path)):
+            if any(os.strerror(errno.EMFILE) in problem for problem in problems):
+                self.finder.warn(f"{posixpath.basename(path)}: not read, sampler has too many files open "
+                                 "(raise ulimit -n); its symbols are not used")
+            elif path.endswith(" (deleted)") or os.path.exists(procfs.in_root(self.pid, path)):
                 self.finder.warn(f"{posixpath.basename(path)}: the file on disk is not the one loaded "
                                  "(replaced or deleted since); its symbols are not used")
             return None

@@ -101,10 +101,12 @@ def node_command(pod_json: dict[str, object], container: str | None, args: list[
 @cli.command()
 @click.option("--image", default=manifests.IMAGE, show_default=True)
 @click.option("--namespace", default=manifests.NAMESPACE, show_default=True)
+@click.option("--all-nodes", is_flag=True, help="Control-plane nodes too (by default worker nodes only).")
 @click.option("--dry-run", is_flag=True, help="Print the manifests instead of applying them.")
-def install(image: str, namespace: str, dry_run: bool) -> int:
-    """Apply the node agent: its namespace, RBAC and DaemonSet (hostPID, only SYS_PTRACE)."""
-    text = yaml.dump(manifests.node_agent(namespace, image))
+def install(image: str, namespace: str, all_nodes: bool, dry_run: bool) -> int:
+    """Apply the node agent: its namespace, RBAC and DaemonSet (hostPID, only SYS_PTRACE,
+    RuntimeDefault seccomp, read-only root; worker nodes only unless --all-nodes)."""
+    text = yaml.dump(manifests.node_agent(namespace, image, all_nodes))
     if dry_run:
         click.echo(text, nl=False)
     else:
@@ -131,13 +133,14 @@ def manifest() -> None:
 @click.option("--pod", "as_pod", metavar="NAME", help="One pod of the agent instead of the DaemonSet and RBAC.")
 @click.option("--volume", "volumes", multiple=True, metavar="HOST:PATH", help="A host folder to mount (--pod).")
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of YAML.")
+@click.option("--all-nodes", is_flag=True, help="Control-plane nodes too (by default worker nodes only).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def manifest_agent(image: str, namespace: str, as_pod: str | None, volumes: Sequence[str], as_json: bool,
-                   command: Sequence[str]) -> int:
+                   all_nodes: bool, command: Sequence[str]) -> int:
     """The node agent (kubectl sampler install applies it); with --pod, one pod of it
     running COMMAND."""
     docs = [manifests.agent_pod(as_pod, image, list(command) or None, _volumes(volumes))] if as_pod else \
-        manifests.node_agent(namespace, image)
+        manifests.node_agent(namespace, image, all_nodes)
     _print(docs, as_json)
     return 0
 

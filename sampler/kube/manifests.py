@@ -44,10 +44,12 @@ def debug_command(pod: str, namespace: str | None, container: str | None, image:
     return [*argv, "--", *remote_command(sampler_args)]
 
 
-def node_agent(namespace: str = NAMESPACE, image: str = IMAGE) -> list[Manifest]:
+def node_agent(namespace: str = NAMESPACE, image: str = IMAGE, all_nodes: bool = False) -> list[Manifest]:
     """towel's way, least privilege: hostPID to see every container's processes, only
-    SYS_PTRACE, no privileged mode; its own namespace; exec into it only for those bound to
-    the role (`kubectl create rolebinding ... --role=sampler-exec --user=NAME`)."""
+    SYS_PTRACE, no privileged mode, the runtime's default seccomp profile, a read-only root
+    file system; its own namespace; exec into it only for those bound to the role
+    (`kubectl create rolebinding ... --role=sampler-exec --user=NAME`). Worker nodes only,
+    unless ``all_nodes`` (control-plane nodes too: every taint tolerated)."""
     labels = {"app": AGENT}
     return [
         {"apiVersion": "v1", "kind": "Namespace",
@@ -61,23 +63,37 @@ def node_agent(namespace: str = NAMESPACE, image: str = IMAGE) -> list[Manifest]
         {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": AGENT, "namespace": namespace},
          "spec": {"selector": {"matchLabels": labels},
                   "template": {"metadata": {"labels": labels},
-                               "spec": agent_pod_spec(image)}}},
+                               "spec": agent_pod_spec(image, all_nodes)}}},
     ]
 
 
-def agent_pod_spec(image: str = IMAGE) -> Manifest:
-    return {
+CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
+WRITABLE = {"/run/sampler": "journal", "/tmp": "tmp"}
+"""What the agent writes (the journal of patched bytes, --out files), on emptyDir volumes
+under its read-only root."""
+
+
+def agent_pod_spec(image: str = IMAGE, all_nodes: bool = False) -> Manifest:
+    spec: Manifest = {
         "hostPID": True,
         "serviceAccountName": AGENT,
         "automountServiceAccountToken": False,
-        "tolerations": [{"operator": "Exists"}],
         "containers": [{
             "name": "sampler", "image": image, "imagePullPolicy": "IfNotPresent",
             "command": ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"],
-            "securityContext": dict(ONLY_PTRACE),
+            "securityContext": {**ONLY_PTRACE, "readOnlyRootFilesystem": True,
+                                "seccompProfile": {"type": "RuntimeDefault"}},
             "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "512Mi"}},
+            "volumeMounts": [{"name": name, "mountPath": path} for path, name in WRITABLE.items()],
         }],
+        "volumes": [{"name": name, "emptyDir": {}} for name in WRITABLE.values()],
     }
+    if all_nodes:
+        spec["tolerations"] = [{"operator": "Exists"}]
+    else:  # not on control-plane nodes: they hold the cluster's keys
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": CONTROL_PLANE, "operator": "DoesNotExist"}]}]}}}
+    return spec
 
 
 def agent_pod(name: str, image: str = IMAGE, command: list[str] | None = None,

@@ -455,3 +455,24 @@ def test_a_number_too_wide_to_print_is_printed_in_hex() -> None:
 
     huge = 1 << (4096 * 8 - 1)
     assert format_value(huge) == hex(huge)
+
+
+def test_a_go_table_whose_functions_share_one_long_pc_table_is_cut_off() -> None:
+    from sampler.debuginfo import gopclntab
+
+    runs = [(1, 10 + i % 7) for i in range(60_000)]  # 60,000 one-byte runs of lines
+    functions = [(f"main.f{i}", 0x100000 * i, 0x100000 * i + 60_000, "/src/main.go", [(60_000, 0)], runs)
+                 for i in range(40)]  # each its own table here; the budget counts them all
+    table = PcLineTable(go_table(functions), text_start=0x401000)
+    with pytest.raises(BadTable, match="pc-table entries"):
+        table.line_address("main.go", 99, same_file)
+    assert gopclntab.MAX_RUNS < 40 * 2 * 60_000
+
+
+def test_a_debug_section_that_claims_more_than_its_file_is_malformed() -> None:
+    raw = bytearray((DATA / "tiny-O0").read_bytes())
+    elf = ELFFile(io.BytesIO(bytes(raw)))
+    index = next(i for i, section in enumerate(elf.iter_sections()) if section.name == ".debug_str")
+    struct.pack_into("<Q", raw, elf["e_shoff"] + index * elf["e_shentsize"] + 32, 3 << 30)  # sh_size: 3 GiB
+    with pytest.raises(Malformed, match="past the end of its file"):
+        Debug(ELFFile(io.BytesIO(bytes(raw))), 0)

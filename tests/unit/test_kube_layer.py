@@ -74,9 +74,22 @@ def test_the_node_agent_is_least_privilege() -> None:
     container = spec["containers"][0]
     assert spec["hostPID"] is True and container["image"] == "reg/sampler:1"
     assert container["securityContext"] == {"capabilities": {"drop": ["ALL"], "add": ["SYS_PTRACE"]},
-                                            "privileged": False, "allowPrivilegeEscalation": False}
+                                            "privileged": False, "allowPrivilegeEscalation": False,
+                                            "readOnlyRootFilesystem": True,
+                                            "seccompProfile": {"type": "RuntimeDefault"}}
     assert docs[2]["rules"][1] == {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]}
     assert spec["automountServiceAccountToken"] is False
+    # what it writes goes to emptyDir volumes, under a read-only root
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    assert mounts == {"/run/sampler": "journal", "/tmp": "tmp"}
+    assert spec["volumes"] == [{"name": "journal", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}]
+    # worker nodes only: no toleration of every taint, and control-plane nodes excluded
+    assert "tolerations" not in spec
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": "node-role.kubernetes.io/control-plane",
+                                            "operator": "DoesNotExist"}]}]
+    everywhere = manifests.node_agent("sampler-system", "reg/sampler:1", all_nodes=True)[3]["spec"]["template"]["spec"]
+    assert everywhere["tolerations"] == [{"operator": "Exists"}] and "affinity" not in everywhere
 
 
 def test_the_shared_pod_without_ptrace_drops_every_capability() -> None:

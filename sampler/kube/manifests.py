@@ -68,9 +68,10 @@ def node_agent(namespace: str = NAMESPACE, image: str = IMAGE, all_nodes: bool =
 
 
 CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
-WRITABLE = {"/run/sampler": "journal", "/tmp": "tmp"}
-"""What the agent writes (the journal of patched bytes, --out files), on emptyDir volumes
-under its read-only root."""
+WRITABLE = {"/run": "run", "/tmp": "tmp"}
+"""What the agent writes (the journal of patched bytes in /run/sampler, --out files), on
+emptyDir volumes under its read-only root. /run, not /run/sampler: an emptyDir is writable
+by all (mode 0777), and sampler trusts a journal folder only when it made it, mode 0700."""
 
 
 def agent_pod_spec(image: str = IMAGE, all_nodes: bool = False) -> Manifest:

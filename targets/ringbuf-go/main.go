@@ -28,6 +28,10 @@ type Ring struct {
 
 var ring *Ring
 
+// banner holds what Delve's terminal prints as its prompt, after a newline: for the
+// test that no value can fake a prompt or a column.
+var banner = "a\n(dlv) n=b"
+
 // Write appends v, or reports false when the ring is full.
 //
 //go:noinline
@@ -88,6 +92,9 @@ func main() {
 	ring.events <- 1
 	ring.events <- 2
 	ring.events <- 3
+	if os.Getenv("RINGBUF_BANNER") != "" {
+		fmt.Println(banner)
+	}
 	var reads, writes uint64
 
 	go func() {

@@ -211,3 +211,18 @@ def test_a_program_file_with_a_huge_sparse_tail_costs_nothing(jailed: list[Targe
     assert len(attached.stderr.strip().splitlines()) == 1, attached.stderr
     assert repaired.returncode == 0 and "0 int3 byte(s) put back" in repaired.stderr, repaired.stderr
     target.assert_untouched()
+
+
+@pytest.mark.parametrize("backend", ["delve", "delve-rpc"])
+def test_a_value_cannot_fake_delves_prompt_or_a_column(go_target: Target, tmp_path: Path, backend: str) -> None:
+    # GIVEN a Go program whose main.banner is "a\n(dlv) n=b": what Delve's terminal prints as its prompt
+    out = tmp_path / "rows.csv"
+    # WHEN it is read with another column after it
+    result = sampler("attach", "--pid", str(go_target.pid), "--backend", backend, "--quiet", "--expr", "main.banner",
+                     "--expr", "w=main.ring.w", "--count", "3", "--out", str(out), timeout=60)
+    # THEN every row has the whole string (its newline escaped) and the next column's number
+    assert result.returncode == 0, result.stderr
+    rows = assert_csv_whole(out)
+    assert [row["main.banner"] for row in rows] == ["a\\n(dlv) n=b"] * 3, rows
+    assert all(row["error"] == "" and int(row["w"]) > 0 for row in rows), rows
+    go_target.assert_untouched()

@@ -36,6 +36,12 @@ def podman(*args: str, check: bool = True, timeout: float = 120) -> subprocess.C
     return subprocess.run([*PODMAN, *args], capture_output=True, text=True, check=check, timeout=timeout)
 
 
+def remove(*names: str) -> None:
+    """Each container by itself: podman rm of several stops at the first that does not exist."""
+    for name in names:
+        podman("rm", "-f", "--time", "0", name, check=False)
+
+
 def kubectl_sampler(*args: str) -> str:
     result = subprocess.run([sys.executable, "-c", "from sampler.kube.cli import entry; entry()", *args],
                             capture_output=True, text=True, timeout=60, cwd=ROOT)
@@ -154,7 +160,7 @@ def test_without_sys_ptrace_one_line_names_the_capability(image: str, out: Path,
 def test_the_node_agent_finds_a_target_of_another_container_by_its_id(image: str, out: Path) -> None:
     # GIVEN the C target in a container of its own
     name, agent = "kt-node-target", "kt-node-agent"
-    podman("rm", "-f", name, agent, check=False)
+    remove(name, agent)
     podman("run", "-d", "--name", name, "-v", f"{BIN}:/targets", BASE, "/targets/ringbuf-c")
     try:
         identifier = podman("inspect", name, "--format", "{{.Id}}").stdout.strip()
@@ -167,12 +173,16 @@ def test_the_node_agent_finds_a_target_of_another_container_by_its_id(image: str
         spec = pod["spec"]
         [container] = spec["containers"]
         assert spec["hostPID"] is True
-        capabilities = container["securityContext"]["capabilities"]
+        security = container["securityContext"]
+        capabilities = security["capabilities"]
+        assert security["seccompProfile"] == {"type": "RuntimeDefault"}  # podman's default profile is on
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        mounts = [(volumes[m["name"]], m["mountPath"]) for m in container["volumeMounts"]]
         flags = ["--pid=host" if spec["hostPID"] else "--pid=private",
                  *(f"--cap-drop={c}" for c in capabilities["drop"]), *(f"--cap-add={c}" for c in capabilities["add"]),
-                 "--security-opt=no-new-privileges",
-                 *(f"-v={v['hostPath']['path']}:{m['mountPath']}" for v, m in
-                   zip(spec["volumes"], container["volumeMounts"]))]
+                 "--security-opt=no-new-privileges", *(["--read-only"] if security["readOnlyRootFilesystem"] else []),
+                 *(f"-v={v['hostPath']['path']}:{path}" if "hostPath" in v else f"--tmpfs={path}"
+                   for v, path in mounts)]
         podman("run", "--name", agent, *flags, "--entrypoint", container["command"][0], container["image"],
                *container["command"][1:], check=False, timeout=120)
         # THEN it sampled that container's program, through the host's PIDs
@@ -183,4 +193,4 @@ def test_the_node_agent_finds_a_target_of_another_container_by_its_id(image: str
         assert all(0 <= int(r["delta"]) <= CAPACITY for r in rows)
         target.assert_untouched()
     finally:
-        podman("rm", "-f", name, agent, check=False)
+        remove(name, agent)

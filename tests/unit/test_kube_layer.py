@@ -81,8 +81,8 @@ def test_the_node_agent_is_least_privilege() -> None:
     assert spec["automountServiceAccountToken"] is False
     # what it writes goes to emptyDir volumes, under a read-only root
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
-    assert mounts == {"/run/sampler": "journal", "/tmp": "tmp"}
-    assert spec["volumes"] == [{"name": "journal", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}]
+    assert mounts == {"/run": "run", "/tmp": "tmp"}
+    assert spec["volumes"] == [{"name": "run", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}]
     # worker nodes only: no toleration of every taint, and control-plane nodes excluded
     assert "tolerations" not in spec
     terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]

@@ -25,6 +25,10 @@ from sampler.sample import Value
 from sampler.target import permission
 
 PROMPT = r"\(dlv\) "
+AT_PROMPT = r"(?:^|\n)\(dlv\) "
+"""Delve's prompt where it really is: first in what dlv printed, or at the start of a line.
+dlv prints a string value quoted, its newlines as \\n, so a value holding "(dlv) " (the
+target chose it) never starts a line and cannot end a command's output early."""
 KILL_QUESTION = r"Would you like to kill the process\? \[Y/n\]"
 NAME_HINT = ("check the names: at a breakpoint, dlv's 'args' and 'locals' list what is there; "
              "globals are package-qualified (main.ring)")

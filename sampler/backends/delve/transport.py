@@ -57,7 +57,7 @@ class DelveTerminal:
         if log:  # a transcript of everything dlv printed, for debugging and for tests
             child.logfile_read = open(log, "a", encoding="utf-8")  # noqa: SIM115 (lives with dlv)
         self._child = child
-        index = child.expect([parse.PROMPT, pexpect.EOF, pexpect.TIMEOUT])
+        index = child.expect([parse.AT_PROMPT, pexpect.EOF, pexpect.TIMEOUT])
         if index != 0:
             text = child.before or ""
             self.left = index == 1  # dlv gave up and exited: it left nothing in the target
@@ -78,7 +78,7 @@ class DelveTerminal:
         child = self._require()
         # pexpect gives up before reading anything when the timeout is 0
         timeout = max(timeout, POLL_FLOOR_S)
-        index = child.expect([parse.PROMPT, pexpect.EOF, pexpect.TIMEOUT], timeout=timeout)
+        index = child.expect([parse.AT_PROMPT, pexpect.EOF, pexpect.TIMEOUT], timeout=timeout)
         if index == 2:
             return None
         text = parse.clean(child.before or "")

@@ -10,7 +10,8 @@ The folder is /run/sampler for root, else $XDG_RUNTIME_DIR/sampler or
 first by anyone, so the journal trusts a folder only when it belongs to the user and
 no one else may write to it, and a file only when it belongs to the user, is a
 regular file, and is opened without following a link. Anything else is refused with
-JournalError and left untouched.
+JournalError and left untouched; in place of an untrusted /tmp/sampler-UID, sampler
+makes a private folder of its own (/tmp/sampler-UID-XXXXXXXX) and says so.
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from __future__ import annotations
 import json
 import os
 import stat
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from sampler import notice
 from sampler.errors import JournalError, ProcessNotFound, UntrustedJournal
 from sampler.target import procfs
 
@@ -54,9 +57,49 @@ def folder_fd(create: bool) -> int | None:
     """A descriptor of the journal folder, once it is known to be the user's own.
 
     None when it does not exist and ``create`` is false. JournalError when it is not
-    to be trusted (another owner, writable by group or others, a link) or cannot be made.
+    to be trusted (another owner, writable by group or others, a link) or cannot be made;
+    except /tmp/sampler-UID, which anyone can make first: then a private folder
+    /tmp/sampler-UID-XXXXXXXX (made by sampler, mode 0700, found again by the next run)
+    takes its place, and the untrusted one is left untouched.
     """
     folder = journal_dir()
+    try:
+        return _open_trusted(folder, create)
+    except UntrustedJournal as e:
+        if folder != _shared_tmp():
+            raise
+        fallback = _private_folder(create)
+        if fallback is not None:
+            notice.say(f"{e.message}; using sampler's private folder {fallback} instead")
+            return _open_trusted(fallback, create=False)
+        return None
+
+
+def _shared_tmp() -> Path:
+    return Path(f"/tmp/sampler-{os.geteuid()}")
+
+
+def _private_folder(create: bool) -> Path | None:
+    """The user's own /tmp/sampler-UID-* (the first by name), made when ``create``."""
+    prefix = f"sampler-{os.geteuid()}-"
+    for name in sorted(os.listdir("/tmp")):
+        if name.startswith(prefix):
+            try:
+                fd = _open_trusted(Path("/tmp") / name, create=False)
+            except JournalError:
+                continue  # someone else's, or not a folder: not ours
+            if fd is not None:
+                os.close(fd)
+                return Path("/tmp") / name
+    if not create:
+        return None
+    try:
+        return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))  # mode 0700, never an existing name
+    except OSError as e:
+        raise JournalError(f"cannot create a private journal folder in /tmp: {e.strerror}") from None
+
+
+def _open_trusted(folder: Path, create: bool) -> int | None:
     if create:
         try:
             folder.mkdir(mode=0o700, parents=True, exist_ok=True)

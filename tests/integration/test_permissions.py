@@ -116,7 +116,7 @@ def test_a_journal_folder_someone_else_made_is_never_trusted(start_target: Calla
     user = ["setpriv", "--reuid=54321", "--regid=54321", "--clear-groups"]
     target = start_target(*user, str(BIN / "ringbuf-go"), binary=False)
     folder = Path("/tmp/sampler-54321")
-    subprocess.run(["rm", "-rf", str(folder)], check=True)
+    subprocess.run(["rm", "-rf", str(folder), *map(str, Path("/tmp").glob("sampler-54321-*"))], check=True)
     folder.mkdir()
     try:
         os.chown(folder, 4242, 4242)
@@ -130,16 +130,20 @@ def test_a_journal_folder_someone_else_made_is_never_trusted(start_target: Calla
         entry.write_text(f'{{"pid": {target.pid}, "start_time": {procfs.start_time(target.pid)}, '
                          f'"patches": {{"{address:#x}": 65}}}}')
         os.chown(entry, 4242, 4242)
-        # WHEN the user runs sampler repair, and an attach (which repairs first)
-        line = one_line_error(sampler_as(user, "repair", "--pid", str(target.pid)))
-        attach = one_line_error(sampler_as(user, "attach", "--backend", "ptrace", "--pid", str(target.pid),
-                                           "--expr", "main.ring.w", "--count", "1", "--out", "-"))
-        # THEN both refuse with one line, and the code is untouched
-        for said in (line, attach):
-            assert "the journal folder /tmp/sampler-54321 belongs to uid 4242" in said, said
-            assert "does not trust it" in said and "SAMPLER_JOURNAL_DIR" in said
-        assert entry.exists()
+        # WHEN the user runs sampler repair, then a breakpoint attach (which repairs first and journals)
+        repaired = sampler_as(user, "repair", "--pid", str(target.pid))
+        attached = sampler_as(user, "attach", "--backend", "ptrace", "--pid", str(target.pid), "--quiet",
+                              "--at", "main.(*Ring).Read", "--expr", "b.w", "--count", "2", "--out", "-")
+        # THEN nothing in that folder is used: repair finds nothing, the attach journals in a private
+        # folder sampler made (0700, the user's), and says so once; the planted entry and the code are untouched
+        assert repaired.returncode == 0 and "nothing to repair" in repaired.stderr, repaired.stderr
+        assert attached.returncode == 0, attached.stderr
+        said = [line for line in attached.stderr.splitlines() if "journal folder" in line]
+        assert len(said) == 1 and "belongs to uid 4242" in said[0] and "private folder /tmp/sampler-54321-" in said[0]
+        [private] = Path("/tmp").glob("sampler-54321-*")
+        assert private.stat().st_uid == 54321 and private.stat().st_mode & 0o777 == 0o700
+        assert entry.exists() and entry.read_text().endswith("65}}")
         assert_text_matches_file(target)
         target.assert_untouched()
     finally:
-        subprocess.run(["rm", "-rf", str(folder)], check=True)
+        subprocess.run(["rm", "-rf", str(folder), *map(str, Path("/tmp").glob("sampler-54321-*"))], check=True)

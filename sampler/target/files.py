@@ -24,6 +24,9 @@ MAX_FILE = 16 << 30
 any real debug file (a large Go service's is under 1 GiB), far below what a sparse file can
 claim."""
 
+MIN_FILE = 64
+"""An ELF header alone is 64 bytes."""
+
 _IN_ROOT = re.compile(r"^/proc/(\d+)/root(/.*)$")
 
 
@@ -85,6 +88,8 @@ def _reopen(handle: int, path: str) -> int:
     info = os.fstat(handle)
     if not stat.S_ISREG(info.st_mode):
         raise Refused(0, f"{path} is not a regular file")
+    if info.st_size < MIN_FILE:  # /proc and /sys files say 0 (reading /proc/kmsg eats the kernel's log)
+        raise Refused(0, f"{path} is {info.st_size} bytes: too small for an ELF file")
     if info.st_size > MAX_FILE:
         raise Refused(0, f"{path} is {info.st_size >> 30} GiB, over sampler's limit of {MAX_FILE >> 30} GiB")
     return os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)

@@ -9,16 +9,32 @@ that folder, and every symlink and file in it is the target's to arrange."""
 from __future__ import annotations
 
 import ctypes
+import io
 import os
+import random
 import shutil
+import struct
 import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from elftools.elf.elffile import ELFFile
 
 from sampler.debuginfo.elffile import ElfFile
-from tests.integration.targets import BIN, Target, assert_csv_whole, finish, sampler, start_sampler, wait_for_rows
+from tests.integration.targets import (
+    BIN,
+    ROOT,
+    SAMPLER_ENV,
+    Target,
+    assert_csv_whole,
+    finish,
+    sampler,
+    start_sampler,
+    wait_for_rows,
+)
 
 pytestmark = pytest.mark.usefixtures("built_targets")
 
@@ -226,3 +242,103 @@ def test_a_value_cannot_fake_delves_prompt_or_a_column(go_target: Target, tmp_pa
     assert [row["main.banner"] for row in rows] == ["a\\n(dlv) n=b"] * 3, rows
     assert all(row["error"] == "" and int(row["w"]) > 0 for row in rows), rows
     go_target.assert_untouched()
+
+
+# -- a corpus of crafted debug files: every one answers within 10 s and 300 MB, never exit 70
+
+LIMIT_S, LIMIT_MB = 10.0, 300
+
+
+def _section(elf: ELFFile, name: str) -> tuple[int, int, int]:
+    """(index, file offset, size) of a section."""
+    for index, section in enumerate(elf.iter_sections()):
+        if section.name == name:
+            return index, section["sh_offset"], section["sh_size"]
+    raise AssertionError(f"no {name}")
+
+
+def _craft(name: str, folder: Path) -> Path:
+    """A debug file for jailed-nodebug (its build-id), damaged as ``name`` says."""
+    source = BIN / "jailed"
+    raw = bytearray(source.read_bytes())
+    elf = ELFFile(io.BytesIO(bytes(raw)))
+    header = elf["e_shoff"]
+    path = folder / name.replace("/", "_")
+    if name == "debug_str claims 3 GiB":
+        index, _, _ = _section(elf, ".debug_str")
+        struct.pack_into("<Q", raw, header + index * 64 + 32, 3 << 30)
+    elif name == "debug_info cut in half":
+        index, _, size = _section(elf, ".debug_info")
+        struct.pack_into("<Q", raw, header + index * 64 + 32, size // 2)
+    elif name.startswith("debug_info bytes flipped"):
+        _, offset, size = _section(elf, ".debug_info")
+        rng = random.Random(int(name.rsplit(" ", 1)[1]))
+        for _ in range(12):
+            raw[offset + rng.randrange(11, size)] ^= 1 << rng.randrange(8)
+    elif name == "abbreviations elsewhere":
+        _, offset, _ = _section(elf, ".debug_info")
+        struct.pack_into("<I", raw, offset + 8, 0x7FFFFFF0)  # DWARF 5 unit header: debug_abbrev_offset
+    elif name == "a 255-byte long int":
+        info = elf.get_dwarf_info()
+        _, offset, _ = _section(elf, ".debug_info")
+        die = next(d for cu in info.iter_CUs() for d in cu.iter_DIEs()
+                   if d.tag == "DW_TAG_base_type" and d.attributes["DW_AT_name"].value == b"long int")
+        raw[offset + die.attributes["DW_AT_byte_size"].offset] = 255
+    elif name == "a 20 GB sparse file":
+        path.write_bytes(raw)
+        os.truncate(path, 20 << 30)
+        return path
+    elif name == "a FIFO":
+        os.mkfifo(path)
+        return path
+    elif name == "a link to a /proc file":
+        path.symlink_to("/proc/kmsg" if os.path.exists("/proc/kmsg") else "/proc/version")  # size 0
+        return path
+    path.write_bytes(raw)
+    return path
+
+
+CORPUS = ["debug_str claims 3 GiB", "debug_info cut in half", "abbreviations elsewhere", "a 255-byte long int",
+          "a 20 GB sparse file", "a FIFO", "a link to a /proc file",
+          *(f"debug_info bytes flipped {seed}" for seed in range(6))]
+
+
+@pytest.mark.parametrize("case", CORPUS)
+def test_a_crafted_debug_file_gets_an_answer_in_bounded_time_and_memory(jailed: list[Target], tmp_path: Path,
+                                                                        case: str) -> None:
+    # GIVEN a target without DWARF, and --debug-dir holding a damaged debug file for its build-id
+    target = Target([str(BIN / "jailed-nodebug")])
+    jailed.append(target)
+    debug_dir = tmp_path / "debug"
+    with ElfFile(str(BIN / "jailed-nodebug")) as elf:
+        assert elf.build_id is not None
+        hexed = elf.build_id.hex()
+    folder = debug_dir / ".build-id" / hexed[:2]
+    folder.mkdir(parents=True)
+    crafted = _craft(case, tmp_path)
+    (folder / f"{hexed[2:]}.debug").symlink_to(crafted)
+    # WHEN a global that needs its DWARF is read
+    started = time.monotonic()
+    with open(tmp_path / "stderr", "w+") as errors:
+        proc = subprocess.Popen([sys.executable, "-m", "sampler", "attach", "--pid", str(target.pid), "--backend",
+                                 "ptrace", "--quiet", "--debug-dir", str(debug_dir), "--expr", "counter",
+                                 "--count", "1", "--out", str(tmp_path / "rows.csv")],
+                                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=errors, env=SAMPLER_ENV)
+        while True:  # wait4: the peak RSS of sampler and of every process of its that ended before it
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() - started > 60:
+                proc.kill()
+            time.sleep(0.02)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        seconds = time.monotonic() - started
+        errors.seek(0)
+        stderr = errors.read()
+    print(f"corpus: {case}: exit {proc.returncode}, {seconds:.2f} s, {usage.ru_maxrss / 1024:.0f} MB")
+    # THEN an answer (a row, or one line) within the bounds, and never an internal error
+    assert proc.returncode in (0, 1, 2), (case, proc.returncode, stderr)
+    assert proc.returncode == 0 or len(stderr.strip().splitlines()) == 1, (case, stderr)
+    assert seconds < LIMIT_S, (case, seconds)
+    assert usage.ru_maxrss / 1024 < LIMIT_MB, (case, usage.ru_maxrss)
+    target.assert_untouched()

@@ -16,6 +16,9 @@ import select
 class StopFlag:
     """``set`` is safe in a signal handler; ``wait`` returns as soon as it is called."""
 
+    _fds: tuple[int, ...] = ()
+    """Nothing to close when the pipe could not be made (EMFILE): no traceback from __del__."""
+
     def __init__(self) -> None:
         self._set = False
         self._read, self._write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -43,7 +46,10 @@ class StopFlag:
     def close(self) -> None:
         fds, self._fds = self._fds, ()
         for fd in fds:
-            os.close(fd)
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     def __del__(self) -> None:
         self.close()

@@ -10,7 +10,8 @@ flag and writes a byte to a pipe that ``wait`` selects on.
 from __future__ import annotations
 
 import os
-import select
+
+from sampler import waits
 
 
 class StopFlag:
@@ -38,7 +39,7 @@ class StopFlag:
         """Sleep up to ``timeout`` seconds or until set; True when set."""
         if not self._set and timeout > 0:
             try:
-                select.select([self._read], [], [], timeout)
+                waits.readable([self._read], timeout)
             except (OSError, ValueError):
                 pass  # closed
         return self._set

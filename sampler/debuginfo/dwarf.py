@@ -8,6 +8,7 @@ the load bias. Built once, before anything in the target is stopped.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ from elftools.elf.elffile import ELFFile
 from sampler.debuginfo.cfi import CallFrames
 from sampler.debuginfo.dies import Malformed, children, covers, file_names, name_of, origin, same_file
 from sampler.debuginfo.dwarfscan import CannotScan, top_level, top_level_offsets
+from sampler.debuginfo.elffile import MAX_SECTION
 from sampler.debuginfo.locations import REGISTERS, Frame, Location, OptimizedOut, as_address, entry_at, execute
 from sampler.debuginfo.types import Type, TypeReader
 from sampler.debuginfo.untrusted import converting
@@ -53,32 +55,43 @@ _guarded = converting(Malformed, keep=(OptimizedOut,))
 bytes becomes Malformed, one clear message."""
 
 
-MAX_SECTION = 2 << 30
-"""The largest DWARF section sampler reads (2 GiB, compressed ones by what they unpack to):
-pyelftools holds each whole in memory. A 10 MB Go service's .debug_info is 2 MB, a 30 MB one's 9 MB."""
 
 
 def check_sections(elf: ELFFile) -> None:
-    """Malformed when a debug section claims more than its file holds or than MAX_SECTION
-    (a hostile sh_size of 3 GiB on a sparse file took 6.3 GB of memory)."""
+    """Malformed when a section claims more than its file holds or than MAX_SECTION, or a
+    compressed debug section unpacks to more than it says (a zlib bomb): before pyelftools
+    reads (and unpacks) every debug section whole. A hostile sh_size of 3 GiB on a sparse
+    file took 6.3 GB of memory."""
     stream = elf.stream
     end = stream.seek(0, 2)
     for section in elf.iter_sections():
         name = section.name
-        if not name.startswith((".debug_", ".zdebug_", ".eh_frame")) or section["sh_type"] == "SHT_NOBITS":
+        if section["sh_type"] in ("SHT_NOBITS", "SHT_NULL"):
             continue
         size, offset = section["sh_size"], section["sh_offset"]
         if offset + size > end:
             raise Malformed(f"{name} claims {size} bytes at {offset:#x}, past the end of its file ({end} bytes)")
-        unpacked = size
-        if section["sh_flags"] & 0x800:  # SHF_COMPRESSED: Elf64_Chdr, its ch_size the unpacked size
+        if size > MAX_SECTION:
+            raise Malformed(f"{name} is {size >> 20} MiB, over sampler's limit of {MAX_SECTION >> 20} MiB")
+        if not name.startswith((".debug_", ".zdebug_")):
+            continue
+        if section["sh_flags"] & 0x800:  # SHF_COMPRESSED: Elf64_Chdr (24 bytes), ch_size the unpacked size
             stream.seek(offset + 8)
-            unpacked = int.from_bytes(stream.read(8), "little")
-        elif name.startswith(".zdebug_"):  # "ZLIB" and the size, big-endian
+            claimed, start = int.from_bytes(stream.read(8), "little"), 24
+        elif name.startswith(".zdebug_"):  # "ZLIB" and the unpacked size, big-endian
             stream.seek(offset + 4)
-            unpacked = int.from_bytes(stream.read(8), "big")
-        if unpacked > MAX_SECTION:
-            raise Malformed(f"{name} is {unpacked >> 20} MiB unpacked, over sampler's limit of {MAX_SECTION >> 20} MiB")
+            claimed, start = int.from_bytes(stream.read(8), "big"), 12
+        else:
+            continue
+        if claimed > MAX_SECTION:
+            raise Malformed(f"{name} is {claimed >> 20} MiB unpacked, over sampler's limit of {MAX_SECTION >> 20} MiB")
+        stream.seek(offset + start)
+        try:
+            unpacked = len(zlib.decompressobj().decompress(stream.read(size - start), claimed + 1))
+        except zlib.error as e:
+            raise Malformed(f"{name} cannot be unpacked ({e})") from None
+        if unpacked > claimed:
+            raise Malformed(f"{name} unpacks to more than the {claimed} bytes it says (a zlib bomb?)")
 
 
 class Debug:

@@ -21,6 +21,9 @@ from sampler.debuginfo.gopclntab import BadTable, PcLineTable
 from sampler.debuginfo.untrusted import converting
 from sampler.target import files
 
+MAX_SECTION = 2 << 30
+"""The largest section sampler reads (2 GiB): pyelftools holds each whole in memory."""
+
 
 class BadFile(Exception):
     """Not an ELF file, or one that cannot be read."""
@@ -61,7 +64,12 @@ class ElfFile:
     @_guarded
     def _open(self) -> ELFFile:
         elf = ELFFile(self._file)
-        elf.num_sections()
+        end = self._file.seek(0, 2)
+        for section in elf.iter_sections():  # what a section claims is checked before any is read
+            if section["sh_type"] not in ("SHT_NOBITS", "SHT_NULL") and \
+                    (section["sh_offset"] + section["sh_size"] > end or section["sh_size"] > MAX_SECTION):
+                raise BadFile(f"its section {section.name} claims {section['sh_size']} bytes at "
+                              f"{section['sh_offset']:#x}, past its end or over {MAX_SECTION >> 20} MiB")
         return elf
 
     def close(self) -> None:

@@ -56,18 +56,21 @@ class Struct(Type):
     bases: list[Member] = field(default_factory=list)
     """C++ base classes (DW_TAG_inheritance): their fields are this struct's too."""
 
-    def member(self, name: str, _seen: frozenset[int] = frozenset()) -> tuple[int, Member] | None:
-        """A field by name, searched in the bases too: (offset of its base, member). A base
-        met again (hostile DWARF can make a class inherit from itself) is not searched twice."""
-        found = self.members.get(name)
-        if found is not None:
-            return 0, found
-        seen = _seen | {id(self)}
-        for base in self.bases:
-            if isinstance(base.type, Struct) and id(base.type) not in seen and len(seen) < MAX_BASES:
-                inner = base.type.member(name, seen)
-                if inner is not None:
-                    return base.offset + inner[0], inner[1]
+    def member(self, name: str) -> tuple[int, Member] | None:
+        """A field by name, searched in the bases too: (offset of its base, member). Each
+        base class is searched once however often it recurs (hostile DWARF can make a class
+        inherit from itself, or each level list the next twice), and MAX_BASES at most."""
+        seen: set[int] = set()
+        todo: list[tuple[int, Struct]] = [(0, self)]
+        while todo:
+            offset, struct = todo.pop(0)
+            found = struct.members.get(name)
+            if found is not None:
+                return offset, found
+            for base in struct.bases:
+                if isinstance(base.type, Struct) and id(base.type) not in seen and len(seen) < MAX_BASES:
+                    seen.add(id(base.type))
+                    todo.append((offset + base.offset, base.type))
         return None
 
 

@@ -8,6 +8,7 @@ import errno
 import io
 import json
 import os
+import re
 import stat
 import sys
 from collections.abc import Sequence
@@ -52,7 +53,8 @@ class CsvWriter:
 
     def write(self, sample: Sample) -> None:
         if self._own and self._removed():
-            self._fd = self._open(truncate=True)
+            old, self._fd = self._fd, self._open(truncate=True)
+            os.close(old)
             self._good = 0
             self._emit_header()
             print(f"sampler: --out {self.path} was removed while sampling: writing a new one from sample "
@@ -60,24 +62,40 @@ class CsvWriter:
         self._emit(self._encode(sample))
 
     def _open(self, truncate: bool) -> int:
-        """The file at --out, never through a symlink planted there: a new one is created
-        exclusively (O_EXCL), with the umask's mode; an existing one is opened without
-        following a link (only /dev/... and /proc/self/fd/... may be links: /dev/stdout)."""
-        system = self.path.startswith(("/dev/", "/proc/self/fd/"))
-        nofollow = 0 if system else os.O_NOFOLLOW
+        """The file at --out, never through a link or into a file someone else planted: a new
+        one is created exclusively (O_EXCL) with the umask's mode; an existing one is opened
+        with O_CREAT (so the kernel's protected_regular and protected_fifos apply in sticky
+        folders), without following a link, and kept only when it is the user's own (or a
+        character device such as /dev/null). Links: only /dev/stdout, /dev/stderr, /dev/fd/N
+        and /proc/self/fd/N. A FIFO without a reader is refused, never waited for."""
+        link_ok = self.path in ("/dev/stdout", "/dev/stderr") or \
+            re.fullmatch(r"/dev/fd/\d+|/proc/self/fd/\d+", self.path) is not None
+        flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK | (0 if link_ok else os.O_NOFOLLOW)
         try:
             if truncate or not os.path.lexists(self.path):
-                return os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | nofollow, 0o666)
-            return os.open(self.path, os.O_WRONLY | os.O_CLOEXEC | nofollow)
+                fd = os.open(self.path, flags | os.O_EXCL, 0o666)
+            else:
+                fd = os.open(self.path, flags, 0o666)
+            os.set_blocking(fd, True)
         except OSError as e:
             if e.errno == errno.ELOOP:
                 raise OutputError(f"--out {self.path} is a symbolic link: sampler does not write through one",
                                   "give the path of the file itself") from None
             if e.errno == errno.EEXIST:
-                raise OutputError(f"--out {self.path} was made again by someone else while sampling: sampler does "
-                                  "not write into a file it did not create", "keep --out in a folder only you can "
-                                  "write") from None
+                made = "again by someone else while sampling" if truncate else "by someone else just now"
+                raise (OutputLost if truncate else OutputError)(
+                    f"--out {self.path} was made {made}: sampler does not write into a file it did not create",
+                    "keep --out in a folder only you can write") from None
+            if e.errno == errno.ENXIO:
+                raise OutputError(f"--out {self.path} is a FIFO that no one reads", "start its reader first") from None
             raise OutputError(f"cannot write --out {self.path}: {e.strerror}") from None
+        info = os.fstat(fd)
+        if not stat.S_ISCHR(info.st_mode) and info.st_uid != os.geteuid() and not link_ok:
+            os.close(fd)
+            raise OutputError(f"--out {self.path} belongs to uid {info.st_uid}, not to sampler's user "
+                              f"(uid {os.geteuid()}): sampler does not write into another's file",
+                              "remove it, or give a path of your own")
+        return fd
 
     def _removed(self) -> bool:
         try:

@@ -12,10 +12,10 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-import select
 import sys
 from collections.abc import Sequence
 
+from sampler import waits
 from sampler.errors import OutputError
 from sampler.sample import Sample
 
@@ -67,7 +67,7 @@ class MetricsWriter:
         os.close(ready_write)
         os.set_blocking(self._write_end, False)
         try:
-            ready, _, _ = select.select([ready_read], [], [], READY_TIMEOUT_S)
+            ready = waits.readable([ready_read], READY_TIMEOUT_S)
             said = os.read(ready_read, 4096).decode(errors="replace").strip() if ready else "no answer"
         finally:
             os.close(ready_read)

@@ -24,10 +24,14 @@ MAX_FILE = 16 << 30
 any real debug file (a large Go service's is under 1 GiB), far below what a sparse file can
 claim."""
 
+SPARSE_FLOOR = 256 << 20
+"""A file larger than this that holds under an eighth of its size on disk is refused as
+sparse: a hostile file can claim GBs of zeros that cost nothing to make and much to read
+(a compressing file system keeps a binary above an eighth)."""
 MIN_FILE = 64
 """An ELF header alone is 64 bytes."""
 
-_IN_ROOT = re.compile(r"^/proc/(\d+)/root(/.*)$")
+_IN_ROOT = re.compile(r"/proc/(\d+)/root(/.*)", re.S)
 
 
 class _OpenHow(ctypes.Structure):
@@ -46,9 +50,11 @@ def open_file(path: str) -> int:
     """A read-only, close-on-exec descriptor of the regular file at ``path``: inside the
     target's root when ``path`` is /proc/PID/root/..., as given otherwise. OSError (Refused
     for what is not a readable regular file) when it cannot be."""
-    found = _IN_ROOT.match(path)
+    found = _IN_ROOT.fullmatch(path)  # re.S: a newline in a name the target chose must not slip past
     if found is not None:
         handle = _in_root(int(found.group(1)), found.group(2))
+    elif path.startswith("/proc/") and "/root/" in path:
+        raise Refused(0, f"{path!r} is not a path sampler opens")
     else:
         handle = os.open(path, os.O_PATH | os.O_CLOEXEC)
     try:
@@ -91,5 +97,9 @@ def _reopen(handle: int, path: str) -> int:
     if info.st_size < MIN_FILE:  # /proc and /sys files say 0 (reading /proc/kmsg eats the kernel's log)
         raise Refused(0, f"{path} is {info.st_size} bytes: too small for an ELF file")
     if info.st_size > MAX_FILE:
-        raise Refused(0, f"{path} is {info.st_size >> 30} GiB, over sampler's limit of {MAX_FILE >> 30} GiB")
+        raise Refused(0, f"{path} is {info.st_size / (1 << 30):.1f} GiB, over sampler's limit of "
+                         f"{MAX_FILE >> 30} GiB")
+    if info.st_size > SPARSE_FLOOR and info.st_blocks * 512 < info.st_size // 8:
+        raise Refused(0, f"{path} claims {info.st_size >> 20} MiB but holds {info.st_blocks >> 11} MiB on disk "
+                         "(a sparse file): not a program or debug file")
     return os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)

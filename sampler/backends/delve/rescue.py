@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import os
 import re
-import select
 import signal
 import time
 from collections.abc import Callable
 
+from sampler import waits
 from sampler.backends.delve import parse
 from sampler.backends.delve.leave import SETTLE_S, after_dlv_killed
 from sampler.backends.delve.rpc import DelveRpc, RpcError
@@ -53,7 +53,7 @@ class _Pty:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
-            ready, _, _ = select.select([self.fd], [], [], remaining)
+            ready = waits.readable([self.fd], remaining)
             if ready:
                 try:
                     chunk = os.read(self.fd, 65536)

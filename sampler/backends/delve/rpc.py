@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
 import signal
 import socket
 import subprocess
@@ -17,6 +16,7 @@ import tempfile
 import time
 from typing import IO, Any
 
+from sampler import waits
 from sampler.backends.cycle import CALL_TIMEOUT_S
 from sampler.backends.delve import parse
 from sampler.backends.delve.leave import after_dlv_killed
@@ -121,7 +121,7 @@ class DelveRpc:
     def _read(self, timeout: float) -> None:
         sock = self._require()
         try:
-            ready, _, _ = select.select([sock], [], [], timeout)
+            ready = waits.readable([sock.fileno()], timeout)
             if not ready:
                 return
             data = sock.recv(65536)

@@ -14,7 +14,6 @@ import contextlib
 import ctypes
 import errno
 import os
-import select
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -24,6 +23,7 @@ from typing import Any, TypeVar
 from ptrace.binding import func as ptrace_func  # type: ignore[import-untyped]
 from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
+from sampler import waits
 from sampler.backends.ptrace import calls
 from sampler.backends.ptrace.children import ChildReleaser, shares_memory
 from sampler.backends.ptrace.instructions import kind_of
@@ -733,7 +733,7 @@ class Tracer:
         kernel gave to another thread costs a slice, not the whole wait."""
         if timeout <= 0:
             return
-        ready, _, _ = select.select([self._wake_r, self._child_fd], [], [], min(timeout, SLEEP_SLICE_S))
+        ready = waits.readable([self._wake_r, self._child_fd], min(timeout, SLEEP_SLICE_S))
         for fd in ready:
             try:
                 while os.read(fd, 1024):

@@ -13,6 +13,7 @@ and the default /usr/lib/debug is looked up in the target's root, then on this h
 
 from __future__ import annotations
 
+import errno
 import os
 import posixpath
 from collections.abc import Callable
@@ -133,11 +134,11 @@ class DebugFinder:
         return Source(copy, f"from {path} (--symbols)")
 
     def _open(self, path: str, notes: list[str], build_id: bytes | None) -> ElfFile | None:
-        if not os.path.lexists(path):
-            return None
         try:
-            found = ElfFile(path)
+            found = ElfFile(path)  # resolved inside the target's root (target/files.py)
         except BadFile as e:
+            if str(e) in _ABSENT:
+                return None
             notes.append(f"ignored {_shown(path, self.root)}: not a readable ELF file ({e})")
             return None
         if build_id is not None and found.build_id not in (None, build_id):
@@ -148,6 +149,10 @@ class DebugFinder:
             return found
         found.close()
         return None
+
+
+_ABSENT = (os.strerror(errno.ENOENT), os.strerror(errno.ENOTDIR))
+"""What ElfFile says of a path with nothing there: not worth a note."""
 
 
 def _same_file(a: str, b: str) -> bool:

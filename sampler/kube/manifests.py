@@ -67,7 +67,8 @@ def node_agent(namespace: str = NAMESPACE, image: str = IMAGE, all_nodes: bool =
     ]
 
 
-CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
+CONTROL_PLANE = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
+"""The labels of control-plane nodes (the second before Kubernetes 1.24)."""
 WRITABLE = {"/run": "run", "/tmp": "tmp"}
 """What the agent writes (the journal of patched bytes in /run/sampler, --out files), on
 emptyDir volumes under its read-only root. /run, not /run/sampler: an emptyDir is writable
@@ -89,11 +90,11 @@ def agent_pod_spec(image: str = IMAGE, all_nodes: bool = False) -> Manifest:
         }],
         "volumes": [{"name": name, "emptyDir": {}} for name in WRITABLE.values()],
     }
-    if all_nodes:
-        spec["tolerations"] = [{"operator": "Exists"}]
-    else:  # not on control-plane nodes: they hold the cluster's keys
+    spec["tolerations"] = [{"operator": "Exists"}]  # tainted worker pools (GPU, dedicated) too
+    if not all_nodes:  # not on control-plane nodes: they hold the cluster's keys
         spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": [{"key": CONTROL_PLANE, "operator": "DoesNotExist"}]}]}}}
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": label, "operator": "DoesNotExist"}
+                                                        for label in CONTROL_PLANE]}]}}}
     return spec
 
 

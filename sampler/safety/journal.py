@@ -42,17 +42,6 @@ def journal_dir() -> Path:
     return Path(runtime) / "sampler" if runtime else Path(f"/tmp/sampler-{os.geteuid()}")
 
 
-@contextmanager
-def open_folder(create: bool) -> Iterator[int | None]:
-    """``folder_fd`` for a ``with`` block: the descriptor is closed on the way out."""
-    fd = folder_fd(create)
-    try:
-        yield fd
-    finally:
-        if fd is not None:
-            os.close(fd)
-
-
 def folder_fd(create: bool) -> int | None:
     """A descriptor of the journal folder, once it is known to be the user's own.
 
@@ -62,26 +51,59 @@ def folder_fd(create: bool) -> int | None:
     /tmp/sampler-UID-XXXXXXXX (made by sampler, mode 0700, found again by the next run)
     takes its place, and the untrusted one is left untouched.
     """
+    global _said
     folder = journal_dir()
     try:
         return _open_trusted(folder, create)
-    except UntrustedJournal as e:
+    except JournalError as e:  # another's folder, a link or a file where the folder should be
         if folder != _shared_tmp():
             raise
         fallback = _private_folder(create)
-        if fallback is not None:
+        if fallback is None:
+            return None
+        if not _said:
             notice.say(f"{e.message}; using sampler's private folder {fallback} instead")
-            return _open_trusted(fallback, create=False)
-        return None
+            _said = True
+        return _open_trusted(fallback, create=False)
+
+
+_said = False
+"""The fallback was said (once per run)."""
+
+
+@contextmanager
+def open_folders() -> Iterator[list[int]]:
+    """Every journal folder of the user's to read (for repair): the usual one when it is to be
+    trusted, and each private /tmp/sampler-UID-* of earlier runs; closed on the way out."""
+    fds: list[int] = []
+    shared = journal_dir() == _shared_tmp()
+    try:
+        try:
+            primary = _open_trusted(journal_dir(), create=False)
+        except JournalError:
+            if not shared:
+                raise
+            primary = None
+        if primary is not None:
+            fds.append(primary)
+        for folder in _private_folders() if shared else []:
+            fd = _open_trusted(folder, create=False)
+            if fd is not None:
+                fds.append(fd)
+        yield fds
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def _shared_tmp() -> Path:
     return Path(f"/tmp/sampler-{os.geteuid()}")
 
 
-def _private_folder(create: bool) -> Path | None:
-    """The user's own /tmp/sampler-UID-* (the first by name), made when ``create``."""
+def _private_folders() -> list[Path]:
+    """The user's own /tmp/sampler-UID-* folders, by name (others' are passed over)."""
     prefix = f"sampler-{os.geteuid()}-"
+    found = []
     for name in sorted(os.listdir("/tmp")):
         if name.startswith(prefix):
             try:
@@ -90,11 +112,17 @@ def _private_folder(create: bool) -> Path | None:
                 continue  # someone else's, or not a folder: not ours
             if fd is not None:
                 os.close(fd)
-                return Path("/tmp") / name
-    if not create:
-        return None
+                found.append(Path("/tmp") / name)
+    return found
+
+
+def _private_folder(create: bool) -> Path | None:
+    """The first of the user's private folders, made when none is there and ``create``."""
+    found = _private_folders()
+    if found or not create:
+        return found[0] if found else None
     try:
-        return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))  # mode 0700, never an existing name
+        return Path(tempfile.mkdtemp(prefix=f"sampler-{os.geteuid()}-", dir="/tmp"))  # 0700, a new name
     except OSError as e:
         raise JournalError(f"cannot create a private journal folder in /tmp: {e.strerror}") from None
 

@@ -38,36 +38,41 @@ def repair(pid: int | None = None, skip_traced: bool = False) -> list[Repair]:
     once in the result and removed: it never blocks a later attach. A folder or file
     that is not the user's own raises JournalError and nothing is touched.
     """
+    results: list[Repair] = []
+    with journal.open_folders() as folders:
+        for folder in folders:
+            results += _repair_folder(folder, pid, skip_traced)
+    return results
+
+
+def _repair_folder(folder: int, pid: int | None, skip_traced: bool) -> list[Repair]:
     results = []
-    with journal.open_folder(create=False) as folder:
-        if folder is None:
-            return []
-        for name in journal.entry_names(folder):
-            if pid is not None and not name.startswith(f"{pid}-"):
-                continue
-            try:
-                entry = journal.parse_entry(name, journal.read_entry(folder, name))
-            except UntrustedJournal:
-                raise
-            except JournalError as e:
-                journal.remove_entry(folder, name)
-                results.append(Repair(pid or 0, 0, f"{e.message}: entry removed", problem=True))
-                continue
-            if pid is not None and entry.pid != pid:
-                continue
-            if procfs.start_time(entry.pid) != entry.start_time:
-                journal.remove_entry(folder, name)
-                results.append(Repair(entry.pid, 0, "process gone or PID reused: entry dropped"))
-                continue
-            if skip_traced and procfs.traced(entry.pid):
-                results.append(Repair(entry.pid, 0, "traced right now (a sampler may own it): left alone"))
-                continue
-            restored, problem = put_back(entry.pid, entry.patches)
+    for name in journal.entry_names(folder):
+        if pid is not None and not name.startswith(f"{pid}-"):
+            continue
+        try:
+            entry = journal.parse_entry(name, journal.read_entry(folder, name))
+        except UntrustedJournal:
+            raise
+        except JournalError as e:
             journal.remove_entry(folder, name)
-            note = f"{restored} byte(s) restored"
-            if problem:
-                note += f"; {problem}: entry removed"
-            results.append(Repair(entry.pid, restored, note, problem=bool(problem)))
+            results.append(Repair(pid or 0, 0, f"{e.message}: entry removed", problem=True))
+            continue
+        if pid is not None and entry.pid != pid:
+            continue
+        if procfs.start_time(entry.pid) != entry.start_time:
+            journal.remove_entry(folder, name)
+            results.append(Repair(entry.pid, 0, "process gone or PID reused: entry dropped"))
+            continue
+        if skip_traced and procfs.traced(entry.pid):
+            results.append(Repair(entry.pid, 0, "traced right now (a sampler may own it): left alone"))
+            continue
+        restored, problem = put_back(entry.pid, entry.patches)
+        journal.remove_entry(folder, name)
+        note = f"{restored} byte(s) restored"
+        if problem:
+            note += f"; {problem}: entry removed"
+        results.append(Repair(entry.pid, restored, note, problem=bool(problem)))
     return results
 
 
@@ -98,6 +103,10 @@ def put_back_through(fd: int, patches: dict[int, int]) -> tuple[int, list[str]]:
     return restored, failed
 
 
+CHUNK = 1 << 20
+INT3_BYTE = bytes([INT3])
+
+
 def restore_code(pid: int) -> int:
     """Put back, from the program file, every int3 in the program's code that the file does not have.
 
@@ -112,16 +121,18 @@ def restore_code(pid: int) -> int:
             for mapping in procfs.maps(pid):
                 if not mapping.executable or mapping.path != exe:
                     continue
-                mem.seek(mapping.start)
-                code = mem.read(mapping.end - mapping.start)
-                f.seek(mapping.offset)
-                binary = f.read(len(code))
-                for index, byte in enumerate(code):
-                    original = binary[index:index + 1]
-                    if byte == INT3 and original and original[0] != INT3:
-                        mem.seek(mapping.start + index)
-                        mem.write(original)
-                        restored += 1
+                for start in range(mapping.start, mapping.end, CHUNK):  # a chunk at a time: bounded memory
+                    mem.seek(start)
+                    code = mem.read(min(CHUNK, mapping.end - start))
+                    f.seek(mapping.offset + start - mapping.start)
+                    binary = f.read(len(code))
+                    index = code.find(INT3_BYTE)
+                    while index >= 0:
+                        if index < len(binary) and binary[index] != INT3:
+                            mem.seek(start + index)
+                            mem.write(binary[index:index + 1])
+                            restored += 1
+                        index = code.find(INT3_BYTE, index + 1)
     except (OSError, SamplerError):
         pass  # gone, or not ours to write
     return restored

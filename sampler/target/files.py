@@ -77,10 +77,16 @@ def _in_root(pid: int, path: str) -> int:
     root = os.open(f"/proc/{pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         how = _OpenHow(os.O_PATH | os.O_CLOEXEC, 0, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
-        fd = _libc.syscall(SYS_OPENAT2, root, os.fsencode(path.lstrip("/") or "."), ctypes.byref(how),
-                           ctypes.sizeof(how))
+        for _ in range(8):  # EAGAIN: a rename or mount raced the lookup (RESOLVE_IN_ROOT's rule)
+            fd = _libc.syscall(SYS_OPENAT2, root, os.fsencode(path.lstrip("/") or "."), ctypes.byref(how),
+                               ctypes.sizeof(how))
+            if fd >= 0 or ctypes.get_errno() != 11:
+                break
         if fd < 0:
             errno = ctypes.get_errno()
+            if errno == 1:  # EPERM: a seccomp profile that does not know openat2
+                raise Refused(errno, "openat2 is not allowed here (a seccomp profile?): files in the target's "
+                                     "root are not read")
             if errno == 38:  # ENOSYS: a kernel before 5.6 (no openat2): nothing is read from a root
                 raise Refused(errno, "the kernel has no openat2: files in the target's root are not read")
             raise OSError(errno, os.strerror(errno))

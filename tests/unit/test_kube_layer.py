@@ -83,11 +83,12 @@ def test_the_node_agent_is_least_privilege() -> None:
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     assert mounts == {"/run": "run", "/tmp": "tmp"}
     assert spec["volumes"] == [{"name": "run", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}]
-    # worker nodes only: no toleration of every taint, and control-plane nodes excluded
-    assert "tolerations" not in spec
+    # worker nodes only, tainted pools included: control-plane nodes excluded by their labels
+    assert spec["tolerations"] == [{"operator": "Exists"}]
     terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert terms == [{"matchExpressions": [{"key": "node-role.kubernetes.io/control-plane",
-                                            "operator": "DoesNotExist"}]}]
+    assert terms == [{"matchExpressions": [
+        {"key": "node-role.kubernetes.io/control-plane", "operator": "DoesNotExist"},
+        {"key": "node-role.kubernetes.io/master", "operator": "DoesNotExist"}]}]
     everywhere = manifests.node_agent("sampler-system", "reg/sampler:1", all_nodes=True)[3]["spec"]["template"]["spec"]
     assert everywhere["tolerations"] == [{"operator": "Exists"}] and "affinity" not in everywhere
 

@@ -28,10 +28,6 @@ type Ring struct {
 
 var ring *Ring
 
-// banner holds what Delve's terminal prints as its prompt, after a newline: for the
-// test that no value can fake a prompt or a column.
-var banner = "a\n(dlv) n=b"
-
 // Write appends v, or reports false when the ring is full.
 //
 //go:noinline
@@ -136,3 +132,7 @@ func main() {
 		}
 	}
 }
+
+// banner holds what Delve's terminal prints as its prompt, after a newline: for the
+// test that no value can fake a prompt or a column.
+var banner = "a\n(dlv) n=b"

@@ -6,9 +6,9 @@ import ctypes
 import os
 from collections.abc import Callable
 
-from sampler.errors import DebuggerError, TargetExited
+from sampler.errors import DebuggerError, ProcessNotFound, TargetExited
 from sampler.target import permission
-from sampler.target.procfs import is_running
+from sampler.target.procfs import status
 
 LAST_ADDRESS = 1 << 63
 """/proc/PID/mem takes offsets below this (off_t); user space on x86-64 ends far lower."""
@@ -54,6 +54,7 @@ class Memory:
         except OSError:
             data = b""
         if len(data) != size:
+            self.check_alive()  # not a bad address: the target is gone or going (exit mid-attach)
             raise UnreadableMemory(f"cannot read {size} bytes at {address:#x}")
         return data
 
@@ -106,8 +107,13 @@ class Memory:
             raise DebuggerError(f"cannot write {len(data)} byte(s) at {address:#x} of process {self.pid}")
 
     def check_alive(self) -> None:
-        """Raise TargetExited when the process is gone (why a read or write failed)."""
-        if not is_running(self.pid):
+        """Raise TargetExited when the process is gone, or going: an exiting process has
+        dropped its memory (no VmRSS in its status) before it becomes a zombie."""
+        try:
+            fields = status(self.pid)
+        except ProcessNotFound:
+            fields = {}
+        if fields.get("State", "Z").startswith(("Z", "X")) or "VmRSS" not in fields:
             raise TargetExited(f"target process {self.pid} exited")
 
     def close(self) -> None:

@@ -197,6 +197,11 @@ class Module:
         self.file.close()
 
 
+MAX_LIBRARIES = 512
+"""Shared objects sampler opens per process (a large C++ service maps under 300; each holds a
+file descriptor for the life of the run, and a hostile process can map thousands)."""
+
+
 class Modules:
     """The executable and the libraries of one process; ``refresh()`` finds those loaded since."""
 
@@ -211,6 +216,8 @@ class Modules:
                 raise ProcessNotFound(f"no process with PID {pid}") from None
             raise UnsupportedTarget(f"process {pid} runs a program sampler does not read as ELF ({e})") from None
         self._mapped: dict[str, Module] = {}
+        self._capped = False
+        """Said that libraries past MAX_LIBRARIES were passed over."""
         self._skipped: set[str] = set()
         try:
             inode = os.fstat(program.fileno()).st_ino
@@ -250,8 +257,20 @@ class Modules:
             if mapping.executable:
                 executable.add(path)
         new = []
-        for path, mapping in first.items():
-            if path in self._mapped or path in self._skipped or path not in executable:
+        candidates = [path for path in first if path not in self._mapped and path not in self._skipped
+                      and path in executable]
+        room = max(MAX_LIBRARIES - len(self._mapped), 0)
+        # the highest addresses were mapped first (mmap goes down): the loader's libraries (libc,
+        # ld.so) are kept before whatever a process mapped in the thousands since
+        kept = set(sorted(candidates, key=lambda path: -first[path].start)[:room])
+        for path in candidates:
+            mapping = first[path]
+            if path not in kept:  # each module holds a file open: thousands would run sampler out
+                self._skipped.add(path)
+                if not self._capped:
+                    self._capped = True
+                    self.finder.warn(f"the process maps over {MAX_LIBRARIES} executable files: sampler reads the "
+                                     f"{MAX_LIBRARIES} mapped first, the others' symbols are not used")
                 continue
             module = self._open(path, mapping)
             if module is None:

@@ -371,3 +371,47 @@ def test_a_crafted_debug_file_gets_an_answer_in_bounded_time_and_memory(jailed: 
     assert seconds < LIMIT_S, (case, seconds)
     assert 0 < peak_kb / 1024 < LIMIT_MB, (case, peak_kb)
     target.assert_untouched()
+
+
+MAPPER = """
+import mmap, os, shutil, sys, time
+folder, count, source = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+kept = []
+for i in range(count):
+    path = f"{folder}/lib{i}.so"
+    shutil.copyfile(source, path)
+    fd = os.open(path, os.O_RDONLY)
+    kept.append(mmap.mmap(fd, 4096, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_EXEC))
+    os.close(fd)
+print(f"ready pid={os.getpid()}", flush=True)
+calls, second = 0, time.monotonic()
+while True:
+    os.getpid()
+    calls += 1
+    time.sleep(0.001)
+    if time.monotonic() - second >= 1:
+        print(f"requests/s={calls}", flush=True)
+        calls, second = 0, time.monotonic()
+"""
+
+
+def test_thousands_of_mapped_files_under_a_low_file_limit(jailed: list[Target], tmp_path: Path) -> None:
+    # GIVEN a process that maps 3,000 executable files (copies of a small shared object)
+    folder = tmp_path / "libs"
+    folder.mkdir()
+    script = tmp_path / "mapper.py"
+    script.write_text(MAPPER)
+    target = Target(["/usr/bin/python3", str(script), str(folder), "3000", str(BIN / "libplugin.so")])
+    jailed.append(target)
+    # WHEN sampler samples it under `ulimit -n 1024`
+    out = tmp_path / "rows.csv"
+    result = subprocess.run(["prlimit", "--nofile=1024:1024", sys.executable, "-m", "sampler", "attach", "--pid",
+                             str(target.pid), "--backend", "ptrace", "--quiet", "--at", "libc:getpid", "--expr",
+                             "pc=$rip", "--count", "2", "--out", str(out)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120, env=SAMPLER_ENV)
+    # THEN it samples, and says once that it read only some of the files
+    assert result.returncode == 0, result.stderr
+    assert len(assert_csv_whole(out)) == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "maps over 512 executable files" in lines[0], result.stderr
+    target.assert_untouched()

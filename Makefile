@@ -17,8 +17,9 @@ endif
 demo: setup
 	@bash scripts/demo.sh
 
+# the 25 slowest tests are listed at the end: the run must stay under 15 minutes
 test: setup lint
-	$(VENV)/bin/python -m pytest -q -ra
+	$(VENV)/bin/python -m pytest -q -ra --durations=25
 
 # ruff and mypy --strict, with their configuration in pyproject.toml
 lint: setup

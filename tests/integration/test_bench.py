@@ -17,7 +17,9 @@ COLUMNS = ["target", "mode", "backend", "rate_asked", "rate_reached", "ratio_min
 
 
 def test_bench_quick_writes_its_results(built_targets: None, tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, "bench/overhead.py", "--quick", "--results", str(tmp_path)],
+    # one window of 3 s per cell: the harness end to end, in the suite's time (make bench-quick: two of 2.2 s)
+    result = subprocess.run([sys.executable, "bench/overhead.py", "--quick", "--windows", "1", "--seconds", "3",
+                             "--results", str(tmp_path)],
                             cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     frame = pd.read_csv(tmp_path / "overhead.csv")

@@ -100,6 +100,7 @@ def measure(target: Target, running: RunningTarget, mode: Mode, rate: float | No
         for index in range(windows):
             start = time.monotonic()
             time.sleep(seconds)
+            _until_a_line(running, start)
             alone = running.throughput(start, time.monotonic())
             out = Path(tmp) / f"w{index}.csv"
             proc = subprocess.Popen(sampler_command(target, mode, rate, running.proc.pid, out),
@@ -113,6 +114,7 @@ def measure(target: Target, running: RunningTarget, mode: Mode, rate: float | No
                 _wait_until(lambda out=out: _rows(out) >= 1, proc, 60)
             begin, rows_before = time.monotonic(), _rows(out)
             time.sleep(seconds)
+            _until_a_line(running, begin)  # a target slowed to a crawl prints late: the window waits
             end, rows_after = time.monotonic(), _rows(out)
             sampled = running.throughput(begin, end)
             proc.send_signal(signal.SIGINT)
@@ -128,6 +130,14 @@ def measure(target: Target, running: RunningTarget, mode: Mode, rate: float | No
                                       pauses, waits, usage.ru_utime + usage.ru_stime,
                                       end - begin))
     return results
+
+
+def _until_a_line(running: RunningTarget, since: float, longest: float = 5.0) -> None:
+    """Wait (up to ``longest`` more seconds) until the target printed a throughput line since
+    ``since``: a window without one would be dropped, and a cell could end with none."""
+    deadline = time.monotonic() + longest
+    while not running.throughput(since, time.monotonic()) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _bpf_counts(proc: subprocess.Popen[str], counts: list[int]) -> None:

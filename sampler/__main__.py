@@ -1,5 +1,3 @@
-import sys
+from sampler.start import entry
 
-from sampler.cli import main
-
-sys.exit(main())
+entry()

@@ -288,8 +288,12 @@ def _location(location: str | None) -> str | None:
 def _run(config: SessionConfig, common: dict[str, Any], how: str) -> int:
     """In a worker process (supervisor.py): check the target, pick the backend, run, report."""
     output = Output(common["out"], common["out_format"], common["quiet"], common["live"], common["metrics"])
-    return supervisor.run_in_worker(lambda: _exit_code(lambda: run.sample(config, output, how)), config.pid,
-                                   config.guardian)
+
+    def guarded() -> int:
+        supervisor.release_signals()  # a Ctrl-C since the fork is raised here, inside _exit_code
+        return run.sample(config, output, how)
+
+    return supervisor.run_in_worker(lambda: _exit_code(guarded), config.pid, config.guardian)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -31,15 +31,43 @@ def name_process(name: bytes) -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NAME, name, 0, 0, 0)
 
 
+_held: list[int] = []
+
+
+def _hold(signum: int, _frame: object) -> None:
+    _held.append(signum)
+
+
+def release_signals() -> None:
+    """In the worker: SIGINT raises KeyboardInterrupt and SIGTERM/SIGHUP end the process again,
+    and one that came since the fork acts now. ``work`` calls it where it handles KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for signum in PASSED_ON[1:]:
+        signal.signal(signum, signal.SIG_DFL)
+    if _held:
+        signum = _held[0]
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        os.kill(os.getpid(), signum)
+
+
 def run_in_worker(work: Callable[[], int], target: int, guarded: bool = True) -> int:
-    """Run ``work`` (sampling PID ``target``) in a forked worker; return its exit code (in the front)."""
+    """Run ``work`` (sampling PID ``target``) in a forked worker; return its exit code (in the front).
+    In the worker, SIGINT, SIGTERM and SIGHUP are held (recorded, not acted on) until ``work``
+    calls :func:`release_signals`: a Ctrl-C passed on at once can then never land between the
+    fork and the guard that turns it into one line."""
     front = os.getpid()
     sys.stdout.flush()
     sys.stderr.flush()
+    # held from the fork until the front passes them on: a Ctrl-C in between reaches the worker
+    unblocked = signal.pthread_sigmask(signal.SIG_BLOCK, PASSED_ON)
     worker = os.fork()
     if worker == 0:
         code = 70
         try:
+            for signum in PASSED_ON:  # kept until work() calls release_signals() inside its own guard
+                signal.signal(signum, _hold)
+            signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
             name_process(b"sampler-worker")  # what ps and TracerPid show
@@ -67,6 +95,7 @@ def run_in_worker(work: Callable[[], int], target: int, guarded: bool = True) ->
 
     for signum in PASSED_ON:
         signal.signal(signum, pass_on)
+    signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)
     _, status = os.waitpid(worker, 0)  # retried by Python when a signal interrupts it
     code = os.waitstatus_to_exitcode(status)
     if code >= 0:

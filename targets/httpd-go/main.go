@@ -138,7 +138,10 @@ func main() {
 	var done uint64
 	if *rate > 0 {
 		go func() {
-			client := &http.Client{Timeout: 5 * time.Second}
+			// one keep-alive connection for the whole run: a debugger that stops the whole
+			// process (dlv's attach, under load several seconds) must not make a request time
+			// out, or the client opens a new connection, served by a new goroutine
+			client := &http.Client{Timeout: 120 * time.Second}
 			paths := []string{"/", "/items", "/items/42", "/health", "/ping", "/a,b", "/say%20\"hi\""}
 			tick := time.NewTicker(time.Second / time.Duration(*rate))
 			for i := 0; ; i++ {

@@ -246,6 +246,46 @@ def test_a_value_cannot_fake_delves_prompt_or_a_column(go_target: Target, tmp_pa
     go_target.assert_untouched()
 
 
+def _forged_name(program: Path, copy: Path, name: bytes, forged: bytes) -> None:
+    """``program`` as ``copy``, its DWARF uncompressed and the function ``name`` renamed ``forged``
+    there (same length): what dlv prints, unquoted, where it stops and where it sets a breakpoint."""
+    assert len(name) == len(forged)
+    subprocess.run(["objcopy", "--decompress-debug-sections", str(program), str(copy)], check=True)
+    data = bytearray(copy.read_bytes())
+    with open(copy, "rb") as f:
+        info = ELFFile(f).get_section_by_name(".debug_info")
+        start, end = info["sh_offset"], info["sh_offset"] + info["sh_size"]
+    at = data.find(name + b"\0", start, end)
+    assert at > 0, "the function's DW_AT_name is not in .debug_info"
+    data[at:at + len(name)] = forged
+    copy.write_bytes(bytes(data))
+    copy.chmod(0o755)
+
+
+@pytest.mark.parametrize("backend", ["delve", "delve-rpc"])
+def test_a_function_name_cannot_fake_delves_prompt(start_target: Callable[..., Target], tmp_path: Path,
+                                                   backend: str) -> None:
+    # GIVEN a Go program whose sampled function is named "main\n(dlv) Readzz" in its DWARF
+    if not shutil.which("dlv"):
+        pytest.skip("dlv is missing (make setup installs it)")
+    program = tmp_path / "forged"
+    _forged_name(BIN / "ringbuf-go", program, b"main.(*Ring).Read", b"main\n(dlv) Readzz")
+    target = start_target(str(program), binary=False)
+    out = tmp_path / "rows.csv"
+    # WHEN a breakpoint in it is sampled (dlv prints the name when it sets the breakpoint and stops there)
+    result = sampler("attach", "--pid", str(target.pid), "--backend", backend, "--quiet", "--at", "main.go:53",
+                     "--expr", "d=b.w-b.r", "--count", "3", "--out", str(out), timeout=90)
+    # THEN the terminal drive refuses in one line, the JSON-RPC drive reads the rows; the target is untouched
+    if backend == "delve":
+        assert result.returncode not in (0, 70) and "posed as dlv's prompt" in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    else:
+        assert result.returncode == 0, result.stderr
+        rows = assert_csv_whole(out)
+        assert len(rows) == 3 and all(row["error"] == "" and 0 <= int(row["d"]) <= 1 << 20 for row in rows), rows
+    target.assert_untouched()
+
+
 # -- a corpus of crafted debug files: every one answers within 10 s and 300 MB, never exit 70
 
 LIMIT_S, LIMIT_MB = 10.0, 300

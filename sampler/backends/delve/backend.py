@@ -197,16 +197,17 @@ class DelveBackend:
 
     def _batch(self, commands: list[str], then_continue: bool = False) -> list[str]:
         """Send ``commands`` (and ``continue``) in one write; return each command's output."""
-        self.term.send("\n".join([*commands, *(["continue"] if then_continue else [])]))
-        outputs = []
-        for command in commands:
-            text = self.term.wait(CALL_TIMEOUT_S)
-            if text is None:
-                raise DebuggerError(f"dlv did not answer {command!r} within {CALL_TIMEOUT_S:g}s")
+        try:
+            outputs = self.term.batch(commands, then_continue)
+        except parse.ForgedReply:
+            self._stopped = not then_continue  # dlv ran every command: the target runs on
+            raise
+        except TargetExited:
+            self._exited = True
+            raise
+        for text in outputs:
             self._stopped_with(text)
-            outputs.append(text)
-        if then_continue:
-            self._stopped = False
+        self._stopped = not then_continue
         return outputs
 
     def _break_command(self) -> str:

@@ -29,6 +29,16 @@ AT_PROMPT = r"(?:^|\n)\(dlv\) "
 """Delve's prompt where it really is: first in what dlv printed, or at the start of a line.
 dlv prints a string value quoted, its newlines as \\n, so a value holding "(dlv) " (the
 target chose it) never starts a line and cannot end a command's output early."""
+
+
+class ForgedReply(DebuggerError):
+    """dlv's answer to a batch held more prompts than commands: a name or value the target
+    chose (unquoted in dlv's output) posed as dlv's prompt."""
+
+    hint = ("a name or value in the target posed as dlv's prompt, so its answers cannot be told apart; "
+            "the target was resumed and detached; --backend delve-rpc reads dlv's answers as JSON")
+
+
 KILL_QUESTION = r"Would you like to kill the process\? \[Y/n\]"
 NAME_HINT = ("check the names: at a breakpoint, dlv's 'args' and 'locals' list what is there; "
              "globals are package-qualified (main.ring)")
@@ -38,7 +48,8 @@ BREAKPOINT = "sampler"
 _STOP = re.compile(r"^> (?:\[(?P<bp>[^\]]+)\] )?(?P<func>\S+) (?P<file>\S+?):(?P<line>\d+)"
                    r"(?: \(hits goroutine\((?P<goroutine>\d+)\):\d+ total:\d+\))?", re.M)
 _STOP_NO_SOURCE = re.compile(r"^Stopped at: (?P<pc>0x[0-9a-f]+)", re.M)  # e.g. in the vDSO
-_EXITED = re.compile(r"Process (?P<pid>\d+) has exited with status (?P<status>-?\d+)")
+EXITED = r"Process (?P<pid>\d+) has exited with status (?P<status>-?\d+)"
+_EXITED = re.compile(EXITED)
 _GONE = re.compile(r"no such process\s*$", re.M)
 """Ends a line of dlv's when the target vanished while halted ('Command failed: ...', or an RPC error)."""
 _FAILED = re.compile(r"^Command failed: (?P<message>.*)$", re.M)

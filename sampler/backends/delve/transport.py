@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import secrets
 import signal
 
 import pexpect
@@ -11,7 +13,7 @@ from sampler.backends.cycle import CALL_TIMEOUT_S
 from sampler.backends.delve import parse
 from sampler.backends.delve.leave import after_dlv_killed
 from sampler.backends.delve.rescue import DlvRescue, rescue_terminal
-from sampler.errors import DebuggerError
+from sampler.errors import DebuggerError, TargetExited
 from sampler.target import procfs
 
 ATTACH_TIMEOUT_S = 60.0
@@ -87,6 +89,40 @@ class DelveTerminal:
             raise DebuggerError(f"dlv ended unexpectedly: {text.splitlines()[-1] if text else 'no output'}")
         return text
 
+    def batch(self, commands: list[str], then_continue: bool, timeout: float = CALL_TIMEOUT_S) -> list[str]:
+        """Send ``commands`` (then ``continue``) in one write; return what each printed.
+
+        What dlv prints can hold text the target chose unquoted (a function or type name
+        from its DWARF); one holding a newline and "(dlv) " would look like a prompt and
+        shift every answer after it. So the batch ends with ``print "<nonce>"``, a string
+        no target can guess: everything before it is this batch's output, and it must
+        hold exactly one prompt per command, else it is refused (ForgedReply)."""
+        marker = f'"sampler-{secrets.token_hex(8)}"'
+        self.send("\n".join([*commands, f"print {marker}", *(["continue"] if then_continue else [])]))
+        child = self._require()
+        # dlv cannot print once the target is gone: it says so instead
+        index = child.expect([re.escape(marker), parse.EXITED, pexpect.EOF, pexpect.TIMEOUT],
+                             timeout=max(timeout, POLL_FLOOR_S))
+        if index == 3:
+            raise DebuggerError(f"dlv did not answer {commands[0] if commands else 'print'!r} within {timeout:g}s")
+        text = child.before or ""
+        if index == 1:
+            parse.check_exited(child.after)
+        if index == 2:
+            parse.check_exited(parse.clean(text))
+            raise DebuggerError(f"dlv ended unexpectedly: {parse.clean(text).splitlines()[-1:] or 'no output'}")
+        # the prompt dlv prints after the nonce: nothing the target chose comes in between
+        if child.expect([parse.AT_PROMPT, pexpect.EOF, pexpect.TIMEOUT], timeout=max(timeout, POLL_FLOOR_S)) != 0:
+            raise DebuggerError("dlv gave no prompt after sampler's marker")
+        parts = re.split(parse.AT_PROMPT, text)
+        if len(parts) != len(commands) + 1 or parts[-1].strip():
+            raise parse.ForgedReply(f"dlv's answer to {len(commands)} command(s) held {len(parts) - 1} prompts")
+        return [parse.clean(part) for part in parts[:-1]]
+
+    def drain(self, timeout: float = CALL_TIMEOUT_S) -> None:
+        """Read and drop everything dlv printed so far (at its prompt, target halted)."""
+        self.batch([], then_continue=False, timeout=timeout)
+
     def run(self, command: str, timeout: float = CALL_TIMEOUT_S) -> str:
         """Send a command and return what it printed before the next prompt."""
         self.send(command)
@@ -108,6 +144,10 @@ class DelveTerminal:
     def quit_leaving_target(self, timeout: float = CALL_TIMEOUT_S) -> None:
         """Quit dlv, answering its 'kill the process?' question with no (detach only)."""
         child = self._require()
+        try:
+            self.drain(timeout)  # nothing the target printed before can pose as the question below
+        except TargetExited:
+            pass  # dlv has nothing to let go: it quits without a question
         self.send("quit")
         index = child.expect([parse.KILL_QUESTION, pexpect.EOF, pexpect.TIMEOUT], timeout=timeout)
         if index == 0:

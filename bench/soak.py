@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from harness import (  # type: ignore[import-not-found]
+    CHILD_DIED,
     COMMIT,
     FORKER,
     ROOT,
@@ -132,6 +133,9 @@ def one_run(index: int, way: Way, target: RunningTarget, tmp: Path) -> Run:
     whole, run.rows = csv_whole(out)
     run.csv_broken = not whole and (out.exists() and out.stat().st_size > 0)
     run.target_died = target.proc.poll() is not None or target.trapped()
+    if run.target_died:  # what the target said of it ("child PID signal S forked T by MODE"), for the report
+        said = [line for _, line in target.lines if CHILD_DIED.match(line) or "trap" in line.lower()][-3:]
+        run.message = " | ".join([*said, f"exit status {target.proc.poll()}", run.message])[-600:]
     if not run.target_died:
         from sampler.target import procfs
 

@@ -42,13 +42,12 @@ def release_signals() -> None:
     """In the worker: SIGINT raises KeyboardInterrupt and SIGTERM/SIGHUP end the process again,
     and one that came since the fork acts now. ``work`` calls it where it handles KeyboardInterrupt."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    for signum in PASSED_ON[1:]:
-        signal.signal(signum, signal.SIG_DFL)
+    for other in PASSED_ON[1:]:
+        signal.signal(other, signal.SIG_DFL)
     if _held:
-        signum = _held[0]
-        if signum == signal.SIGINT:
+        if _held[0] == signal.SIGINT:
             raise KeyboardInterrupt
-        os.kill(os.getpid(), signum)
+        os.kill(os.getpid(), _held[0])
 
 
 def run_in_worker(work: Callable[[], int], target: int, guarded: bool = True) -> int:

@@ -171,3 +171,25 @@ def test_repair_puts_back_from_the_file_what_a_killed_debugger_left(
     assert f"PID {target.pid}: 1 int3 byte(s) put back from the program file" in result.stderr
     assert_text_matches_file(target)
     target.assert_untouched()
+
+
+def test_ctrl_c_at_any_moment_is_one_line_and_exit_0_or_130(start_target: Callable[..., Target],
+                                                            tmp_path: Path) -> None:
+    c_target = start_target("ringbuf-c")
+    # GIVEN sampler started on a C target, WHEN SIGINT comes at moments from Python's loading of
+    # sampler (about 0.2 s) through the fork of its worker to the first samples
+    for delay in (0.1, 0.2, 0.3, 0.5):
+        out = tmp_path / f"rows{delay}.csv"
+        proc = subprocess.Popen([sys.executable, "-m", "sampler", "attach", "--pid", str(c_target.pid), "--backend",
+                                 "ptrace", "--at", "ring_read", "--expr", "d=b->w - b->r", "--rate", "50", "--out",
+                                 str(out), "--quiet"], cwd=ROOT, text=True, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+        # THEN it ends 0 (stopped by the signal) or 130 (before sampling), in at most one line, no traceback
+        assert proc.returncode in (0, 130), (delay, proc.returncode, stderr)
+        assert "Traceback" not in stderr and len(stderr.strip().splitlines()) <= 1, (delay, stderr)
+        if proc.returncode == 130:
+            assert "interrupted before sampling started" in stderr, (delay, stderr)
+        c_target.assert_untouched()

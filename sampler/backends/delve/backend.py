@@ -13,13 +13,13 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from sampler.backends.base import Capabilities
-from sampler.backends.cycle import CALL_TIMEOUT_S, POLL_S, await_halt, miss
+from sampler.backends.cycle import POLL_S, await_halt, miss
 from sampler.backends.delve import parse
 from sampler.backends.delve.leave import settle_before_detach
 from sampler.backends.delve.target import check
 from sampler.backends.delve.transport import DelveTerminal
 from sampler.config import SessionConfig
-from sampler.errors import DebuggerError, TargetExited
+from sampler.errors import TargetExited
 from sampler.safety.guardian import Guardian
 from sampler.sample import Reading, Value
 from sampler.stop import StopFlag

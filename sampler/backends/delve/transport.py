@@ -107,7 +107,7 @@ class DelveTerminal:
             raise DebuggerError(f"dlv did not answer {commands[0] if commands else 'print'!r} within {timeout:g}s")
         text = child.before or ""
         if index == 1:
-            parse.check_exited(child.after)
+            parse.check_exited(str(child.after))
         if index == 2:
             parse.check_exited(parse.clean(text))
             raise DebuggerError(f"dlv ended unexpectedly: {parse.clean(text).splitlines()[-1:] or 'no output'}")

@@ -111,7 +111,7 @@ def finish(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[str, str]:
         return proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         pass
-    tree = _descendants(proc.pid)
+    tree = descendants(proc.pid)
     where = "\n".join(f"  {pid} {_proc_field(pid, 'comm')} state={_proc_field(pid, 'stat').split(') ')[-1][:1]} "
                       f"wchan={_proc_field(pid, 'wchan')}" for pid in [proc.pid, *tree])
     for pid in tree:
@@ -130,7 +130,8 @@ def finish(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[str, str]:
                          f"stderr (a stack dump at the end):\n{stderr[-6000:]}")
 
 
-def _descendants(pid: int) -> list[int]:
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` now (children of any of its threads, theirs, ...)."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():

@@ -25,6 +25,7 @@ from tests.integration.targets import (
     assert_code_matches_files,
     assert_csv_whole,
     code_differs,
+    descendants,
     finish,
     have_delve,
     read_csv,
@@ -108,7 +109,7 @@ def test_worker_killed_mid_run_leaves_no_child_with_an_int3(start_target: Callab
     seen = len(target.throughput())
     target.wait_for(lambda: len(target.throughput()) > seen, 10, "no second went by")  # 200 children
     # WHEN the tracing worker is killed outright (the guardian puts the bytes back)
-    workers = [pid for pid in _descendants(proc.pid) if procfs.comm(pid) == "sampler-worker"]
+    workers = [pid for pid in descendants(proc.pid) if procfs.comm(pid) == "sampler-worker"]
     assert workers, "no sampler-worker found"
     killed = time.monotonic()
     os.kill(workers[0], signal.SIGKILL)
@@ -124,15 +125,6 @@ def test_worker_killed_mid_run_leaves_no_child_with_an_int3(start_target: Callab
     outside = [round(t - killed, 4) for t in died if not -KILL_WINDOW_S[0] < t - killed < KILL_WINDOW_S[1]]
     assert forked > 500 and not outside and bad <= 5, (forked, ok, bad, outside)
     assert target.proc.returncode in (0, 1)
-
-
-def _descendants(pid: int) -> list[int]:
-    found, todo = [], [pid]
-    while todo:
-        for child in procfs.children(todo.pop()):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 def test_an_exec_of_the_target_is_one_line(start_target: Callable[..., Target], tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ from tests.integration.targets import (
     SAMPLER_ENV,
     Target,
     assert_csv_whole,
+    descendants,
     finish,
     sampler,
     start_sampler,
@@ -291,20 +292,6 @@ def test_a_function_name_cannot_fake_delves_prompt(start_target: Callable[..., T
 LIMIT_S, LIMIT_MB = 10.0, 300
 
 
-def _family(pid: int) -> list[int]:
-    """``pid`` and its descendants, now."""
-    found, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        try:
-            for task in os.listdir(f"/proc/{current}/task"):
-                todo += [int(c) for c in Path(f"/proc/{current}/task/{task}/children").read_text().split()]
-        except OSError:
-            continue
-    return found
-
-
 def _hwm_kb(pid: int) -> int:
     """VmHWM of a process (0 when gone): the peak RSS of its memory since its exec."""
     try:
@@ -393,7 +380,7 @@ def test_a_crafted_debug_file_gets_an_answer_in_bounded_time_and_memory(jailed: 
                                 cwd=ROOT, stdout=subprocess.DEVNULL, stderr=errors, env=SAMPLER_ENV)
         peak_kb = 0
         while True:  # the peak RSS of sampler's processes, each its own (VmHWM: not what fork inherited)
-            peak_kb = max([peak_kb, *(_hwm_kb(pid) for pid in _family(proc.pid))])
+            peak_kb = max([peak_kb, *(_hwm_kb(pid) for pid in [proc.pid, *descendants(proc.pid)])])
             pid, status, _ = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break

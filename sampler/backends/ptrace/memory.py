@@ -51,10 +51,11 @@ class Memory:
             raise UnreadableMemory(f"cannot read {size} bytes at {address:#x} (out of the address space)")
         try:
             data = os.pread(self.fd, size, address)
-        except OSError:
-            data = b""
+        except OSError:  # EIO: nothing mapped there (a bad pointer, the common case: no /proc read)
+            raise UnreadableMemory(f"cannot read {size} bytes at {address:#x}") from None
         if len(data) != size:
-            self.check_alive()  # not a bad address: the target is gone or going (exit mid-attach)
+            if not data:  # end of file, not EIO: the process has dropped its memory (exit mid-attach)
+                self.check_alive()
             raise UnreadableMemory(f"cannot read {size} bytes at {address:#x}")
         return data
 

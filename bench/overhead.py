@@ -196,8 +196,9 @@ def cell(target_key: str, mode: Mode, rate: float | None, windows: list[Window])
     }
 
 
-def plan(quick: bool, have_dlv: bool, have_bpf: bool) -> list[tuple[str, Mode, float | None]]:
-    rates = [10.0, 100.0] if quick else [1.0, 10.0, 100.0, 1000.0, MAX_RATE]
+def plan(quick: bool, have_dlv: bool, have_bpf: bool, rates: list[float] | None = None
+         ) -> list[tuple[str, Mode, float | None]]:
+    rates = rates or ([10.0, 100.0] if quick else [1.0, 10.0, 100.0, 1000.0, MAX_RATE])
     targets = ["c", "go"]
     modes = [m for m in MODES if (have_dlv or m.backend not in ("delve", "delve-rpc"))
              and (have_bpf or m.kind != "bpftrace")]
@@ -310,12 +311,14 @@ def main() -> int:
     parser.add_argument("--windows", type=int, default=None, help="A/B pairs per cell")
     parser.add_argument("--seconds", type=float, default=None, help="length of each window")
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument("--rates", type=lambda text: [float(r) for r in text.split(",")], default=None,
+                        help="sample rates of the ticked cells, comma-separated (default: by --quick)")
     args = parser.parse_args()
     args.windows = args.windows or (2 if args.quick else 3)
     args.seconds = args.seconds or (2.2 if args.quick else 3.2)
     began = time.monotonic()
     have_bpf = bpftrace_usable()
-    runs = plan(args.quick, shutil.which("dlv") is not None, have_bpf)
+    runs = plan(args.quick, shutil.which("dlv") is not None, have_bpf, args.rates)
     rows = []
     for target_key in TARGETS:
         todo = [(m, r) for t, m, r in runs if t == target_key]

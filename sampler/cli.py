@@ -93,9 +93,10 @@ def target_options(command: F) -> F:
         click.option("--container", metavar="ID",
                      help="Only the processes of this container (its runtime ID, found in /proc/PID/cgroup); "
                           "without --pgrep, its first process. For a node agent with the host's PIDs."),
-        click.option("--expr", "exprs", multiple=True, required=True, metavar="[NAME=]EXPR",
+        click.option("--expr", "exprs", multiple=True, metavar="[NAME=]EXPR",
                      help="An expression to read at each sample; one column each. Repeatable. A name "
-                          "that is no local, parameter or global is looked up as a field of the globals."),
+                          "that is no local, parameter or global is looked up as a field of the globals. "
+                          "trace without it counts calls: a row per call, the fixed columns only."),
         click.option("--duration", type=DURATION, help="Stop after this long."),
         click.option("--out", default="-", show_default=True, help="File to write, - for stdout."),
         click.option("--format", "out_format", type=click.Choice(sorted(FORMATS)),
@@ -146,6 +147,9 @@ def attach(location: str | None, interval: float | None, rate: float | None, cou
     """
     if interval is not None and rate is not None:
         raise UsageError("--interval and --rate exclude each other", "give one of them")
+    if not common["exprs"]:
+        raise UsageError("attach needs an --expr", "e.g. --expr 'delta=b.w-b.r'; to count calls, "
+                         "sampler trace --at FUNCTION without --expr")
     config = _config(common, location=_location(location), interval_s=interval or (1.0 / rate if rate else 1.0),
                      count=count, hit_timeout_s=hit_timeout)
     return _run(config, common, f"every {format_duration(config.interval_s)}")
@@ -163,6 +167,7 @@ def trace(location: str, max_events: int | None, **common: Any) -> int:
     Examples:
       sampler trace --pid 4242 --at ring_read --expr 'delta=b->w - b->r' --duration 5s
       sampler trace --pid 4242 --at tick --expr second=arg1 --out ticks.jsonl
+      sampler trace --pid 4242 --at ring_read --duration 10s --quiet   # count the calls
     """
     config = _config(common, location=_location(location), count=max_events, every_hit=True)
     return _run(config, common, "on every hit")
@@ -188,21 +193,28 @@ def _config(common: dict[str, Any], **specific: Any) -> SessionConfig:
               metavar="NAME MIN MAX STEP", help="A linear histogram, as bpftrace's lhist(). Repeatable.")
 @click.option("--by", "by_s", type=DURATION, metavar="DURATION", help="The statistics per window of this long.")
 @click.option("--plot", metavar="FILE.png|.svg", help="A time series of each column (matplotlib).")
+@click.option("--count-by", "count_by", multiple=True, metavar="NAME",
+              help="The most frequent values of this column (strings too), as bpftrace's @[x] = count(). "
+                   "Repeatable.")
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
+              help="How many values --count-by lists.")
 @click.option("--json", "as_json", is_flag=True, help="The statistics as JSON.")
 def report(files: Sequence[str], hists: Sequence[str], lhists: Sequence[tuple[str, float, float, float]],
-           by_s: float | None, plot: str | None, as_json: bool) -> int:
+           by_s: float | None, plot: str | None, as_json: bool, count_by: Sequence[str], top: int) -> int:
     """Statistics, histograms and a plot of the CSVs that attach and trace wrote.
 
     \b
     Examples:
       sampler report samples.csv --hist delta
       sampler report a.csv b.csv --by 10s --plot run.png
+      sampler report requests.csv --count-by path --top 5
     """
     from sampler.report import Request, run  # pandas only for this command
 
     if by_s is not None and by_s <= 0:
         raise UsageError("--by must be longer than 0", "e.g. --by 10s")
-    click.echo(run(Request(list(files), tuple(hists), tuple(lhists), by_s, plot, as_json)), nl=False)
+    click.echo(run(Request(list(files), tuple(hists), tuple(lhists), by_s, plot, as_json, tuple(count_by), top)),
+               nl=False)
     return 0
 
 

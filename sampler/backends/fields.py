@@ -93,8 +93,9 @@ def rewrite(text: str, chosen: dict[str, str]) -> str:
 def free_names(expression: Expression) -> list[str]:
     """The names an expression uses on their own (not fields, registers, casts or built-ins)."""
     names: list[str] = []
+    called = {id(node.func) for node in ast.walk(expression.tree) if isinstance(node, ast.Call)}
     for node in ast.walk(expression.tree):
-        if isinstance(node, ast.Name) and node.id not in (expr.DEREF, *expr.BUILTINS) \
+        if isinstance(node, ast.Name) and id(node) not in called \
                 and not node.id.startswith((expr.REGISTER_PREFIX, casts.PREFIX)):
             name = expr.source_name(node.id)
             if name not in names:

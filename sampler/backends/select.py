@@ -9,6 +9,7 @@ from sampler import notice
 from sampler.backends.base import Backend
 from sampler.config import SessionConfig
 from sampler.errors import UsageError
+from sampler.language import expr
 from sampler.target.process import TargetProcess
 
 CHOICES = ("auto", "delve", "delve-rpc", "ptrace")
@@ -28,8 +29,15 @@ def pick(config: SessionConfig, target: TargetProcess) -> Choice:
         raise UsageError(f"unknown backend {config.backend!r}", f"choose one of {', '.join(CHOICES)}")
     dlv = shutil.which("dlv")
     choice = config.backend
+    own = sorted(set().union(*(expr.uses(e.tree, expr.SAMPLER_ONLY) for e in config.expressions)))
+    if own and choice in ("delve", "delve-rpc"):
+        raise UsageError(f"{', '.join(f'{name}()' for name in own)}: sampler's own, read by the ptrace backend; "
+                         "Delve has no such function",
+                         "use --backend ptrace (Delve compares strings itself: --expr 'cmd == \"GET\"')")
     if choice == "auto":
-        if target.is_go and not target.has_debug_info:
+        if own:
+            choice, reason = "ptrace", f"{own[0]}() is read by the ptrace backend"
+        elif target.is_go and not target.has_debug_info:
             choice, reason = "ptrace", "Go program without DWARF: Delve cannot read it"
         elif target.is_go and dlv is not None:
             choice, reason = "delve", "Go program and dlv found"

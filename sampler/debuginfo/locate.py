@@ -10,6 +10,7 @@ the DWARF knows is found by walking the executable's DWARF. ``--at LIBRARY:FUNCT
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 
@@ -20,6 +21,7 @@ from sampler.debuginfo.elffile import BadFile
 from sampler.debuginfo.gopclntab import BadTable
 from sampler.debuginfo.modules import Module, Modules
 from sampler.errors import LocationNotFound
+from sampler.target import procfs
 
 MAX_PROLOGUE_BYTES = 4096
 """A place further than this from its function's entry is no prologue's end: the entry is used."""
@@ -58,8 +60,11 @@ def resolve(modules: Modules, location: str) -> Place:
                                    f"{modules.pid}", "see its libraries in /proc/PID/maps")
         place = _in_module(modules, module, library.group("rest"), everywhere=True)
         if place is None:
-            raise LocationNotFound(f"no function or line {library.group('rest')!r} in {module.path}"
-                                   f"{_without(module)}", _hint(module, "check the spelling"))
+            rest = library.group("rest")
+            near = [] if _FILE_LINE.match(rest) else nearest(rest, module.function_names())
+            raise LocationNotFound(f"no function or line {rest!r} in {module.path}{_without(module)}",
+                                   f"did you mean {' or '.join(repr(n) for n in near)}?" if near else
+                                   _hint(module, "check the spelling"))
         return place
     for attempt in range(2):
         modules_now = modules.everything() if attempt == 0 else modules.refresh()
@@ -69,11 +74,43 @@ def resolve(modules: Modules, location: str) -> Place:
                 if module.is_main and place.function is not None and _is_bare(text):
                     _say_if_libraries_have(modules, text)
                 return place
-    raise LocationNotFound(f"no function or line {text!r} in {modules.main.path} or the "
+    near = [] if _FILE_LINE.match(text) else nearest(text, modules.main.function_names())
+    raise LocationNotFound(f"no function or line {text!r} in {_program(modules)} or the "
                            f"{len(modules.libraries)} libraries it has loaded (looked in their symbol "
                            f"tables and the program's DWARF and line table){_without(modules.main)}",
+                           f"did you mean {' or '.join(repr(n) for n in near)}?" if near else
                            _hint(modules.main, "check the spelling; LIBRARY:FUNCTION picks a library "
                                                "(e.g. libc.so.6:malloc)"))
+
+
+MAX_CANDIDATES = 200_000
+"""Names compared for a suggestion (a large Go program has about 50,000 functions)."""
+
+
+def nearest(name: str, names: set[str], count: int = 3) -> list[str]:
+    """The names closest to a misspelt one (difflib's ratio, at least 0.75), best first; a
+    name that holds ``name`` whole (a clone ``f.isra.0``, ``ns::f``) counts as close."""
+    if not name or len(names) > MAX_CANDIDATES:
+        return []
+    holding = sorted((n for n in names if name in n and n != name), key=len)[:count]
+    scored = []
+    for candidate in names:
+        if abs(len(candidate) - len(name)) <= 8:
+            matcher = difflib.SequenceMatcher(None, name, candidate)
+            if matcher.real_quick_ratio() >= 0.75 and matcher.quick_ratio() >= 0.75 and matcher.ratio() >= 0.75:
+                scored.append((matcher.ratio(), candidate))
+    scored.sort(key=lambda pair: (-pair[0], pair[1]))
+    near = [candidate for score, candidate in scored if score >= scored[0][0] - 0.05][:count]
+    return list(dict.fromkeys([*near, *holding]))[:count]
+
+
+def _program(modules: Modules) -> str:
+    """The program's file, and the name it runs as when that differs (Debian's redis-server is
+    a link to redis-check-rdb: the user knows the first)."""
+    called = procfs.comm(modules.pid)
+    path = modules.main.path
+    return path if called in ("unknown", "") or path.rsplit("/", 1)[-1].startswith(called) else \
+        f"{called} ({path})"
 
 
 def _without(module: Module) -> str:

@@ -155,6 +155,12 @@ class Module:
             self._mangled = found
         return self._mangled
 
+    def function_names(self) -> set[str]:
+        """Every function name its symbol tables give, C++ and Rust ones demangled (qualified)."""
+        names = {name for file in self._files() for name, symbol in self._symbols_of(file).items()
+                 if symbol.is_function and not name.startswith("_Z")}
+        return names | {name for name, _, _ in self.mangled_functions()}
+
     def functions_matching(self, query: str, bare: bool) -> dict[int, str]:
         """C++/Rust functions a user's name means, by file address -> signature: a full
         signature (``rb::Ring::read(unsigned long*)``), a qualified name (``rb::Ring::read``),

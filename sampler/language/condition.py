@@ -34,13 +34,17 @@ class Condition:
         self.text = text
         self.tree = expr.parse(text).body
         known = (*columns, *NUMERIC_COLUMNS)
+        called = {id(node.func) for node in ast.walk(self.tree) if isinstance(node, ast.Call)}
         for node in ast.walk(self.tree):
-            if isinstance(node, ast.Name) and expr.source_name(node.id) not in known:
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "startswith":
+                continue
+            if isinstance(node, ast.Name) and id(node) not in called and expr.source_name(node.id) not in known:
                 raise UsageError(f"--stop-when {text!r}: no column {expr.source_name(node.id)!r}",
                                  f"it can use the columns {', '.join(known)}; name an expression with "
                                  "--expr NAME=EXPR to use it")
             if isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
-                raise UsageError(f"--stop-when {text!r}: only column names, numbers and operators",
+                raise UsageError(f"--stop-when {text!r}: only column names, numbers, strings, operators "
+                                 "and startswith(COLUMN, \"text\")",
                                  "sample the value with --expr NAME=EXPR and use NAME")
 
     def holds(self, row: Mapping[str, Value]) -> bool:
@@ -65,6 +69,9 @@ class Condition:
             if isinstance(node.op, ast.And):
                 return all(self._eval(v, row) for v in node.values)
             return any(self._holds(v, row) for v in node.values)
+        if isinstance(node, ast.Call):  # startswith(COLUMN, "text"), the one call a condition has
+            whole, prefix = (self._eval(arg, row) for arg in node.args)
+            return str(whole).startswith(str(prefix))
         if isinstance(node, ast.Compare):
             left = self._eval(node.left, row)
             for op, right_node in zip(node.ops, node.comparators):

@@ -3,7 +3,9 @@
 The syntax is the common ground of C and Go read-only expressions: names,
 ``.`` and ``->`` field access, ``[i]``, unary ``*`` (dereference), unary ``-``,
 ``~``, ``!``, arithmetic, shifts, bitwise operators, comparisons, ``&&`` and
-``||``, parentheses, integer and float literals. A few tokens are rewritten
+``||``, parentheses, integer and float literals; string literals in ``==``, ``!=``
+and ``startswith(EXPR, "text")``; and as bpftrace has them, ``str(p)``, ``str(p, n)``
+(a string of at most n bytes) and ``buf(p, n)`` (n bytes as hex). A few tokens are rewritten
 into Python's spelling and the result is parsed with :mod:`ast`: there is no
 hand-written parser. Anything that could change the target is refused before
 sampler attaches: calls, assignment, increments, several statements.
@@ -19,8 +21,14 @@ from dataclasses import dataclass
 from sampler.errors import ExpressionError
 from sampler.language import casts
 
-BUILTINS = frozenset({"len", "cap"})
-"""Go's len() and cap(): part of the expression language (they read, they call nothing)."""
+ARITY = {"len": (1, 1), "cap": (1, 1), "str": (1, 2), "buf": (2, 2), "startswith": (2, 2)}
+"""The built-ins and how many arguments each takes: Go's len() and cap(), bpftrace's str()
+and buf(), and a prefix test. They read; they call nothing in the target."""
+BUILTINS = frozenset(ARITY)
+SAMPLER_ONLY = frozenset({"str", "buf", "startswith"})
+"""Built-ins only sampler's own evaluator (the ptrace backend) knows; Delve has none of them."""
+MAX_BYTES = 4096
+"""The most bytes str(p, n) and buf(p, n) read."""
 REGISTER_PREFIX = "__reg_"
 """``$rdi`` (gdb's spelling of a register) is the name ``__reg_rdi__`` in the parsed tree."""
 DEREF = "__deref__"
@@ -30,11 +38,12 @@ KEYWORD_PREFIX = "__kw_"
 
 _NAME_PREFIX = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=(?!=)")
 TOKEN = re.compile(
-    r"\s*(?:(?P<num>0[xX][0-9a-fA-F]+|\d+\.\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|\d+(?:[eE][-+]?\d+)?)"
+    r"\s*(?:(?P<str>\"(?:[^\"\\\n]|\\.)*\")|(?P<num>0[xX][0-9a-fA-F]+|\d+\.\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|\d+(?:[eE][-+]?\d+)?)"
     r"|(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
     r"|(?P<reg>\$[A-Za-z_][A-Za-z0-9_]*)"
     r"|(?P<op>->|&&|\|\||==|!=|<=|>=|<<|>>|[-+*/%&|^~!<>()\[\].,]))"
 )
+_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
 _ASSIGNMENT = re.compile(r"(?<![=!<>])=(?!=)|\+\+|--|:=|<<=|>>=")
 _UNARY_BEFORE = {None, "(", "[", ",", "-", "+", "*", "/", "%", "&", "|", "^", "~", "!",
                  "<", ">", "==", "!=", "<=", ">=", "<<", ">>", "&&", "||"}
@@ -78,18 +87,22 @@ def parse(text: str) -> ast.Expression:
         raise ExpressionError("empty expression")
     if len(text) > MAX_LENGTH:
         raise ExpressionError(f"an expression of {len(text)} characters is too long (at most {MAX_LENGTH})")
-    if "\n" in text or "\r" in text or ";" in text:
+    bare = _STRING.sub('""', text)  # what string literals hold is no operator
+    if "\n" in text or "\r" in text or ";" in bare:
         raise ExpressionError(f"{text!r}: one expression only (no newline, no ';')")
-    if _ASSIGNMENT.search(text):
+    if _ASSIGNMENT.search(bare):
         raise ExpressionError(f"{text!r}: assignment and increments are not allowed")
     tree = _python_tree(_to_python(text), text)
     if _depth(tree) > MAX_DEPTH:
         raise ExpressionError(f"{text!r} is nested too deeply (at most {MAX_DEPTH} levels)")
+    texts = _literal_places(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             if isinstance(node.func, ast.Name) and node.func.id in BUILTINS:
-                if len(node.args) != 1 or node.keywords:
-                    raise ExpressionError(f"{text!r}: {node.func.id}() takes one argument")
+                least, most = ARITY[node.func.id]
+                if not least <= len(node.args) <= most or node.keywords:
+                    wanted = "one argument" if most == 1 else "two arguments" if least == 2 else "one or two arguments"
+                    raise ExpressionError(f"{text!r}: {node.func.id}() takes {wanted}")
                 continue
             if not (isinstance(node.func, ast.Name) and node.func.id == DEREF):
                 raise ExpressionError(f"{text!r}: function calls are not allowed "
@@ -97,9 +110,14 @@ def parse(text: str) -> ast.Expression:
             continue
         if isinstance(node, ast.Name) and node.id in BUILTINS:
             continue
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if id(node) not in texts:
+                raise ExpressionError(f"{text!r}: a string literal goes in == or != or startswith(EXPR, \"text\")",
+                                      'e.g. --expr \'get=cmd == "GET"\'')
+            continue
         if isinstance(node, ast.Constant) and (
                 isinstance(node.value, bool) or not isinstance(node.value, (int, float))):
-            raise ExpressionError(f"{text!r}: only integer and float literals are allowed")
+            raise ExpressionError(f"{text!r}: only integer, float and string literals are allowed")
         if isinstance(node, ast.Name) and node.id == DEREF:
             continue
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult) and not (
@@ -108,6 +126,25 @@ def parse(text: str) -> ast.Expression:
         if not isinstance(node, _ALLOWED):
             raise ExpressionError(f"{text!r}: {type(node).__name__.lower()} is not supported")
     return tree
+
+
+def _literal_places(tree: ast.Expression) -> set[int]:
+    """The string literals in a place that takes one: a side of == or != (a chain of them),
+    startswith()'s second argument."""
+    places: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and all(isinstance(op, (ast.Eq, ast.NotEq)) for op in node.ops):
+            places.update(id(side) for side in (node.left, *node.comparators))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "startswith" \
+                and len(node.args) == 2:
+            places.add(id(node.args[1]))
+    return places
+
+
+def uses(tree: ast.AST, names: frozenset[str]) -> set[str]:
+    """Which of the built-ins ``names`` the tree calls."""
+    return {node.func.id for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names}
 
 
 def _python_tree(source: str, text: str) -> ast.Expression:
@@ -173,6 +210,8 @@ def _to_python(text: str) -> str:
         if kind == "reg":
             tok = f"{REGISTER_PREFIX}{tok[1:]}__"
             kind = "name"
+        if kind == "str":
+            tok = _python_string(tok, text)
         if kind == "op" and tok == "&" and previous in _UNARY_BEFORE:
             raise ExpressionError(f"{text!r}: taking an address (&) is not supported")
         if kind == "op" and tok in ("(", "["):
@@ -218,6 +257,31 @@ def _cast_at(tokens: list[tuple[str, str]], i: int, text: str) -> tuple[str, int
                                   f"casts know {', '.join(casts.KNOWN)} (and pointers to them)")
         return None  # (x) -y: a parenthesized name
     return casts.encode(cast), j + 1
+
+
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "\\": "\\", '"': '"', "'": "'", "a": "\a",
+            "b": "\b", "f": "\f", "v": "\v"}
+
+
+def _python_string(token: str, text: str) -> str:
+    """A C/Go string literal as a Python one (repr): the escapes C and Go share, and \\xNN."""
+    body, out, i = token[1:-1], [], 0
+    while i < len(body):
+        char = body[i]
+        if char != "\\":
+            out.append(char)
+            i += 1
+            continue
+        following = body[i + 1:i + 2]
+        if following == "x" and re.fullmatch(r"[0-9a-fA-F]{2}", body[i + 2:i + 4]):
+            out.append(chr(int(body[i + 2:i + 4], 16)))
+            i += 4
+        elif following in _ESCAPES:
+            out.append(_ESCAPES[following])
+            i += 2
+        else:
+            raise ExpressionError(f"{text!r}: unknown escape \\{following} in a string literal")
+    return repr("".join(out))
 
 
 def register_name(python_name: str) -> str:

@@ -19,43 +19,50 @@ class Request:
     by_s: float | None = None
     plot: str | None = None
     as_json: bool = False
+    count_by: tuple[str, ...] = ()
+    top: int = 10
 
 
 def run(request: Request) -> str:
     """What `sampler report` prints."""
     table = load(request.paths)
-    for name in (*request.hists, *(h[0] for h in request.lhists)):
+    for name in (*request.hists, *(h[0] for h in request.lhists), *request.count_by):
         _check_column(table, name)
     for name, low, high, step in request.lhists:
         if step <= 0 or high <= low:
             raise ReportError(f"--lhist {name} {low:g} {high:g} {step:g}: needs MIN < MAX and STEP > 0",
                               "e.g. --lhist delta 0 20000 1000")
     result = stats.report(table, request.by_s)
-    histograms = []
-    for pid, rows in table.rows.groupby("pid", sort=True):
+    histograms, counted = [], []
+    for key, _, rows in stats.runs(table):
         for name in request.hists:
             values = _values(rows, name)
-            histograms.append((f"{name} (PID {pid})", hist.power_of_two(values)))
+            histograms.append((f"{name} (PID {key})", hist.power_of_two(values)))
         for name, low, high, step in request.lhists:
             values = _values(rows, name)
-            histograms.append((f"{name} (PID {pid})", hist.linear(values, low, high, step)))
+            histograms.append((f"{name} (PID {key})", hist.linear(values, low, high, step)))
+        for name in request.count_by:
+            counted.append((f"{name} (PID {key})", stats.top_values(rows, name, request.top)))
     if request.plot:
         from sampler.report.plot import plot  # matplotlib only when asked for
         result["plot"] = {"path": request.plot, "panels": plot(table, request.plot)}
     if request.as_json:
         result["histograms"] = {title: [{"bucket": b, "count": c} for b, c in buckets]
                                 for title, buckets in histograms}
+        result["counts"] = dict(counted)
         return json.dumps(result, indent=2) + "\n"
     text = stats.render(result)
     for title, buckets in histograms:
         text += "\n" + hist.render(title, buckets)
+    for title, top in counted:
+        text += "\n" + hist.render_counts(title, top)
     if request.plot:
         text += f"\nplot: {request.plot}\n"
     return text
 
 
 def _check_column(table: Table, name: str) -> None:
-    if name not in (*table.expressions, *stats.OWN, "late_us"):
+    if name not in (*table.expressions, *stats.OWN, "late_us", "thread"):
         raise ReportError(f"no column {name!r} in {', '.join(sorted(set(table.rows['file'])))}",
                           f"the columns are {', '.join([*table.expressions, *stats.OWN])}")
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
+
+from sampler.printable import printable
 
 BAR = 52
 """bpftrace's bar width."""
@@ -73,4 +76,17 @@ def render(title: str, buckets: list[tuple[str, int]]) -> str:
     for label, count in buckets:
         bar = "@" * (count * BAR // most)
         lines.append(f"{label.ljust(width)} {count:>9} |{bar.ljust(BAR)}|")
+    return "\n".join(lines) + "\n"
+
+
+def render_counts(title: str, top: list[dict[str, Any]]) -> str:
+    """@title: then the most frequent values, most first, as bpftrace prints @[key] = count()
+    (value, count, share of the rows that had one)."""
+    if not top:
+        return f"@{title}: no values\n"
+    labels = [printable(str(entry["value"])) or '""' for entry in top]
+    width = max(len(label) for label in labels)
+    lines = [f"@{title}:"]
+    for label, entry in zip(labels, top):
+        lines.append(f"{label.ljust(width)} {entry['count']:>9} {100 * float(entry['share']):6.1f} %")
     return "\n".join(lines) + "\n"

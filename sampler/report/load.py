@@ -63,13 +63,10 @@ def _read(path: str) -> pd.DataFrame:
     return frame
 
 
-def _expressions(frame: pd.DataFrame, path: str) -> list[str]:
+def _expressions(frame: pd.DataFrame, _path: str) -> list[str]:
     columns = list(frame.columns)
     first, last = columns.index(FIXED_BEFORE[-1]) + 1, columns.index(FIXED_AFTER[0])
-    names = columns[first:last]
-    if not names:
-        raise ReportError(f"{path}: no expression columns", "the CSV has only sampler's own columns")
-    return names
+    return columns[first:last]  # none: a trace that counted calls
 
 
 def numeric(series: pd.Series) -> pd.Series | None:

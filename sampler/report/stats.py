@@ -59,13 +59,25 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def runs(table: Table) -> list[tuple[str, int, pd.DataFrame]]:
+    """The table's runs: the rows of one PID in one file, keyed by the PID (and the file when
+    the PID is in several: a trace and an attach run of one process stay apart)."""
+    files_of = table.rows.groupby("pid")["file"].nunique()
+    found = []
+    for (pid, path), rows in table.rows.groupby(["pid", "file"], sort=True):
+        found.append((str(pid) if files_of[pid] == 1 else f"{pid} ({path})", int(pid), rows))
+    return found
+
+
 def report(table: Table, by_s: float | None = None) -> dict[str, Any]:
-    """Per PID (several runs or processes stay apart): the statistics of every column, and
-    with ``by_s`` of every window of that many seconds."""
+    """Per run (a PID in a file; several runs or processes stay apart): the statistics of every
+    column, and with ``by_s`` of every window of that many seconds."""
     result: dict[str, Any] = {"pids": {}}
-    for pid, rows in table.rows.groupby("pid", sort=True):
+    for key, pid, rows in runs(table):
         entry: dict[str, Any] = {
+            "pid": pid,
             "files": sorted(set(rows["file"])),
+            "rows": len(rows),
             "seconds": float(rows["elapsed_s"].max() - rows["elapsed_s"].min()),
             "columns": {name: column_stats(rows, name) for name in (*table.expressions, *OWN)
                         if name in rows.columns},
@@ -78,8 +90,20 @@ def report(table: Table, by_s: float | None = None) -> dict[str, Any]:
                                 "columns": {name: column_stats(window, name) for name in table.expressions
                                             if name in window.columns}})
             entry["windows"] = windows
-        result["pids"][str(pid)] = entry
+        result["pids"][key] = entry
     return result
+
+
+def top_values(rows: pd.DataFrame, name: str, count: int) -> list[dict[str, Any]]:
+    """The ``count`` most frequent values of a column (strings included), with their share;
+    rows where the column failed are counted under no value."""
+    series = rows[name] if name in rows.columns else pd.Series([None] * len(rows), dtype=object)
+    if name not in (*OWN, "thread", "late_us"):
+        series = series[~rows["error"].map(lambda text: failed_in(text, name))]
+    counts = series.dropna().astype(str).value_counts()
+    total = len(series.dropna())
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:count]
+    return [{"value": value, "count": int(n), "share": n / total if total else 0.0} for value, n in ordered]
 
 
 def format_number(value: Any) -> str:
@@ -95,8 +119,9 @@ def render(result: dict[str, Any]) -> str:
     """The report as aligned text tables, one per PID."""
     lines: list[str] = []
     keys = ("rows", "errors", "min", "p50", "p95", "p99", "max", "mean", "first", "last", "changes")
-    for pid, entry in result["pids"].items():
-        lines.append(f"PID {pid}: {entry['seconds']:.1f} s in {', '.join(entry['files'])}")
+    for entry in result["pids"].values():
+        lines.append(f"PID {entry['pid']}: {entry['rows']} rows, {entry['seconds']:.1f} s in "
+                     f"{', '.join(entry['files'])}")
         table = [["column", *keys]]
         for name, stats in entry["columns"].items():
             table.append([name, *(format_number(stats.get(key)) for key in keys)])

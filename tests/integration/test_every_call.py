@@ -23,12 +23,14 @@ from tests.integration.targets import (
 )
 
 
-def traced_rows(target: Target, at: str, expression: str, go: Callable[[], None],
+def traced_rows(target: Target, at: str, expression: str | None, go: Callable[[], None],
                 done: Callable[[str], int | None], out: Path) -> tuple[int, int, str]:
-    """Trace ``at`` while ``go()`` makes the target call it; (calls the target counted,
-    rows, sampler's stderr). ``done`` reads the count from a line of the target's."""
-    proc = start_sampler("trace", "--backend", "ptrace", "--pid", str(target.pid), "--at", at,
-                         "--expr", expression, "--duration", "180s", "--out", str(out), "--quiet")
+    """Trace ``at`` (with ``--expr expression``, or none: counting calls) while ``go()`` makes
+    the target call it; (calls the target counted, rows, sampler's stderr). ``done`` reads the
+    count from a line of the target's."""
+    exprs = ("--expr", expression) if expression is not None else ()
+    proc = start_sampler("trace", "--backend", "ptrace", "--pid", str(target.pid), "--at", at, *exprs,
+                         "--duration", "180s", "--out", str(out), "--quiet")
     go()
     target.wait_for(lambda: any(done(line) is not None for line in target.lines), 120,
                     "the target did not finish its calls")
@@ -61,6 +63,19 @@ def test_trace_counts_every_call(start_target: Callable[..., Target], tmp_path: 
     assert made == threads * calls
     assert rows == made, (rows, made, stderr)
     assert "missed" not in stderr
+    assert_code_matches_files(target.pid)
+
+
+def test_trace_without_an_expression_counts_calls(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN two threads that will call hot() 150 times each, counting their calls
+    target = start_target("callers", "2", "150", "hot")
+    out = tmp_path / "count.csv"
+    # WHEN it is traced with no --expr
+    made, rows, stderr = traced_rows(target, "hot", None, lambda: None, _done, out)
+    # THEN a row per call, with the fixed columns only
+    assert made == 300 and rows == made, (rows, made, stderr)
+    with open(out) as f:
+        assert f.readline().strip() == "seq,time,elapsed_s,pid,thread,pause_us,wait_us,late_us,error"
     assert_code_matches_files(target.pid)
 
 

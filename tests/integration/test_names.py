@@ -154,3 +154,44 @@ def test_bad_machine_level_expressions(start_target: Callable[..., Target], expr
     line = one_line_error(attach(target.pid, "--quiet", "--expr", "arg0"))
     assert "arg0: arguments are only known at a breakpoint" in line
     target.assert_untouched()
+
+
+# -- misspelt names ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("build, at, meant", [
+    ("ringbuf-c", "ring_raed", "'ring_read'"),
+    ("ringbuf-c", "libc.so.6:mallco", "'malloc'"),
+    ("ringbuf-cpp", "rb::Ring::raed", "'rb::Ring::read'"),
+])
+def test_a_misspelt_location_suggests_the_nearest_names(start_target: Callable[..., Target], build: str,
+                                                         at: str, meant: str) -> None:
+    target = start_target(build)
+    line = one_line_error(attach(target.pid, "--at", at, "--expr", "arg0"))
+    assert f"did you mean {meant}" in line, line
+    target.assert_untouched()
+
+
+def test_a_debian_server_is_named_as_it_runs_and_a_typo_gets_a_suggestion(
+        start_target: Callable[..., Target]) -> None:
+    # GIVEN Debian's redis-server (a link to redis-check-rdb), stripped, with its dynamic symbols
+    import os
+    import shutil
+    import socket
+
+    if not shutil.which("redis-server"):
+        if os.environ.get("CI"):
+            pytest.fail("redis-server is missing: make setup installs it")
+        pytest.skip("redis-server is missing (make setup installs it)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    target = start_target("sh", "-c", f"echo ready pid=$$; exec redis-server --port {port} --bind 127.0.0.1 "
+                          "--save '' --appendonly no", binary=False)
+    # WHEN a breakpoint is asked for at a misspelt command handler
+    line = one_line_error(sampler("trace", "--backend", "ptrace", "--pid", str(target.pid), "--at", "processComand",
+                                  "--max-events", "1"))
+    # THEN the line names the program as it runs (and its file), and the function meant
+    assert "in redis-server (/usr/bin/redis-check-rdb)" in line, line
+    assert "did you mean 'processCommand'" in line, line
+    target.assert_untouched()

@@ -67,6 +67,35 @@ def test_a_signal_ends_tracing_cleanly(start_target: Callable[..., Target], tmp_
     assert_signal_ends_cleanly(proc, signum, out, target)
 
 
+def test_rip_reads_the_breakpoints_address_in_trace_and_attach(start_target: Callable[..., Target],
+                                                               tmp_path: Path) -> None:
+    # GIVEN the C ring buffer, and where its program file says ring_read is
+    from elftools.elf.elffile import ELFFile
+
+    from tests.integration.targets import BIN
+
+    target = start_target("ringbuf-c")
+    with open(BIN / "ringbuf-c", "rb") as f:
+        [symbol] = ELFFile(f).get_section_by_name(".symtab").get_symbol_by_name("ring_read")
+        start, size = symbol["st_value"], symbol["st_size"]
+    bias = min(int(line.split("-")[0], 16) for line in Path(f"/proc/{target.pid}/maps").read_text().splitlines()
+               if line.endswith(str(BIN / "ringbuf-c")))
+    pcs = {}
+    # WHEN $rip is read at the breakpoint, on every hit and on a schedule
+    for command, limit in (("trace", "--max-events"), ("attach", "--count")):
+        out = tmp_path / f"{command}.csv"
+        result = sampler(command, "--backend", "ptrace", "--pid", str(target.pid), "--at", "ring_read",
+                         "--expr", "pc=$rip", limit, "3", *(("--rate", "20") if command == "attach" else ()),
+                         "--out", str(out), "--quiet", timeout=60)
+        assert result.returncode == 0, result.stderr
+        pcs[command] = {int(row["pc"], 0) for row in assert_csv_whole(out)}
+    # THEN both read one address, the breakpoint's: inside ring_read (not one byte past the int3)
+    assert pcs["trace"] == pcs["attach"] and len(pcs["trace"]) == 1, pcs
+    pc = next(iter(pcs["trace"])) - bias
+    assert start <= pc < start + size, (hex(pc), hex(start), size)
+    target.assert_untouched()
+
+
 def test_trace_needs_a_location() -> None:
     result = sampler("trace", "--pid", "1", "--expr", "x")
     assert result.returncode == 2 and "Missing option '--at'" in result.stderr

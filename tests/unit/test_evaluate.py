@@ -112,3 +112,54 @@ def test_a_huge_pointer_is_unreadable_not_a_crash() -> None:
 def test_errors_in_the_expression_itself(text: str, message: str) -> None:
     with pytest.raises(ExpressionError, match=message.replace("*", r"\*").replace("[", r"\[")):
         value(text)
+
+
+# -- strings: literals, comparisons, str(), buf(), startswith() ---------------------------
+# 0x7000 holds "ring\0" then '?'s; rust_name is String "ring" (len 4), tag is &str "rin" (len 3)
+
+@pytest.mark.parametrize("text, expected", [
+    ("str(0x7000)", "ring"),  # up to the NUL
+    ("str(0x7000, 2)", "ri"),  # at most n bytes
+    ("str(0x7000, 6)", "ring"),  # a NUL within n ends it
+    ("str(0x7005, 3)", "???"),  # no NUL: n bytes
+    ("str(rust_name)", "ring"),  # a string with a length: its text
+    ("str(tag, 2)", "ri"),
+    ("buf(0x7000, 5)", "72696e6700"),
+    ("buf(r0, 2)", "0500"),  # the bytes of a struct itself
+    ("buf(0x7000, 0)", ""),
+    ('rust_name == "ring"', "true"),
+    ('tag == "ring"', "false"),
+    ('tag != "ring"', "true"),
+    ('str(0x7000) == "ring"', "true"),
+    ('"ring" == str(0x7000, 4)', "true"),
+    ('startswith(rust_name, "ri")', "true"),
+    ('startswith(rust_name, "rx")', "false"),
+    ('startswith(str(0x7000), "ring\\x00")', "false"),
+    ('rust_name == "ring" && ring->n < 0', "true"),
+    ('(char *)0x7000 == "ring"', "true"),
+])
+def test_strings(text: str, expected: object) -> None:
+    assert value(text) == expected
+
+
+@pytest.mark.parametrize("text, message", [
+    ("str(0)", "null pointer"),
+    ("str(0x9000, 4)", "cannot read"),
+    ("buf(0x7000, 5000)", "between 0 and 4096"),
+])
+def test_string_problems_of_one_sample(text: str, message: str) -> None:
+    with pytest.raises(SampleError, match=message):
+        value(text)
+
+
+@pytest.mark.parametrize("text, message", [
+    ('ring->n == "x"', "not a string"),
+    ('"a" + 1', "string literal goes in"),
+    ('str("a")', "string literal goes in"),
+    ("buf(0x7000)", "takes two arguments"),
+    ('startswith(ring->n)', "takes two arguments"),
+    ('ring->w < "x"', "string literal goes in"),
+])
+def test_string_mistakes(text: str, message: str) -> None:
+    with pytest.raises(ExpressionError, match=message):
+        value(text)

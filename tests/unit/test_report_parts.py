@@ -110,3 +110,30 @@ def test_report_keeps_pids_apart_and_counts_errors_per_expression(tmp_path: Path
     assert a["delta"]["changes"] == 1 and a["name"]["numeric"] is False and a["name"]["last"] == "y"
     assert a["name"]["errors"] == 0  # the error named delta only
     assert (b["delta"]["min"], b["delta"]["changes"], b["pause_us"]["max"]) == (100, 0, 31)
+
+
+def test_report_keeps_runs_of_one_pid_apart_and_counts_values(tmp_path: Path) -> None:
+    from sampler.report import Request, run
+
+    # GIVEN a trace run and an attach run of PID 10, and a trace that counted calls (no expression)
+    header = "seq,time,elapsed_s,pid,thread,cmd,pause_us,wait_us,late_us,error\n"
+    traced = tmp_path / "trace.csv"
+    traced.write_text(header + "".join(f"{i},t,{i / 10},10,1,{c},20,1,0,\n" for i, c in
+                                       enumerate(["get", "set", "get", "get", "mset\\x1b"], 1)))
+    attached = tmp_path / "attach.csv"
+    attached.write_text(header + "1,t,0.0,10,1,set,30,1,0,\n2,t,1.0,10,1,,31,1,0,cmd: null pointer\n")
+    counted = tmp_path / "calls.csv"
+    counted.write_text("seq,time,elapsed_s,pid,thread,pause_us,wait_us,late_us,error\n"
+                       "1,t,0.0,12,7,5,1,0,\n2,t,0.1,12,8,5,1,0,\n3,t,0.2,12,7,5,1,0,\n")
+    # WHEN reported together, with the values of cmd (and of thread) counted
+    report = json.loads(run(Request([str(traced), str(attached), str(counted)], as_json=True,
+                                    count_by=("cmd", "thread"), top=2)))
+    # THEN each run has its own table, and the counts are per run, most frequent first
+    assert set(report["pids"]) == {f"10 ({traced})", f"10 ({attached})", "12"}
+    assert report["pids"][f"10 ({traced})"]["rows"] == 5 and report["pids"]["12"]["rows"] == 3
+    assert report["counts"][f"cmd (PID 10 ({traced}))"] == [
+        {"value": "get", "count": 3, "share": 0.6}, {"value": "mset\\x1b", "count": 1, "share": 0.2}]
+    assert report["counts"][f"cmd (PID 10 ({attached}))"] == [{"value": "set", "count": 1, "share": 1.0}]
+    assert report["counts"]["thread (PID 12)"][0] == {"value": "7", "count": 2, "share": 2 / 3}
+    text = run(Request([str(traced)], count_by=("cmd",)))
+    assert "@cmd (PID 10):\nget" in text and "3   60.0 %" in text

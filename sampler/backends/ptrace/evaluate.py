@@ -23,8 +23,11 @@ from sampler.debuginfo.locations import Computed, InBytes, InMemory, InRegister,
 from sampler.debuginfo.types import Array, Enum, Pointer, Scalar, Struct, Type, is_interface
 from sampler.errors import ExpressionError
 from sampler.language import casts
-from sampler.language.expr import BUILTINS, REGISTER_PREFIX, register_name, source_name
+from sampler.language.expr import BUILTINS, MAX_BYTES, REGISTER_PREFIX, SAMPLER_ONLY, register_name, source_name
 from sampler.sample import Value
+
+TEXT_BUILTINS = SAMPLER_ONLY
+"""str(), buf(), startswith(): built-ins whose result is text (or a test of text)."""
 
 
 class SampleError(Exception):
@@ -46,6 +49,13 @@ class Num:
     """0 for an untyped literal: it takes the other operand's type."""
     signed: bool = True
     is_bool: bool = False
+
+
+@dataclass(frozen=True)
+class Text:
+    """A string made by the expression: a literal, str(), buf()."""
+
+    value: str
 
 
 Resolve = Callable[[str], Object | None]
@@ -75,6 +85,8 @@ class Evaluator:
             result = self._eval(tree.body)
             if isinstance(result, Object):
                 return self._present(result)
+            if isinstance(result, Text):
+                return result.value
             return _present_num(result)
         except (UnreadableMemory, OptimizedOut) as e:
             raise SampleError(str(e)) from None
@@ -89,7 +101,9 @@ class Evaluator:
 
     # -- the tree ---------------------------------------------------------------
 
-    def _eval(self, node: ast.AST) -> Object | Num:
+    def _eval(self, node: ast.AST) -> Object | Num | Text:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return Text(node.value)
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
             return Num(node.value)
         if isinstance(node, ast.Name) and node.id.startswith(REGISTER_PREFIX):
@@ -110,6 +124,8 @@ class Evaluator:
             return self._field(self._object(node.value), source_name(node.attr))
         if isinstance(node, ast.Subscript):
             return self._index(self._object(node.value), self._int(self._eval(node.slice)))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in TEXT_BUILTINS:
+            return self._text_builtin(node.func.id, node.args)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in BUILTINS:
             return self._builtin(node.func.id, self._object(node.args[0]))
         if isinstance(node, ast.Call):  # only __deref__ and the built-ins pass expr's checks
@@ -126,6 +142,9 @@ class Evaluator:
         if isinstance(node, ast.BinOp):
             return _binary(node.op, self._num(self._eval(node.left)), self._num(self._eval(node.right)))
         if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(isinstance(side, ast.Constant) and isinstance(side.value, str) for side in sides):
+                return self._compare_texts(node)
             left = self._num(self._eval(node.left))
             for op, right_node in zip(node.ops, node.comparators):
                 right = self._num(self._eval(right_node))
@@ -161,9 +180,104 @@ class Evaluator:
             return self._load(self._field(obj, field))
         raise ExpressionError(f"{name}() of {t.name}: it takes a string, slice, array, map or channel")
 
-    def _cast(self, cast: casts.Cast, operand: Object | Num) -> Object | Num:
+    def _compare_texts(self, node: ast.Compare) -> Num:
+        """``==`` and ``!=`` with a string literal on a side: every side read as text."""
+        left = self._as_text(self._eval(node.left))
+        for op, right_node in zip(node.ops, node.comparators):
+            right = self._as_text(self._eval(right_node))
+            if (left == right) != isinstance(op, ast.Eq):
+                return Num(False, is_bool=True)
+            left = right
+        return Num(True, is_bool=True)
+
+    def _text_builtin(self, name: str, args: list[ast.expr]) -> Object | Num | Text:
+        """str(x), str(x, n), buf(x, n), startswith(x, "text")."""
+        if name == "startswith":
+            whole = self._as_text(self._eval(args[0]))
+            return Num(whole.startswith(self._as_text(self._eval(args[1]))), is_bool=True)
+        limit = None
+        if len(args) == 2:
+            limit = self._int(self._eval(args[1]))
+            if not 0 <= limit <= MAX_BYTES:
+                raise SampleError(f"{name}(): {limit} bytes asked; between 0 and {MAX_BYTES}")
+        operand = self._eval(args[0])
+        if name == "buf":
+            assert limit is not None
+            return Text(self._bytes_at(operand, limit).hex())
+        if isinstance(operand, Object) and (text_fields(operand.type) is not None or is_interface(operand.type)):
+            whole = self._as_text(operand)  # a string with a length: at most ``limit`` of it
+            return Text(whole if limit is None else whole[:limit])
+        if limit is None:
+            return Text(self._as_text(operand)) if isinstance(operand, Object) and \
+                isinstance(operand.type, Array) else Text(self._c_string(self._pointer_of(operand)))
+        data = self._bytes_at(operand, limit)
+        end = data.find(b"\0")
+        return Text((data if end < 0 else data[:end]).decode("utf-8", "replace"))
+
+    def _pointer_of(self, value: Object | Num | Text) -> int:
+        """The address a pointer or an integer holds (str(), buf())."""
+        if isinstance(value, Text):
+            raise ExpressionError("str() and buf() take a pointer or an address, not a string literal")
+        if isinstance(value, Object) and isinstance(value.type, (Struct, Array)):
+            return self._address(value)  # the bytes of the thing itself
+        address = self._int(value) & (1 << 64) - 1
+        if address == 0:
+            raise SampleError("null pointer")
+        return address
+
+    def _bytes_at(self, value: Object | Num | Text, size: int) -> bytes:
+        """``size`` bytes where ``value`` points (or of the array or struct itself)."""
+        self.on_branch()  # the address is data: what is read next depends on it
+        if size == 0:
+            return b""
+        if isinstance(value, Object) and not isinstance(value.location, InMemory) \
+                and isinstance(value.type, (Struct, Array)):
+            return self._bytes(value, 0, min(size, value.type.size))
+        address = self._pointer_of(value)
+        try:
+            return self.read(address, size)
+        except UnreadableMemory:  # up to the end of what is mapped, page by page
+            data = b""
+            while len(data) < size:
+                at = address + len(data)
+                try:
+                    data += self.read(at, min(size - len(data), 4096 - at % 4096))
+                except UnreadableMemory:
+                    if not data:
+                        raise
+                    break
+            return data
+
+    def _as_text(self, value: Object | Num | Text) -> str:
+        """What a side of a string comparison reads as: a literal, a string (C's char * and
+        char arrays, std::string, Go and Rust strings), str() and buf()."""
+        if isinstance(value, Text):
+            return value.value
+        if isinstance(value, Num):
+            raise ExpressionError("a number compared with a string: compare numbers with numbers")
+        t = value.type
+        if is_interface(t):
+            inner = self._present(value)
+            if isinstance(inner, str):
+                return inner
+            raise SampleError("the interface holds a number, not a string")
+        if text_fields(t) is not None or isinstance(t, TextPointer):
+            found = self._present(value)
+            assert isinstance(found, str)
+            return found
+        if isinstance(t, Pointer) and isinstance(t.target, Scalar) and t.target.size == 1:
+            return self._c_string(self._pointer_of(value))
+        if isinstance(t, Array) and isinstance(t.element, Scalar) and t.element.size == 1 and t.count:
+            data = self._bytes(value, 0, min(t.count, MAX_BYTES))
+            end = data.find(b"\0")
+            return (data if end < 0 else data[:end]).decode("utf-8", "replace")
+        raise ExpressionError(f"{t.name} is not a string: read one with str(p) or str(p, n)")
+
+    def _cast(self, cast: casts.Cast, operand: Object | Num | Text) -> Object | Num:
         """A C cast: a pointer of the named type (a read only happens through it), or the
         value converted to the named scalar type."""
+        if isinstance(operand, Text):
+            raise ExpressionError("a string literal cannot be cast")
         if cast.stars:
             if isinstance(operand, Object) and isinstance(operand.type, (Struct, Array)):
                 address = self._address(operand)  # (T *)array: its first element
@@ -301,10 +415,12 @@ class Evaluator:
         value = int.from_bytes(raw, "little", signed=signed)
         return Num(value, size * 8, signed, is_bool=isinstance(t, Scalar) and t.kind == "bool")
 
-    def _num(self, value: Object | Num) -> Num:
+    def _num(self, value: Object | Num | Text) -> Num:
+        if isinstance(value, Text):
+            raise ExpressionError("a string is not a number: compare it with == or != \"text\"")
         return self._load(value) if isinstance(value, Object) else value
 
-    def _int(self, value: Object | Num) -> int:
+    def _int(self, value: Object | Num | Text) -> int:
         num = self._num(value)
         if isinstance(num.value, float):
             raise ExpressionError("a float cannot be used as an index or in a bitwise operation")

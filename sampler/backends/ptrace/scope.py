@@ -31,7 +31,7 @@ from sampler.debuginfo.modules import Module, Modules
 from sampler.debuginfo.types import Pointer, Scalar, Struct, Type, is_interface
 from sampler.errors import ExpressionError
 from sampler.language import casts
-from sampler.language.expr import BUILTINS, DEREF, REGISTER_PREFIX, register_name, source_name
+from sampler.language.expr import REGISTER_PREFIX, register_name, source_name
 from sampler.sample import Value
 
 ARGUMENTS = {f"arg{i}": register for i, register in enumerate(("rdi", "rsi", "rdx", "rcx", "r8", "r9"))}
@@ -258,13 +258,14 @@ class Scope:
                 self.function, names = None, set()
         unknown: dict[int, list[str]] = {}
         for index, expression in enumerate(self.config.expressions):
+            called = {id(node.func) for node in ast.walk(expression.tree) if isinstance(node, ast.Call)}
             for node in ast.walk(expression.tree):
                 dotted = dotted_name(node) if isinstance(node, ast.Attribute) else None
                 if dotted is not None and dotted.partition(".")[0] not in names:
                     self.global_object(dotted)  # looked up now, not at a hit (main.ring, a Go global)
                 if isinstance(node, ast.Name) and node.id.startswith(REGISTER_PREFIX):
                     self._check_register(register_name(node.id))
-                elif isinstance(node, ast.Name) and node.id not in (DEREF, *BUILTINS) \
+                elif isinstance(node, ast.Name) and id(node) not in called \
                         and not node.id.startswith(casts.PREFIX):
                     name = source_name(node.id)
                     if name in names or (self.is_go and defines_package(self.modules, name)) \

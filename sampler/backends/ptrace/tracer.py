@@ -470,6 +470,7 @@ class Tracer:
                 seen = self._seen = monotonic()
                 if status == TRAP_STOP and ptrace(calls.PTRACE_GETREGS, tid, None, reference) != -1 \
                         and registers.rip - 1 == address and address in self.armed:
+                    registers.rip = address  # $rip reads the breakpoint's address (the thread's: at rewind)
                     hit = Hit(tid, address, registers, seen)
                     self.threads.add(tid)
                     self.stops[tid] = self.stops.get(tid, 0) + 1
@@ -567,6 +568,7 @@ class Tracer:
                 return None  # killed meanwhile (SIGKILL): its exit comes next
             address = registers.rip - 1
             if address in self.armed:
+                registers.rip = address  # $rip reads the breakpoint's address (the thread's: at rewind)
                 return Hit(tid, address, registers, self._seen)
             if address in self.originals:  # hit at the same moment as another thread: rewind, go on
                 self.resume(Hit(tid, address, registers, 0.0))

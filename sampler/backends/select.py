@@ -36,7 +36,7 @@ def pick(config: SessionConfig, target: TargetProcess) -> Choice:
                          "use --backend ptrace (Delve compares strings itself: --expr 'cmd == \"GET\"')")
     if choice == "auto":
         if own:
-            choice, reason = "ptrace", f"{own[0]}() is read by the ptrace backend"
+            choice, reason = "ptrace", f"{' and '.join(f'{name}()' for name in own)}: read by the ptrace backend"
         elif target.is_go and not target.has_debug_info:
             choice, reason = "ptrace", "Go program without DWARF: Delve cannot read it"
         elif target.is_go and dlv is not None:

@@ -97,3 +97,29 @@ def test_stripped_go_bad_input_is_one_line(start_target, args: list[str], expect
                                   "--count", "1"))
     assert expected in line, line
     stripped.assert_untouched()
+
+
+def test_every_backend_gives_a_pointer_as_its_address_in_hex(go_target: Target, tmp_path: Path) -> None:
+    # GIVEN the Go ring, whose main.ring is a pointer that never changes, and Read's receiver b (the same)
+    seen = {}
+    for backend in ("ptrace", "delve", "delve-rpc"):
+        for at in (("--at", READ, "--expr", "b=b"), ()):
+            out = tmp_path / f"{backend}{len(at)}.csv"
+            # WHEN each backend reads them, at a breakpoint and (globals only) without one
+            result = attach(go_target.pid, backend, *at, "--expr", "g=main.ring", "--count", "2", "--rate", "10",
+                            "--out", str(out))
+            assert result.returncode == 0, (backend, result.stderr)
+            rows = assert_csv_whole(out)
+            seen[backend, bool(at)] = {row[name] for row in rows for name in ("g", "b") if name in row}
+    # THEN every backend gives one and the same address, in hex (Delve's terminal prints the struct a
+    # pointer points to: sampler asks it for &*(EXPR))
+    [address] = seen["ptrace", True]
+    assert address.startswith("0xc") and all(values == {address} for values in seen.values()), seen
+    # AND report gives no percentiles of it
+    report = sampler("report", str(tmp_path / "ptrace4.csv"), "--json")
+    import json
+
+    columns = json.loads(report.stdout)["pids"]
+    stats = next(iter(columns.values()))["columns"]["b"]
+    assert stats["numeric"] is False and "p50" not in stats and stats["last"] == address, stats
+    go_target.assert_untouched()

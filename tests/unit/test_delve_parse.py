@@ -120,3 +120,12 @@ def test_interfaces_read_as_the_ptrace_backend_gives_them(text: str, expected: o
 ])
 def test_rpc_interfaces_read_as_the_terminal_gives_them(variable: dict[str, object], expected: object) -> None:
     assert parse.rpc_value(variable) == expected
+
+
+def test_pointers_are_hex_addresses_in_both_drives() -> None:
+    assert parse.value("(*main.Ring)(0xc000080050)") == "0xc000080050"
+    assert parse.value("(unsafe.Pointer)(0x7f00)") == "0x7f00"
+    assert parse.rpc_value({"kind": 22, "value": "824634245200", "type": "*main.Ring"}) == "0xc000080050"
+    assert parse.rpc_value({"kind": 26, "value": "0", "type": "unsafe.Pointer"}) == "0x0"
+    assert parse.is_pointer_type("*main.Ring\n") and parse.is_pointer_type("unsafe.Pointer")
+    assert not parse.is_pointer_type("uintptr") and not parse.is_pointer_type("main.Ring")

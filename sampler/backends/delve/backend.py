@@ -40,6 +40,9 @@ class DelveBackend:
         self._attached = False
         self._exited = False  # dlv said the target process ended
         self.guardian: Guardian | None = None
+        self._pointers: list[bool] | None = None
+        """Which expressions are pointers (dlv prints the struct a pointer points to: sampler asks
+        for ``&*(EXPR)`` instead, which dlv prints with the address); learnt at the first stop."""
 
     @classmethod
     def create(cls, config: SessionConfig, target: TargetProcess, dlv: str | None) -> DelveBackend:
@@ -147,7 +150,7 @@ class DelveBackend:
         self._armed = False
         values: tuple[Value, ...] = (None,) * len(self.config.expressions)
         if hit:
-            values, errors = self._values(outputs[:-1])
+            values, errors = self._values(outputs[:-1])  # the last is the clear's
             error = "; ".join(errors)
         elif stop.is_set() or "received SIGINT" in text:
             error = miss(stop, self.config.hit_timeout_s)
@@ -217,13 +220,27 @@ class DelveBackend:
         return f"clear {parse.BREAKPOINT}"
 
     def _prints(self) -> list[str]:
-        return [f"print {expression.text}" for expression in self.config.expressions]
+        texts = [expression.text for expression in self.config.expressions]
+        if self._pointers is None:  # the first stop: what each is, its value, and its value as an address
+            return [*(f"whatis {t}" for t in texts), *(f"print {t}" for t in texts),
+                    *(f"print &*({t})" for t in texts)]
+        return [f"print &*({t})" if pointer else f"print {t}" for t, pointer in zip(texts, self._pointers)]
 
     def _values(self, outputs: list[str]) -> tuple[tuple[Value, ...], list[str]]:
+        count = len(self.config.expressions)
+        if self._pointers is None:
+            whatis, printed, addressed = outputs[:count], outputs[count:2 * count], outputs[2 * count:3 * count]
+            self._pointers = [parse.failure(text) is None and parse.is_pointer_type(text) for text in whatis]
+            outputs = [a if pointer else p for pointer, p, a in zip(self._pointers, printed, addressed)]
         values: list[Value] = []
         errors: list[str] = []
-        for expression, text in zip(self.config.expressions, outputs):
-            value, error = parse.parse_value(text, expression.text)
+        for expression, text, pointer in zip(self.config.expressions, outputs, self._pointers or [False] * count):
+            message = parse.failure(text)
+            value: Value
+            if pointer and message is not None and "nil pointer" in message:
+                value, error = "0x0", ""  # &*(p) of a nil p: dlv refuses; the value is the null address
+            else:
+                value, error = parse.parse_value(text, expression.text)
             values.append(value)
             if error:
                 errors.append(f"{expression.name}: {error}")

@@ -166,6 +166,9 @@ def value(text: str) -> Value:
     ``*main.Square``); a nil one is ``nil``."""
     if _NIL_INTERFACE.match(text):
         return "nil"
+    pointer = _POINTER.match(text)
+    if pointer is not None:
+        return pointer["address"]
     found = _INTERFACE.match(text)
     if found is not None:
         inner = found["value"].strip()
@@ -173,8 +176,25 @@ def value(text: str) -> Value:
     return number(text)
 
 
+POINTER_KINDS = frozenset({22, 26})
+"""reflect.Kind of a pointer and of unsafe.Pointer: given as a hex address, as ptrace gives it."""
+_POINTER = re.compile(r"^\(\*?[^()]*\)\((?P<address>0x[0-9a-f]+)\)$")
+"""How dlv's terminal prints ``&x`` and ``&*p``: ``(*main.Ring)(0xc0000a6000)``."""
+
+
+def is_pointer_type(whatis: str) -> bool:
+    """dlv's ``whatis`` answer names a pointer type (``*main.Ring``, ``unsafe.Pointer``)."""
+    first = whatis.strip().splitlines()[0] if whatis.strip() else ""
+    return first.startswith("*") or first == "unsafe.Pointer"
+
+
 def rpc_value(variable: dict[str, Any]) -> Value:
     """A value as Delve's JSON-RPC gives it (api.Variable), by the same rule as ``value``."""
+    if variable.get("kind") in POINTER_KINDS:
+        try:
+            return hex(int(str(variable.get("value") or "0"), 0))
+        except ValueError:
+            return str(variable.get("value"))
     if variable.get("kind") == INTERFACE_KIND:
         inner = (variable.get("children") or [{}])[0]
         if not inner.get("kind"):

@@ -33,6 +33,8 @@ REGISTER_PREFIX = "__reg_"
 """``$rdi`` (gdb's spelling of a register) is the name ``__reg_rdi__`` in the parsed tree."""
 DEREF = "__deref__"
 """Name of the pseudo-call that stands for unary ``*`` in the parsed tree."""
+ADDRESS_OF = "__address__"
+"""Name of the pseudo-call that stands for unary ``&`` (take an address: it reads nothing)."""
 KEYWORD_PREFIX = "__kw_"
 """Prefix given to names that are Python keywords (a C field called ``from``)."""
 
@@ -104,7 +106,7 @@ def parse(text: str) -> ast.Expression:
                     wanted = "one argument" if most == 1 else "two arguments" if least == 2 else "one or two arguments"
                     raise ExpressionError(f"{text!r}: {node.func.id}() takes {wanted}")
                 continue
-            if not (isinstance(node.func, ast.Name) and node.func.id == DEREF):
+            if not (isinstance(node.func, ast.Name) and node.func.id in (DEREF, ADDRESS_OF)):
                 raise ExpressionError(f"{text!r}: function calls are not allowed "
                                       f"(only the built-ins {', '.join(sorted(BUILTINS))})")
             continue
@@ -118,7 +120,7 @@ def parse(text: str) -> ast.Expression:
         if isinstance(node, ast.Constant) and (
                 isinstance(node.value, bool) or not isinstance(node.value, (int, float))):
             raise ExpressionError(f"{text!r}: only integer, float and string literals are allowed")
-        if isinstance(node, ast.Name) and node.id == DEREF:
+        if isinstance(node, ast.Name) and node.id in (DEREF, ADDRESS_OF):
             continue
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult) and not (
                 isinstance(node.left, ast.Name) and casts.decode(node.left.id) is not None):
@@ -193,8 +195,8 @@ def _to_python(text: str) -> str:
     i = 0
     while i < len(tokens):
         kind, tok = tokens[i]
-        if kind == "op" and tok == "*" and previous in _UNARY_BEFORE:
-            out.append(f"{DEREF}(")
+        if kind == "op" and tok in ("*", "&") and previous in _UNARY_BEFORE:
+            out.append(f"{DEREF if tok == '*' else ADDRESS_OF}(")
             closers.append(depth)
             previous = tok
             i += 1
@@ -212,8 +214,6 @@ def _to_python(text: str) -> str:
             kind = "name"
         if kind == "str":
             tok = _python_string(tok, text)
-        if kind == "op" and tok == "&" and previous in _UNARY_BEFORE:
-            raise ExpressionError(f"{text!r}: taking an address (&) is not supported")
         if kind == "op" and tok in ("(", "["):
             depth += 1
         elif kind == "op" and tok in (")", "]"):
@@ -228,7 +228,7 @@ def _to_python(text: str) -> str:
             out.append(")")
             closers.pop()
     if closers:
-        raise ExpressionError(f"{text!r}: '*' or a cast needs an operand")
+        raise ExpressionError(f"{text!r}: '*', '&' or a cast needs an operand")
     return " ".join(out)
 
 
@@ -248,7 +248,7 @@ def _cast_at(tokens: list[tuple[str, str]], i: int, text: str) -> tuple[str, int
     if not words or j >= len(tokens) or tokens[j] != ("op", ")"):
         return None
     follows = tokens[j + 1] if j + 1 < len(tokens) else None
-    if follows is None or not (follows[0] in ("name", "num", "reg") or follows[1] in ("(", "-", "~", "!", "*", "+")):
+    if follows is None or not (follows[0] in ("name", "num", "reg") or follows[1] in ("(", "-", "~", "!", "*", "+", "&")):
         return None
     cast = casts.lookup(words, stars)
     if cast is None:

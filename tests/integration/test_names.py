@@ -198,3 +198,58 @@ def test_a_debian_server_is_named_as_it_runs_and_a_typo_gets_a_suggestion(
 
     assert_code_matches_files(target.pid)
     assert target.status()["TracerPid"].strip() == "0"
+
+
+# -- data symbols without debug info -------------------------------------------------
+
+
+def test_a_stripped_programs_global_is_read_through_its_symbol(start_target: Callable[..., Target],
+                                                                tmp_path: Path) -> None:
+    # GIVEN the C ring stripped of everything but its exported symbols: `ring` is a data symbol, no type
+    target = start_target("ringbuf-c-exported")
+    # WHEN it is named alone, THEN one line says, as gdb does, that it needs a cast
+    line = one_line_error(attach(target.pid, "--expr", "ring", "--quiet"))
+    assert "'ring' has no type in the debug info (a data symbol of 8 bytes)" in line and "*(uint64_t *)&ring" in line
+    # WHEN read through casts of its address, without stopping the program (no --at)
+    out = tmp_path / "symbol.csv"
+    rows = rows_of(attach(target.pid, "--expr", "a=&ring", "--expr", "p=*(uint64_t *)&ring",
+                          "--expr", "d=*(uint64_t *)(*(uint64_t *)&ring + 8) - *(uint64_t *)*(uint64_t *)&ring",
+                          "--count", "5", "--rate", "20", "--out", str(out), "--quiet"), out)
+    # THEN the address is in hex, the pointer it holds is a heap address, w - r is within the ring
+    bias = min(int(line.split("-")[0], 16) for line in Path(f"/proc/{target.pid}/maps").read_text().splitlines()
+               if line.endswith("ringbuf-c-exported"))
+    symbol = subprocess.run(["nm", "-D", str(BIN / "ringbuf-c-exported")], capture_output=True, text=True).stdout
+    [address] = [int(line.split()[0], 16) for line in symbol.splitlines() if line.endswith(" B ring")]
+    for row in rows:
+        assert row["a"] == hex(bias + address) and int(row["p"]) > 0 and row["pause_us"] == "0", row
+        assert 0 <= int(row["d"]) <= CAPACITY, row
+    assert_text_matches_file(target)
+
+
+def test_a_debian_daemons_global_struct_is_read_without_stopping_it(start_target: Callable[..., Target],
+                                                                    tmp_path: Path) -> None:
+    # GIVEN Debian's redis-server, stripped: its `struct redisServer server` is a data symbol
+    # (.dynsym), whose first field is the server's PID
+    import os
+    import shutil
+    import socket
+
+    if not shutil.which("redis-server"):
+        if os.environ.get("CI"):
+            pytest.fail("redis-server is missing: make setup installs it")
+        pytest.skip("redis-server is missing (make setup installs it)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    target = start_target("sh", "-c", f"echo ready pid=$$; exec redis-server --port {port} --bind 127.0.0.1 "
+                          "--save '' --appendonly no", binary=False)
+    out = tmp_path / "server.csv"
+    # WHEN server.pid is read through a cast of &server, with no breakpoint
+    rows = rows_of(attach(target.pid, "--expr", "spid=*(int32_t *)&server", "--expr", "head=buf(&server, 4)",
+                          "--count", "3", "--rate", "10", "--out", str(out), "--quiet"), out)
+    # THEN every row holds the daemon's own PID, read while it ran (no pause)
+    assert [row["spid"] for row in rows] == [str(target.pid)] * 3, rows
+    assert rows[0]["head"] == target.pid.to_bytes(4, "little").hex() and rows[0]["pause_us"] == "0", rows
+    from tests.integration.targets import assert_code_matches_files
+
+    assert_code_matches_files(target.pid)

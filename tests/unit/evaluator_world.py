@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sampler.backends.ptrace.evaluate import Evaluator, Object
+from sampler.backends.ptrace.evaluate import Evaluator, Object, Untyped
 from sampler.backends.ptrace.memory import UnreadableMemory
 from sampler.debuginfo.locations import Computed, InMemory, InRegister
 from sampler.debuginfo.types import Array, Enum, Member, Pointer, Scalar, Struct
@@ -53,6 +53,7 @@ GLOBALS = {
     "w_atomic": Object(ATOMIC, InMemory(0x2008)),
     "rust_name": Object(RUST_STRING, InMemory(0x7100)),
     "tag": Object(STR, InMemory(0x7200)),
+    "sym": Object(Untyped("sym", 16), InMemory(0x2000)),  # a data symbol without DWARF, over r0
 }
 NAMES = sorted(GLOBALS)
 FIELDS = sorted(RING.members)

@@ -163,3 +163,27 @@ def test_string_problems_of_one_sample(text: str, message: str) -> None:
 def test_string_mistakes(text: str, message: str) -> None:
     with pytest.raises(ExpressionError, match=message):
         value(text)
+
+
+# -- data symbols without a type, and & ---------------------------------------------------
+
+@pytest.mark.parametrize("text, expected", [
+    ("&sym", "0x2000"),
+    ("&sym + 8", "0x2008"),  # bytes, not elements: a data symbol has no element size
+    ("*(uint64_t *)&sym", 5),
+    ("*(uint64_t *)(&sym + 8)", 12),
+    ("*(int32_t *)(&sym + 16)", -3),
+    ("buf(&sym, 4)", "05000000"),
+    ("buf(sym, 2)", "0500"),
+    ("&r0.w", "0x2008"),
+    ("*(uint64_t *)&r0.w - r0.r", 7),
+    ("&sym - &r0", 0),  # two addresses: a number
+])
+def test_data_symbols_and_addresses(text: str, expected: object) -> None:
+    assert value(text) == expected
+
+
+@pytest.mark.parametrize("text", ["sym", "sym.x", "sym + 1"])
+def test_a_data_symbol_alone_says_it_needs_a_cast(text: str) -> None:
+    with pytest.raises(ExpressionError, match=r"'sym' has no type in the debug info .*\*\(uint64_t \*\)&sym"):
+        value(text)

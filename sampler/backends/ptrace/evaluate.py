@@ -12,7 +12,7 @@ import ast
 import operator
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sampler.backends.ptrace.golang import Dynamic
 from sampler.backends.ptrace.memory import Read, UnreadableMemory
@@ -23,7 +23,15 @@ from sampler.debuginfo.locations import Computed, InBytes, InMemory, InRegister,
 from sampler.debuginfo.types import Array, Enum, Pointer, Scalar, Struct, Type, is_interface
 from sampler.errors import ExpressionError
 from sampler.language import casts
-from sampler.language.expr import BUILTINS, MAX_BYTES, REGISTER_PREFIX, SAMPLER_ONLY, register_name, source_name
+from sampler.language.expr import (
+    ADDRESS_OF,
+    BUILTINS,
+    MAX_BYTES,
+    REGISTER_PREFIX,
+    SAMPLER_ONLY,
+    register_name,
+    source_name,
+)
 from sampler.sample import Value
 
 TEXT_BUILTINS = SAMPLER_ONLY
@@ -49,6 +57,8 @@ class Num:
     """0 for an untyped literal: it takes the other operand's type."""
     signed: bool = True
     is_bool: bool = False
+    is_address: bool = False
+    """&x, and &x plus or minus a number: printed in hex, as pointers are."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +138,9 @@ class Evaluator:
             return self._text_builtin(node.func.id, node.args)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in BUILTINS:
             return self._builtin(node.func.id, self._object(node.args[0]))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == ADDRESS_OF:
+            # &x is a number (its address): arithmetic on it counts bytes, as for a data symbol
+            return Num(self._address(self._object(node.args[0])), 64, signed=False, is_address=True)
         if isinstance(node, ast.Call):  # only __deref__ and the built-ins pass expr's checks
             return self._deref(self._object(node.args[0]))
         if isinstance(node, ast.UnaryOp):
@@ -140,7 +153,11 @@ class Evaluator:
                 return _wrap(~self._int(operand), operand)
             return operand
         if isinstance(node, ast.BinOp):
-            return _binary(node.op, self._num(self._eval(node.left)), self._num(self._eval(node.right)))
+            left, right = self._num(self._eval(node.left)), self._num(self._eval(node.right))
+            result = _binary(node.op, left, right)
+            if (left.is_address != right.is_address) and isinstance(node.op, (ast.Add, ast.Sub)):
+                result = replace(result, is_address=True)  # an address and a number of bytes
+            return result
         if isinstance(node, ast.Compare):
             sides = [node.left, *node.comparators]
             if any(isinstance(side, ast.Constant) and isinstance(side.value, str) for side in sides):
@@ -218,7 +235,7 @@ class Evaluator:
         """The address a pointer or an integer holds (str(), buf())."""
         if isinstance(value, Text):
             raise ExpressionError("str() and buf() take a pointer or an address, not a string literal")
-        if isinstance(value, Object) and isinstance(value.type, (Struct, Array)):
+        if isinstance(value, Object) and isinstance(value.type, (Struct, Array, Untyped)):
             return self._address(value)  # the bytes of the thing itself
         address = self._int(value) & (1 << 64) - 1
         if address == 0:
@@ -313,6 +330,8 @@ class Evaluator:
         return result
 
     def _field(self, obj: Object, name: str) -> Object:
+        if isinstance(obj.type, Untyped):
+            raise untyped(obj.type)
         if isinstance(obj.type, Pointer):
             obj = self._deref(obj)
         dynamic = is_interface(obj.type)
@@ -398,6 +417,8 @@ class Evaluator:
 
     def _load(self, obj: Object) -> Num:
         t = obj.type
+        if isinstance(t, Untyped):
+            raise untyped(t)
         wrapped = unwrap(t)
         if wrapped is not None:  # std::atomic<T>, AtomicU64, Cell<T>: their T
             return self._load(self._part(obj, wrapped[0], wrapped[1]))
@@ -504,6 +525,18 @@ class Evaluator:
         return data.decode("utf-8", "replace") + "..."
 
 
+class Untyped(Type):
+    """A data symbol the debug info does not describe (a stripped program's global, from its
+    symbol table): it has an address and a size, no type."""
+
+
+def untyped(t: Type) -> ExpressionError:
+    return ExpressionError(f"{t.name!r} has no type in the debug info (a data symbol of {t.size} bytes): "
+                           f"read it through a cast of its address, as gdb asks: *(uint64_t *)&{t.name}",
+                           f"or *(int32_t *)(&{t.name} + 8) (bytes past it), or its bytes: "
+                           f"buf(&{t.name}, {min(max(t.size, 1), 64)})")
+
+
 class TextPointer(Pointer):
     """``(char *)EXPR``: a pointer that reads as the string it points to."""
 
@@ -517,6 +550,8 @@ MAX_C_STRING = 256
 def _present_num(num: Num) -> Value:
     if num.is_bool:
         return "true" if num.value else "false"
+    if num.is_address and isinstance(num.value, int):
+        return hex(num.value & (1 << 64) - 1)
     return num.value
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from sampler import notice
 from sampler.backends.fields import expand, field_paths
-from sampler.backends.ptrace.evaluate import Evaluator, Object, SampleError, dotted_name
+from sampler.backends.ptrace.evaluate import Evaluator, Object, SampleError, Untyped, dotted_name
 from sampler.backends.ptrace.golang import GoTypes
 from sampler.backends.ptrace.memory import Read, UnreadableMemory
 from sampler.backends.ptrace.tracer import Hit
@@ -139,8 +139,20 @@ class Scope:
                     result = Object(variable.type, debug.location(variable, None, None))
             except Malformed as e:
                 module.drop_debug(e)
+        if result is None and not self.is_go:
+            result = self._data_symbol(name)
         self._globals[name] = result
         return result
+
+    def _data_symbol(self, name: str) -> Object | None:
+        """A global the DWARF does not have (a stripped program): its symbol, untyped."""
+        if "." in name:
+            return None
+        for module in [self.modules.main, *self.modules.libraries]:
+            symbol = module.object_symbol(name)
+            if symbol is not None and symbol.address:
+                return Object(Untyped(name, symbol.size), InMemory(symbol.address + module.bias))
+        return None
 
     # -- locals ------------------------------------------------------------------
 

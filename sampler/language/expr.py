@@ -248,7 +248,8 @@ def _cast_at(tokens: list[tuple[str, str]], i: int, text: str) -> tuple[str, int
     if not words or j >= len(tokens) or tokens[j] != ("op", ")"):
         return None
     follows = tokens[j + 1] if j + 1 < len(tokens) else None
-    if follows is None or not (follows[0] in ("name", "num", "reg") or follows[1] in ("(", "-", "~", "!", "*", "+", "&")):
+    starts_operand = ("(", "-", "~", "!", "*", "+", "&")
+    if follows is None or not (follows[0] in ("name", "num", "reg") or follows[1] in starts_operand):
         return None
     cast = casts.lookup(words, stars)
     if cast is None:

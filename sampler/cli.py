@@ -60,7 +60,7 @@ SECTIONS = {
     "What to sample": ("--pid", "--pgrep", "--container", "--wait-target", "--expr"),
     "Where": ("--at", "--backend", "--debug-dir", "--symbols"),
     "When": ("--interval", "--rate", "--count", "--max-events", "--duration", "--hit-timeout", "--stop-when"),
-    "Output": ("--out", "--format", "--quiet", "--live", "--metrics"),
+    "Output": ("--out", "--format", "--quiet", "--live", "--metrics", "--count-by", "--hist"),
 }
 
 
@@ -115,6 +115,13 @@ def target_options(command: F) -> F:
         click.option("--symbols", "symbols_file", metavar="FILE",
                      help="An unstripped copy of the executable, used for its symbols and DWARF "
                           "when its build-id matches (ptrace)."),
+        click.option("--count-by", "count_by", multiple=True, metavar="NAME",
+                     help="Count the samples per value of this column in sampler, as bpftrace's @[x] = count(), "
+                          "and print the counts at the end instead of a row per sample (rows still go to a "
+                          "--out FILE). Repeatable; thread counts per thread."),
+        click.option("--hist", "hists", multiple=True, metavar="NAME",
+                     help="Keep a power-of-two histogram of this column in sampler, as bpftrace's hist(), "
+                          "printed at the end (and exported with --metrics). Repeatable."),
         click.option("--stop-when", "stop_when", metavar="CONDITION",
                      help="End the run after the first row where this holds, over the columns by name: "
                           "--stop-when 'delta > 20000'."),
@@ -299,7 +306,14 @@ def _location(location: str | None) -> str | None:
 
 def _run(config: SessionConfig, common: dict[str, Any], how: str) -> int:
     """In a worker process (supervisor.py): check the target, pick the backend, run, report."""
-    output = Output(common["out"], common["out_format"], common["quiet"], common["live"], common["metrics"])
+    columns = [e.name for e in config.expressions]
+    for option, names, extra in (("--count-by", common["count_by"], ["thread"]), ("--hist", common["hists"], [])):
+        for name in names:
+            if name not in (*columns, *extra):
+                raise UsageError(f"{option} {name}: no such column", f"name an expression (--expr {name}=EXPR) "
+                                 f"and give that name; the columns are {', '.join([*columns, *extra]) or 'none'}")
+    output = Output(common["out"], common["out_format"], common["quiet"], common["live"], common["metrics"],
+                    tuple(common["count_by"]), tuple(common["hists"]))
 
     def guarded() -> int:
         supervisor.release_signals()  # a Ctrl-C since the fork is raised here, inside _exit_code

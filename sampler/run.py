@@ -19,6 +19,7 @@ from sampler.backends.select import build, pick
 from sampler.config import SessionConfig
 from sampler.errors import SamplerError, TargetExited
 from sampler.output import Output, Writer
+from sampler.output.aggregate import Aggregate
 from sampler.output.console import ConsoleWriter
 from sampler.output.csv import writer_for
 from sampler.output.live import LiveView
@@ -36,7 +37,9 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
     out, quiet = output.out, output.quiet
     target = process.inspect(config.pid)  # refuses a traced target: no live sampler holds it
     names = [e.name for e in config.expressions]
-    writers: list[Writer] = [writer_for(out, names, output.format)]  # a bad --out is refused before any work
+    # a bad --out is refused before any work; counting in sampler writes rows only to a file named
+    writers: list[Writer] = [writer_for(out, names, output.format)] if out != "-" or not output.aggregating \
+        else []
     try:
         for fixed in repair_journal(config.pid):
             if fixed.restored or fixed.problem:
@@ -45,15 +48,17 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
         if choice.name != "ptrace" and (config.debug_dirs or config.symbols_file):
             notice.say(f"--debug-dir and --symbols are used by the ptrace backend only; {choice.name} finds debug "
                  "info by its own rules (dlv's debug-info-directories)")
+        if output.aggregating:
+            writers.append(Aggregate(names, output.count_by, output.hists, config.pid))
         if output.metrics is not None:
-            metrics = MetricsWriter(output.metrics, names, config.pid)
+            metrics = MetricsWriter(output.metrics, names, config.pid, output.count_by, output.hists)
             writers.append(metrics)
             exposed = "" if is_loopback(metrics.host) else \
                 " (beyond loopback: anyone who reaches this port can read the sampled values)"
             notice.say(f"metrics at {metrics.url}{exposed}")
         if output.live:
             writers.append(LiveView(names, config.pid))
-        elif not quiet:
+        elif not quiet and not output.aggregating:
             writers.append(ConsoleWriter(names))
         if not quiet:
             click.echo(f"sampler: {choice.name} backend ({choice.reason}); sampling PID {config.pid} {how}",
@@ -64,7 +69,7 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
             summary = _gone_is_exit(config.pid, session.run)
         except SamplerError as e:
             if session.summary.samples:
-                e.message += f" ({session.summary.samples} samples kept in {_where(out)})"
+                e.message += f" ({session.summary.samples} samples kept in {_where(out, output)})"
             raise
     finally:
         for writer in writers:
@@ -73,7 +78,7 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
         median = summary.pause_us.median() / 1000
         ended = f", stopped by {summary.stopped_by}" if summary.stopped_by else ""
         click.echo(f"sampler: {summary.samples} samples ({summary.misses} with errors) to "
-                   f"{_where(out)}; median pause {median:.2f}ms{ended}; target left running", err=True)
+                   f"{_where(out, output)}; median pause {median:.2f}ms{ended}; target left running", err=True)
     for note in backend.notes():  # under --quiet only what changes what the rows mean
         if not quiet or "missed" in note:
             notice.say(note)
@@ -91,5 +96,7 @@ def _gone_is_exit(pid: int, run: Callable[[], T]) -> T:
         raise TargetExited(f"target process {pid} exited ({e.strerror})") from None
 
 
-def _where(out: str) -> str:
+def _where(out: str, output: Output | None = None) -> str:
+    if output is not None and output.aggregating and out == "-":
+        return "the counts on stdout"
     return "stdout" if out == "-" else out

@@ -31,3 +31,11 @@ class Output:
     """A view redrawn in place on stderr instead of a line per sample."""
     metrics: str | None = None
     """HOST:PORT of an OpenMetrics endpoint."""
+    count_by: tuple[str, ...] = ()
+    """Columns whose values are counted in sampler (aggregate.py), instead of a row per sample."""
+    hists: tuple[str, ...] = ()
+    """Columns kept as power-of-two histograms in sampler."""
+
+    @property
+    def aggregating(self) -> bool:
+        return bool(self.count_by or self.hists)

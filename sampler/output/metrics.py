@@ -17,7 +17,8 @@ from collections.abc import Sequence
 
 from sampler import waits
 from sampler.errors import OutputError
-from sampler.sample import Sample
+from sampler.output.aggregate import OTHER, key_of
+from sampler.sample import Sample, Value
 
 LOOPBACK = "127.0.0.1"
 PAUSE_BUCKETS = (5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25,
@@ -46,11 +47,20 @@ def is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
+MAX_LABELS = 1000
+"""Distinct values of a --count-by column exported as labels (a series each); beyond, ``(other)``."""
+HIST_BUCKETS = tuple(float(1 << k) for k in range(0, 41))
+"""--hist's buckets in the export: powers of two, 1 to 2^40 (and +Inf), as bpftrace's hist()."""
+
+
 class MetricsWriter:
-    def __init__(self, address: str, names: Sequence[str], pid: int) -> None:
+    def __init__(self, address: str, names: Sequence[str], pid: int, count_by: Sequence[str] = (),
+                 hists: Sequence[str] = ()) -> None:
         """Start the server process; OutputError when it cannot listen there."""
         self.host, self.port = parse_address(address)
         self.names, self.pid = list(names), pid
+        self.count_by, self.hists = list(count_by), list(hists)
+        self._index = {name: index for index, name in enumerate(self.names)}
         read_end, self._write_end = os.pipe()
         ready_read, ready_write = os.pipe()
         sys.stdout.flush()
@@ -60,7 +70,7 @@ class MetricsWriter:
             os.close(self._write_end)
             os.close(ready_read)
             try:
-                _serve(read_end, ready_write, self.host, self.port, self.names, pid)
+                _serve(read_end, ready_write, self.host, self.port, self.names, pid, self.count_by, self.hists)
             finally:
                 os._exit(0)
         os.close(read_end)
@@ -88,11 +98,19 @@ class MetricsWriter:
         r = sample.reading
         update = {"values": [v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
                              for v in r.values],
-                  "error": bool(r.error), "pause_s": r.pause_us / 1e6}
+                  "error": bool(r.error), "pause_s": r.pause_us / 1e6,
+                  "keys": [key_of(self._value(sample, name)) for name in self.count_by],
+                  "hist": [self._value(sample, name) for name in self.hists]}
         try:
             os.write(self._write_end, (json.dumps(update) + "\n").encode())
         except (BlockingIOError, BrokenPipeError):
             pass  # a full pipe: this update is dropped; a dead server: the rows still go out
+
+    def _value(self, sample: Sample, name: str) -> Value:
+        if name == "thread":
+            return sample.reading.thread or None
+        value = sample.reading.values[self._index[name]]
+        return value if name in self.count_by or isinstance(value, (int, float)) else None
 
     def close(self) -> None:
         if self._write_end >= 0:
@@ -106,7 +124,8 @@ class MetricsWriter:
             self._server = 0
 
 
-def _serve(updates: int, ready: int, host: str, port: int, names: list[str], pid: int) -> None:
+def _serve(updates: int, ready: int, host: str, port: int, names: list[str], pid: int,
+           count_by: list[str], hists: list[str]) -> None:
     """The server process: the metrics, the HTTP server (a thread), then updates until EOF."""
     from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -122,6 +141,11 @@ def _serve(updates: int, ready: int, host: str, port: int, names: list[str], pid
                       ["pid"], buckets=PAUSE_BUCKETS, registry=registry)
     samples.labels(label)
     errors.labels(label)
+    counted = Counter("sampler_value_count", "Samples per value of a --count-by expression",
+                      ["pid", "expression", "value"], registry=registry)
+    distribution = Histogram("sampler_value_distribution", "The values of a --hist expression",
+                             ["pid", "expression"], buckets=HIST_BUCKETS, registry=registry)
+    seen: dict[str, set[str]] = {name: set() for name in count_by}
     try:
         start_http_server(port, addr=host, registry=registry)
     except OSError as e:
@@ -142,3 +166,12 @@ def _serve(updates: int, ready: int, host: str, port: int, names: list[str], pid
             for name, number in zip(names, update["values"]):
                 if number is not None:
                     value.labels(label, name).set(number)
+            for name, key in zip(count_by, update.get("keys", [])):
+                if key not in seen[name]:
+                    if len(seen[name]) >= MAX_LABELS:
+                        key = OTHER
+                    seen[name].add(key)
+                counted.labels(label, name, key).inc()
+            for name, number in zip(hists, update.get("hist", [])):
+                if isinstance(number, (int, float)) and not isinstance(number, bool):
+                    distribution.labels(label, name).observe(number)

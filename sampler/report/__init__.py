@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import pandas as pd  # type: ignore[import-untyped]
 
-from sampler.report import hist, stats
+from sampler.output import hist
+from sampler.report import stats
 from sampler.report.load import ReportError, Table, load, numeric
 
 

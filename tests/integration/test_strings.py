@@ -143,3 +143,59 @@ def test_the_replies_a_debian_redis_writes_read_with_str_and_buf(redis: tuple[Ta
     assert all((row["pong"] == "true") == (row["reply"] == "+PONG\\r\\n") for row in rows), rows
     assert all(row["head"] == "2b504f" for row in rows if row["pong"] == "true"), rows  # "+PO"
     assert_code_matches_files(target.pid)
+
+
+# -- counts kept in sampler: --count-by and --hist on trace -------------------------------
+
+
+def test_counts_and_a_histogram_kept_in_sampler_and_exported(httpd: Target, tmp_path: Path) -> None:
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    # GIVEN the Go server's client cycling through seven paths
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    # WHEN 70 requests in a row are counted by path and their lengths kept as a histogram, in sampler
+    # (no row per request), with the counts exported
+    proc = start_sampler("trace", "--backend", "ptrace", "--pid", str(httpd.pid), "--at", "main.serve",
+                         "--expr", "p=r.URL.Path", "--expr", "n=len(r.URL.Path)", "--count-by", "p", "--hist", "n",
+                         "--max-events", "70", "--metrics", f"127.0.0.1:{port}")
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    # THEN the counts come at the end: ten for each path, and lengths 1 to 9 in their buckets
+    counts = stdout.split("@p (PID ")[1].split("\n\n")[0].splitlines()[1:]
+    assert len(counts) == 7 and all(line.split()[-3] == "10" for line in counts), stdout
+    assert {line.rsplit(None, 3)[0] for line in counts} == set(PATHS), counts
+    assert "@n (PID" in stdout and "[8, 16)" in stdout and "seq," not in stdout, stdout
+    assert "70 samples (0 with errors) to the counts on stdout" in stderr, stderr
+    # AND a second run serves them to a scrape while it runs
+    proc = start_sampler("trace", "--backend", "ptrace", "--pid", str(httpd.pid), "--at", "main.serve",
+                         "--expr", "p=r.URL.Path", "--count-by", "p", "--metrics", f"127.0.0.1:{port}",
+                         "--duration", "60s", "--quiet")
+    try:
+        deadline, families = time.monotonic() + 30, {}
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+                    families = {f.name: f for f in text_string_to_metric_families(answer.read().decode())}
+            except OSError:
+                continue
+            if len(families.get("sampler_value_count", types_none()).samples) >= 7:  # a total for each path
+                break
+    finally:
+        proc.send_signal(signal.SIGINT)
+        finish(proc)
+    totals = {s.labels["value"]: s.value for s in families["sampler_value_count"].samples
+              if s.name == "sampler_value_count_total"}
+    assert set(totals) == set(PATHS) and all(v >= 1 for v in totals.values()), totals
+    httpd.assert_untouched()
+
+
+def types_none():  # type: ignore[no-untyped-def]
+    """An empty metric family, for a scrape that has none yet."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(samples=[])

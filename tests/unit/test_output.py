@@ -74,3 +74,23 @@ def test_a_device_or_fifo_as_out(tmp_path: Path) -> None:
     writer.begin()
     writer.write(sample(1, (1,)))
     writer.close()
+
+
+def test_counts_kept_in_sampler_cap_the_values_a_target_can_make() -> None:
+    from sampler.output import aggregate
+
+    out = io.StringIO()
+    counts = aggregate.Aggregate(["cmd", "n"], ["cmd", "thread"], ["n"], 42, stream=out)
+    now = datetime.now(UTC)
+    for i in range(aggregate.MAX_KEYS + 150):  # a hostile target: a new value at every hit
+        counts.write(Sample(i, now, 0.0, 42, Reading((f"v{i}" if i >= 100 else "get", i % 5 or None),
+                                                     thread="7"), 0.0))
+    counts.write(Sample(0, now, 0.0, 42, Reading((None, "x"), thread="8"), 0.0))
+    counts.close()
+    assert len(counts.counts["cmd"]) == aggregate.MAX_KEYS + 2  # the first 10,000, "(other)", "(error)"
+    assert counts.counts["cmd"]["get"] == 100 and counts.counts["cmd"]["(other)"] == 51
+    assert counts.counts["cmd"]["(error)"] == 1 and counts.counts["thread"] == {"7": 10_150, "8": 1}
+    text = out.getvalue()
+    assert text.startswith("@cmd (PID 42):\nget") and "\n(other)   " in text and "@thread (PID 42):\n7" in text
+    assert "(9982 more values, 9982 samples)" in text  # 20 shown of 10,002
+    assert "@n (PID 42):" in text and "samples of n were no number: not counted" in text

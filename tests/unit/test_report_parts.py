@@ -11,8 +11,8 @@ import pytest
 from sampler.backends.fields import rewrite
 from sampler.errors import UsageError
 from sampler.language.condition import Condition
+from sampler.output import hist
 from sampler.output.live import LiveView, sparkline
-from sampler.report import hist
 from sampler.report.stats import failed_in
 
 

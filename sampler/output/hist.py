@@ -19,18 +19,27 @@ def _label(n: int) -> str:
     return str(n)
 
 
+def power_of_two_key(value: float) -> int:
+    """The power-of-two bucket of a value: -1 below 0, 0 for [0], 1 for [1], k for [2^(k-1), 2^k)."""
+    if value < 0:
+        return -1
+    if value < 1:
+        return 0
+    return int(value).bit_length()  # 1 -> 1, 2-3 -> 2, 4-7 -> 3
+
+
 def power_of_two(values: Iterable[float]) -> list[tuple[str, int]]:
     """(bucket, count): (..., 0), [0], [1], [2, 4), [4, 8)..., from the first bucket with
     a value to the last."""
     counts: dict[int, int] = {}
     for value in values:
-        if value < 0:
-            key = -1
-        elif value < 1:
-            key = 0
-        else:
-            key = int(value).bit_length()  # 1 -> 1, 2-3 -> 2, 4-7 -> 3
+        key = power_of_two_key(value)
         counts[key] = counts.get(key, 0) + 1
+    return power_of_two_buckets(counts)
+
+
+def power_of_two_buckets(counts: dict[int, int]) -> list[tuple[str, int]]:
+    """The labelled buckets of counts by power_of_two_key, from the first with a value to the last."""
     if not counts:
         return []
 

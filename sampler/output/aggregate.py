@@ -1,0 +1,98 @@
+"""--count-by and --hist on attach and trace: counts kept in sampler, not a row per hit.
+
+As bpftrace's ``@[x] = count()`` and ``@ = hist(x)``: each sample adds one to the count
+of its value (or to its power-of-two bucket), and the tables are printed when the run
+ends, in ``sampler report``'s format. A value the target chose is a key here: at most
+MAX_KEYS distinct values are kept per column, the rest are counted under ``(other)``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+from sampler.output import hist
+from sampler.sample import Sample, Value
+
+MAX_KEYS = 10_000
+"""Distinct values counted per column; beyond them, one ``(other)`` count."""
+SHOWN = 20
+"""Values printed per --count-by column at the end, most frequent first."""
+OTHER = "(other)"
+FAILED = "(error)"
+"""The key of a sample whose expression could not be read."""
+
+
+def key_of(value: Value) -> str:
+    """The text a value is counted under (as the CSV writes it)."""
+    if value is None:
+        return FAILED
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+class Aggregate:
+    """A Writer that counts: per value of each ``count_by`` column, per power-of-two bucket
+    of each ``hists`` column."""
+
+    def __init__(self, names: Sequence[str], count_by: Sequence[str], hists: Sequence[str], pid: int,
+                 stream: TextIO | None = None) -> None:
+        self.names = list(names)
+        self._index = {name: index for index, name in enumerate(self.names)}
+        self.count_by = list(count_by)
+        self.hists = list(hists)
+        self.pid = pid
+        self.stream = stream
+        self.counts: dict[str, dict[str, int]] = {name: {} for name in self.count_by}
+        self.buckets: dict[str, dict[int, int]] = {name: {} for name in self.hists}
+        self.not_numbers: dict[str, int] = dict.fromkeys(self.hists, 0)
+        self.samples = 0
+
+    def begin(self) -> None:
+        pass
+
+    def _value(self, sample: Sample, name: str) -> Value:
+        if name == "thread":
+            return sample.reading.thread or None
+        return sample.reading.values[self._index[name]]
+
+    def write(self, sample: Sample) -> None:
+        self.samples += 1
+        for name in self.count_by:
+            counted = self.counts[name]
+            key = key_of(self._value(sample, name))
+            if key not in counted and key != FAILED and len(counted) >= MAX_KEYS:
+                key = OTHER
+            counted[key] = counted.get(key, 0) + 1
+        for name in self.hists:
+            value = self._value(sample, name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                bucket = hist.power_of_two_key(value)
+                self.buckets[name][bucket] = self.buckets[name].get(bucket, 0) + 1
+            else:
+                self.not_numbers[name] += 1
+
+    def render(self) -> str:
+        """The tables, as ``sampler report --count-by/--hist`` prints them."""
+        parts = []
+        for name, counted in self.counts.items():
+            total = sum(counted.values())
+            ordered = sorted(counted.items(), key=lambda item: (-item[1], item[0]))
+            top = [{"value": key, "count": n, "share": n / total if total else 0.0} for key, n in ordered[:SHOWN]]
+            text = hist.render_counts(f"{name} (PID {self.pid})", top)
+            if len(ordered) > SHOWN:
+                text += f"({len(ordered) - SHOWN} more values, {sum(n for _, n in ordered[SHOWN:])} samples)\n"
+            parts.append(text)
+        for name, buckets in self.buckets.items():
+            text = hist.render(f"{name} (PID {self.pid})", hist.power_of_two_buckets(buckets))
+            if self.not_numbers[name]:
+                text += f"({self.not_numbers[name]} samples of {name} were no number: not counted)\n"
+            parts.append(text)
+        return "\n".join(parts)
+
+    def close(self) -> None:
+        stream = self.stream or sys.stdout
+        stream.write(self.render())
+        stream.flush()

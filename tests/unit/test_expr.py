@@ -47,7 +47,7 @@ def test_accepted(text: str, tree: str) -> None:
     ("x++", "increments"),
     ("--x", "increments"),
     ("f(x)", "function calls"),
-    ("&x", "address"),
+    ("&", "needs an operand"),
     ('"s"', "a string literal goes in"),
     ("1.5j", "not a valid expression"),
     ("x if y else z", "not a valid expression"),

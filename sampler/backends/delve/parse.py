@@ -39,6 +39,9 @@ class ForgedReply(DebuggerError):
             "the target was resumed and detached; --backend delve-rpc reads dlv's answers as JSON")
 
 
+ANSWER_END = r"(?:^|\n|(?<=\(dlv\) ))\(dlv\) "
+"""Where one command's answer ends in a batch: a prompt at the start of a line, or right
+after another prompt (a command that printed nothing, as ``whatis len(x)`` does)."""
 KILL_QUESTION = r"Would you like to kill the process\? \[Y/n\]"
 NAME_HINT = ("check the names: at a breakpoint, dlv's 'args' and 'locals' list what is there; "
              "globals are package-qualified (main.ring)")

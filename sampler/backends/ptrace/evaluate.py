@@ -525,13 +525,18 @@ class Evaluator:
         return data.decode("utf-8", "replace") + "..."
 
 
+@dataclass
 class Untyped(Type):
     """A data symbol the debug info does not describe (a stripped program's global, from its
     symbol table): it has an address and a size, no type."""
 
+    lacking: str = ""
+    """Why its file has no debug info, when it has none."""
+
 
 def untyped(t: Type) -> ExpressionError:
-    return ExpressionError(f"{t.name!r} has no type in the debug info (a data symbol of {t.size} bytes): "
+    where = f" ({t.lacking}; " if isinstance(t, Untyped) and t.lacking else " in the debug info ("
+    return ExpressionError(f"{t.name!r} has no type{where}a data symbol of {t.size} bytes): "
                            f"read it through a cast of its address, as gdb asks: *(uint64_t *)&{t.name}",
                            f"or *(int32_t *)(&{t.name} + 8) (bytes past it), or its bytes: "
                            f"buf(&{t.name}, {min(max(t.size, 1), 64)})")

@@ -151,7 +151,9 @@ class Scope:
         for module in [self.modules.main, *self.modules.libraries]:
             symbol = module.object_symbol(name)
             if symbol is not None and symbol.address:
-                return Object(Untyped(name, symbol.size), InMemory(symbol.address + module.bias))
+                lacking = "" if module.debug(remote=False) is not None else \
+                    module.lacking_debug() or f"{module.name} has no debug info"
+                return Object(Untyped(name, symbol.size, lacking), InMemory(symbol.address + module.bias))
         return None
 
     # -- locals ------------------------------------------------------------------

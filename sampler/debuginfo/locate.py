@@ -114,7 +114,7 @@ def _program(modules: Modules) -> str:
 
 
 def _without(module: Module) -> str:
-    if module.debug(remote=False) is None and not module.has_symtab():
+    if not module.has_symtab() and module.debug(remote=False) is None:  # the cheap test first
         return f" ({module.name} is stripped; {module.lacking_debug() or 'it has no debug info'})"
     return ""
 
@@ -155,7 +155,9 @@ def _in_module(modules: Modules, module: Module, name: str, everywhere: bool) ->
         raise LocationNotFound(f"{name!r} is {len(listed)} functions in {module.name}: "
                                f"{'; '.join(listed[:8])}{'; ...' if len(listed) > 8 else ''}",
                                "give one of them in full, with its parameter list")
-    if everywhere:
+    # a library with a full symbol table names every function with code in it: its DWARF (libc's
+    # is 2,000 units, 14 s to walk) would only find the same names again
+    if everywhere and (module.is_main or not module.has_symtab()):
         debug = module.debug()
         if debug is not None:
             try:

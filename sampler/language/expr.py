@@ -114,7 +114,8 @@ def parse(text: str) -> ast.Expression:
             continue
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             if id(node) not in texts:
-                raise ExpressionError(f"{text!r}: a string literal goes in == or != or startswith(EXPR, \"text\")",
+                raise ExpressionError(f"{text!r}: a string literal goes in ==, !=, startswith(EXPR, \"text\") "
+                                      "or a map's [\"key\"]",
                                       'e.g. --expr \'get=cmd == "GET"\'')
             continue
         if isinstance(node, ast.Constant) and (
@@ -140,6 +141,8 @@ def _literal_places(tree: ast.Expression) -> set[int]:
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "startswith" \
                 and len(node.args) == 2:
             places.add(id(node.args[1]))
+        elif isinstance(node, ast.Subscript):  # m["key"]: a Go map
+            places.add(id(node.slice))
     return places
 
 

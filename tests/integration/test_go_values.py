@@ -4,6 +4,7 @@ len() and cap() of strings, slices, maps and channels, and the goroutine id as t
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,38 @@ def test_every_backend_gives_a_pointer_as_its_address_in_hex(go_target: Target, 
     stats = next(iter(columns.values()))["columns"]["b"]
     assert stats["numeric"] is False and "p50" not in stats and stats["last"] == address, stats
     go_target.assert_untouched()
+
+
+def test_a_go_map_is_read_by_key_in_every_backend(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    from tests.integration.targets import have_delve
+
+    if not have_delve():
+        pytest.skip("dlv or the Go targets are missing (make setup installs them)")
+    # GIVEN the Go server counting the requests per path in main.stats.paths (a map[string]int),
+    # and the ring's b.tags {"a": 1, "b": 2, "c": 3}
+    httpd = start_target("httpd-go")
+    ring = start_target("ringbuf-go")
+    counts = {}
+    for backend in ("ptrace", "delve", "delve-rpc"):
+        # WHEN each backend reads them by key
+        out = tmp_path / f"{backend}.csv"
+        result = attach(httpd.pid, backend, "--at", "main.serve", "--expr", 'items=main.stats.paths["/items"]',
+                        "--expr", 'root=main.stats.paths["/"]', "--expr", "p=r.URL.Path", "--count", "3",
+                        "--rate", "10", "--out", str(out))
+        assert result.returncode == 0, (backend, result.stderr)
+        counts[backend] = assert_csv_whole(out)
+        tags = tmp_path / f"tags-{backend}.csv"
+        result = attach(ring.pid, backend, "--at", READ, "--expr", 'a=b.tags["a"]', "--expr", 'c=b.tags["c"]',
+                        "--expr", 'z=b.tags["z"]', "--count", "2", "--out", str(tags))
+        assert result.returncode == 0, (backend, result.stderr)
+        # THEN the ring's tags are 1 and 3, and a missing key is that row's error
+        for row in assert_csv_whole(tags):
+            assert (row["a"], row["c"], row["z"]) == ("1", "3", ""), (backend, row)
+            assert "z: " in row["error"] and "not found" in row["error"], (backend, row)
+    # AND the server's counts are counts of requests so far: positive, growing from backend to backend
+    for rows in counts.values():
+        assert all(row["error"] == "" and int(row["items"]) >= 1 and int(row["root"]) >= 1 for row in rows), rows
+    firsts = [int(counts[b][0]["items"]) for b in ("ptrace", "delve", "delve-rpc")]
+    assert firsts == sorted(firsts), firsts
+    httpd.assert_untouched()
+    ring.assert_untouched()

@@ -37,6 +37,20 @@ RUST_STRING = Struct("String", 24, {"vec": Member("vec", 0, Struct("Vec<u8, allo
 STR = Struct("&str", 16, {"data_ptr": Member("data_ptr", 0, Pointer("*const u8", 8, U8)),
                           "length": Member("length", 8, U64)})
 
+GO_STRING = Struct("string", 16, {"str": Member("str", 0, Pointer("*uint8", 8, U8)), "len": Member("len", 8, U64)})
+BUCKET = Struct("bucket<string,int>", 208, {})
+BUCKET.members.update({
+    "tophash": Member("tophash", 0, Array("[8]uint8", 8, U8, 8)),
+    "keys": Member("keys", 8, Array("[8]string", 128, GO_STRING, 8)),
+    "values": Member("values", 136, Array("[8]int", 64, Scalar("int", 8, "signed"), 8)),
+    "overflow": Member("overflow", 200, Pointer("*bucket<string,int>", 8, BUCKET)),
+})
+HMAP = Struct("hash<string,int>", 48, {
+    "count": Member("count", 0, U64), "flags": Member("flags", 8, U8), "B": Member("B", 9, U8),
+    "buckets": Member("buckets", 16, Pointer("*bucket<string,int>", 8, BUCKET)),
+    "oldbuckets": Member("oldbuckets", 24, Pointer("*bucket<string,int>", 8, BUCKET)),
+})
+
 GLOBALS = {
     "ring": Object(RING_P, InMemory(0x1000)),
     "r0": Object(RING, InMemory(0x2000)),
@@ -54,6 +68,8 @@ GLOBALS = {
     "rust_name": Object(RUST_STRING, InMemory(0x7100)),
     "tag": Object(STR, InMemory(0x7200)),
     "sym": Object(Untyped("sym", 16), InMemory(0x2000)),  # a data symbol without DWARF, over r0
+    "m": Object(Pointer("map[string]int", 8, HMAP), InMemory(0x9000)),  # {"ring": 41, "ri": 42, "rin": 43}
+    "loop": Object(Pointer("map[string]int", 8, HMAP), InMemory(0x9008)),  # a bucket that overflows into itself
 }
 NAMES = sorted(GLOBALS)
 FIELDS = sorted(RING.members)
@@ -95,6 +111,27 @@ def standard_memory() -> dict[int, int]:
     put(0x7110, 4)
     put(0x7200, 0x7000)
     put(0x7208, 3)
+    # a Go map[string]int: hmap at 0x9100, B=0, one bucket at 0x9200 overflowing into 0x9400
+    put(0x9000, 0x9100)
+    put(0x9100, 3)
+    put(0x9108, 0, 1)
+    put(0x9109, 0, 1)
+    put(0x9110, 0x9200)
+    put(0x9118, 0)
+    put(0x9200, bytes([10, 11, 0, 0, 0, 0, 0, 0]))
+    put(0x9208, 0x7000), put(0x9210, 4)  # "ring"
+    put(0x9218, 0x7000), put(0x9220, 2)  # "ri"
+    put(0x9288, 41), put(0x9290, 42)
+    put(0x92C8, 0x9400)
+    put(0x9400, bytes([3, 9, 0, 0, 0, 0, 0, 0]))  # cell 0 moved away (3: evacuated), cell 1 "rin"
+    put(0x9408, 0x7000), put(0x9410, 4)  # a moved "ring": never read
+    put(0x9418, 0x7000), put(0x9420, 3)
+    put(0x9488, 99), put(0x9490, 43)
+    put(0x94C8, 0)
+    # a hostile map: hmap at 0x9600 whose only bucket (0x9700) names itself as its overflow
+    put(0x9008, 0x9600)
+    put(0x9600, 1), put(0x9608, 0, 1), put(0x9609, 0, 1), put(0x9610, 0x9700), put(0x9618, 0)
+    put(0x9700, bytes(8)), put(0x97C8, 0x9700)
     return memory
 
 

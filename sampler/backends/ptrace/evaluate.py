@@ -133,7 +133,10 @@ class Evaluator:
                     return found
             return self._field(self._object(node.value), source_name(node.attr))
         if isinstance(node, ast.Subscript):
-            return self._index(self._object(node.value), self._int(self._eval(node.slice)))
+            container = self._object(node.value)
+            if _is_go_map(container.type):
+                return self._map_index(container, self._eval(node.slice))
+            return self._index(container, self._int(self._eval(node.slice)))
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in TEXT_BUILTINS:
             return self._text_builtin(node.func.id, node.args)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in BUILTINS:
@@ -379,6 +382,62 @@ class Evaluator:
             return self._index(self._field(obj, "array"), index)
         raise ExpressionError(f"cannot index {t.name}")
 
+    def _map_index(self, obj: Object, key: Object | Num | Text) -> Object:
+        """``m[key]`` of a Go map (string or integer keys), read from the runtime's own layout:
+        the hmap's 2^B buckets (and, while the map grows, the old ones not yet moved), each
+        eight cells and an overflow chain, scanned for the key (Go 1.18-1.23's buckets; Go
+        1.24's Swiss tables are another layout). No hash is computed: the seed is the
+        process's own, so every cell is compared, up to MAX_MAP_CELLS."""
+        self.on_branch()  # what is read depends on the map's contents
+        address = self._int(self._load(obj))
+        if address == 0:
+            raise SampleError("key not found (a nil map)")
+        hmap = Object(obj.type.target, InMemory(address)) if isinstance(obj.type, Pointer) and \
+            obj.type.target is not None else obj
+        buckets = self._field(hmap, "buckets")
+        bucket_type = buckets.type.target if isinstance(buckets.type, Pointer) else None
+        if not isinstance(bucket_type, Struct) or not {"tophash", "keys", "values", "overflow"} <= \
+                set(bucket_type.members):
+            raise ExpressionError(f"{obj.type.name}: not the map layout sampler reads (Go 1.18-1.23 buckets)")
+        keys, values = bucket_type.members["keys"], bucket_type.members["values"]
+        if not isinstance(keys.type, Array) or not isinstance(values.type, Array) or keys.type.element is None \
+                or values.type.element is None:
+            raise ExpressionError(f"{obj.type.name}: its buckets have no key and value arrays")
+        key_type, value_type = keys.type.element, values.type.element
+        wanted = self._map_key(key_type, key)
+        count = 1 << min(self._int(self._load(self._field(hmap, "B"))), 30)
+        same_size = self._int(self._load(self._field(hmap, "flags"))) & SAME_SIZE_GROW
+        seen = 0
+        for field, buckets_there in (("buckets", count), ("oldbuckets", count if same_size else count // 2)):
+            first = self._int(self._load(self._field(hmap, field)))
+            for index in range(buckets_there if first else 0):
+                bucket = first + index * bucket_type.size
+                while bucket:
+                    seen += 8
+                    if seen > MAX_MAP_CELLS:
+                        raise SampleError(f"the map has over {MAX_MAP_CELLS} cells to look through: not read")
+                    tophash = self.read(bucket, 8)
+                    for cell in range(8):
+                        if tophash[cell] < MIN_TOP_HASH:  # empty, or moved to the new buckets
+                            continue
+                        here = Object(key_type, InMemory(bucket + keys.offset + cell * key_type.size))
+                        if self._map_key(key_type, here) == wanted:
+                            return Object(value_type, InMemory(bucket + values.offset + cell * value_type.size))
+                    bucket = int.from_bytes(self.read(bucket + bucket_type.members["overflow"].offset, 8), "little")
+        raise SampleError("key not found")
+
+    def _map_key(self, key_type: Type, key: Object | Num | Text) -> str | int:
+        """A map key as a comparable: a string's text or an integer."""
+        if text_fields(key_type) is not None:
+            if isinstance(key, Num):
+                raise ExpressionError("the map's keys are strings: index it with a string, m[\"key\"]")
+            return self._as_text(key)
+        if isinstance(key_type, (Scalar, Enum)) and not (isinstance(key_type, Scalar) and key_type.kind == "float"):
+            if isinstance(key, Text):
+                raise ExpressionError("the map's keys are integers: index it with a number")
+            return self._int(key)
+        raise ExpressionError(f"maps keyed by {key_type.name}: sampler indexes maps by string or integer keys")
+
     # -- loading ----------------------------------------------------------------
 
     def _address(self, obj: Object) -> int:
@@ -540,6 +599,19 @@ def untyped(t: Type) -> ExpressionError:
                            f"read it through a cast of its address, as gdb asks: *(uint64_t *)&{t.name}",
                            f"or *(int32_t *)(&{t.name} + 8) (bytes past it), or its bytes: "
                            f"buf(&{t.name}, {min(max(t.size, 1), 64)})")
+
+
+MAX_MAP_CELLS = 1 << 16
+"""Cells of a Go map looked through for one key (a hostile or huge map is refused, not scanned)."""
+SAME_SIZE_GROW = 8
+"""hmap.flags: the map grows to as many buckets (else to twice as many: the old ones are half)."""
+MIN_TOP_HASH = 5
+"""Go's minTopHash: a cell whose tophash is below it is empty or has been moved."""
+
+
+def _is_go_map(t: Type) -> bool:
+    """A Go map: a pointer to the runtime's hash<K,V>."""
+    return isinstance(t, Pointer) and isinstance(t.target, Struct) and t.target.name.startswith("hash<")
 
 
 class TextPointer(Pointer):

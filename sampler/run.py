@@ -9,6 +9,7 @@ module puts them together.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -25,7 +26,7 @@ from sampler.output.csv import writer_for
 from sampler.output.live import LiveView
 from sampler.output.metrics import MetricsWriter, is_loopback
 from sampler.safety.repair import repair as repair_journal
-from sampler.session import Session
+from sampler.session import STOP_SIGNALS, Session
 from sampler.target import process, procfs
 
 T = TypeVar("T")
@@ -72,8 +73,14 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
                 e.message += f" ({session.summary.samples} samples kept in {_where(out, output)})"
             raise
     finally:
-        for writer in writers:
-            writer.close()
+        # a late Ctrl-C must not cut the output short (--count-by prints its tables here)
+        previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in STOP_SIGNALS}
+        try:
+            for writer in writers:
+                writer.close()
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
     if not quiet:
         median = summary.pause_us.median() / 1000
         ended = f", stopped by {summary.stopped_by}" if summary.stopped_by else ""

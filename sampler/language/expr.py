@@ -268,24 +268,26 @@ _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "\\": "\\", '"': '"', "'
 
 
 def _python_string(token: str, text: str) -> str:
-    """A C/Go string literal as a Python one (repr): the escapes C and Go share, and \\xNN."""
-    body, out, i = token[1:-1], [], 0
+    """A C/Go string literal as a Python one (repr): the escapes C and Go share, and \\xNN as
+    a byte (as C and Go mean it: "caf\\xc3\\xa9" is "café"), the bytes read as UTF-8 as the
+    target's strings are."""
+    body, out, i = token[1:-1], bytearray(), 0
     while i < len(body):
         char = body[i]
         if char != "\\":
-            out.append(char)
+            out += char.encode()
             i += 1
             continue
         following = body[i + 1:i + 2]
         if following == "x" and re.fullmatch(r"[0-9a-fA-F]{2}", body[i + 2:i + 4]):
-            out.append(chr(int(body[i + 2:i + 4], 16)))
+            out.append(int(body[i + 2:i + 4], 16))
             i += 4
         elif following in _ESCAPES:
-            out.append(_ESCAPES[following])
+            out += _ESCAPES[following].encode()
             i += 2
         else:
             raise ExpressionError(f"{text!r}: unknown escape \\{following} in a string literal")
-    return repr("".join(out))
+    return repr(out.decode("utf-8", "replace"))
 
 
 def register_name(python_name: str) -> str:

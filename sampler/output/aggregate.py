@@ -8,6 +8,7 @@ MAX_KEYS distinct values are kept per column, the rest are counted under ``(othe
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Sequence
 from typing import TextIO
@@ -24,13 +25,18 @@ FAILED = "(error)"
 """The key of a sample whose expression could not be read."""
 
 
+MAX_KEY = 256
+"""Characters of a value kept as its key (a 4 KiB buf() is counted by its first 256)."""
+
+
 def key_of(value: Value) -> str:
-    """The text a value is counted under (as the CSV writes it)."""
+    """The text a value is counted under (as the CSV writes it, cut to MAX_KEY characters)."""
     if value is None:
         return FAILED
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
-    return str(value)
+    text = str(value)
+    return text if len(text) <= MAX_KEY else text[:MAX_KEY] + "..."
 
 
 class Aggregate:
@@ -68,7 +74,7 @@ class Aggregate:
             counted[key] = counted.get(key, 0) + 1
         for name in self.hists:
             value = self._value(sample, name)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
                 bucket = hist.power_of_two_key(value)
                 self.buckets[name][bucket] = self.buckets[name].get(bucket, 0) + 1
             else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -33,8 +34,9 @@ def power_of_two(values: Iterable[float]) -> list[tuple[str, int]]:
     a value to the last."""
     counts: dict[int, int] = {}
     for value in values:
-        key = power_of_two_key(value)
-        counts[key] = counts.get(key, 0) + 1
+        if math.isfinite(value):  # NaN and infinities have no bucket
+            key = power_of_two_key(value)
+            counts[key] = counts.get(key, 0) + 1
     return power_of_two_buckets(counts)
 
 
@@ -57,6 +59,8 @@ def linear(values: Iterable[float], low: float, high: float, step: float) -> lis
     buckets = max(1, int(-(-(high - low) // step)))
     counts: dict[int, int] = {}
     for value in values:
+        if not math.isfinite(value):
+            continue
         key = -1 if value < low else buckets if value >= high else int((value - low) // step)
         counts[key] = counts.get(key, 0) + 1
     if not counts:

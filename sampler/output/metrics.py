@@ -12,6 +12,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import select
 import sys
 from collections.abc import Sequence
 
@@ -101,8 +102,11 @@ class MetricsWriter:
                   "error": bool(r.error), "pause_s": r.pause_us / 1e6,
                   "keys": [key_of(self._value(sample, name)) for name in self.count_by],
                   "hist": [self._value(sample, name) for name in self.hists]}
+        line = (json.dumps(update) + "\n").encode()
+        if len(line) > select.PIPE_BUF:  # only writes this small reach the pipe whole: drop it
+            return
         try:
-            os.write(self._write_end, (json.dumps(update) + "\n").encode())
+            os.write(self._write_end, line)
         except (BlockingIOError, BrokenPipeError):
             pass  # a full pipe: this update is dropped; a dead server: the rows still go out
 

@@ -39,15 +39,14 @@ def _hold(signum: int, _frame: object) -> None:
 
 
 def release_signals() -> None:
-    """In the worker: SIGINT raises KeyboardInterrupt and SIGTERM/SIGHUP end the process again,
-    and one that came since the fork acts now. ``work`` calls it where it handles KeyboardInterrupt."""
+    """In the worker: SIGINT raises KeyboardInterrupt and SIGTERM/SIGHUP end the process again;
+    one that came since the fork is a KeyboardInterrupt now (the run ends before it touched
+    the target, in one line). ``work`` calls it where it handles KeyboardInterrupt."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     for other in PASSED_ON[1:]:
         signal.signal(other, signal.SIG_DFL)
-    if _held:
-        if _held[0] == signal.SIGINT:
-            raise KeyboardInterrupt
-        os.kill(os.getpid(), _held[0])
+    if _held:  # nothing is touched yet: any of them ends the run as a Ctrl-C before sampling does
+        raise KeyboardInterrupt
 
 
 def run_in_worker(work: Callable[[], int], target: int, guarded: bool = True) -> int:

@@ -118,12 +118,13 @@ def standard_memory() -> dict[int, int]:
     put(0x9109, 0, 1)
     put(0x9110, 0x9200)
     put(0x9118, 0)
-    put(0x9200, bytes([10, 11, 0, 0, 0, 0, 0, 0]))
+    put(0x9200, bytes(208)), put(0x9400, bytes(208)), put(0x9700, bytes(208))
+    put(0x9200, bytes([10, 11, 1, 1, 1, 1, 1, 1]))  # two keys, then empty (emptyOne) cells
     put(0x9208, 0x7000), put(0x9210, 4)  # "ring"
     put(0x9218, 0x7000), put(0x9220, 2)  # "ri"
     put(0x9288, 41), put(0x9290, 42)
     put(0x92C8, 0x9400)
-    put(0x9400, bytes([3, 9, 0, 0, 0, 0, 0, 0]))  # cell 0 moved away (3: evacuated), cell 1 "rin"
+    put(0x9400, bytes([3, 9, 0, 0, 0, 0, 0, 0]))  # cell 0 moved away (3: evacuated), cell 1 "rin", the rest empty
     put(0x9408, 0x7000), put(0x9410, 4)  # a moved "ring": never read
     put(0x9418, 0x7000), put(0x9420, 3)
     put(0x9488, 99), put(0x9490, 43)
@@ -131,7 +132,7 @@ def standard_memory() -> dict[int, int]:
     # a hostile map: hmap at 0x9600 whose only bucket (0x9700) names itself as its overflow
     put(0x9008, 0x9600)
     put(0x9600, 1), put(0x9608, 0, 1), put(0x9609, 0, 1), put(0x9610, 0x9700), put(0x9618, 0)
-    put(0x9700, bytes(8)), put(0x97C8, 0x9700)
+    put(0x9700, bytes([5] * 8)), put(0x97C8, 0x9700)  # eight empty-string keys, overflowing into itself
     return memory
 
 

@@ -129,3 +129,12 @@ def test_pointers_are_hex_addresses_in_both_drives() -> None:
     assert parse.rpc_value({"kind": 26, "value": "0", "type": "unsafe.Pointer"}) == "0x0"
     assert parse.is_pointer_type("*main.Ring\n") and parse.is_pointer_type("unsafe.Pointer")
     assert not parse.is_pointer_type("uintptr") and not parse.is_pointer_type("main.Ring")
+
+
+def test_only_dlv_says_the_target_exited_not_a_string_value() -> None:
+    parse.check_exited('"Process 12 has exited with status 0"')  # a Go string: quoted
+    parse.check_exited('main.msg = "x: no such process"')
+    with pytest.raises(TargetExited):
+        parse.check_exited("(dlv) Process 12 has exited with status -1")
+    with pytest.raises(TargetExited):
+        parse.check_exited("(dlv) Command failed: could not read memory: no such process")

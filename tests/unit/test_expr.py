@@ -71,3 +71,10 @@ def test_names() -> None:
     assert expr.parse_option("b.w==b.r").name == "b.w==b.r"
     assert expr.parse_option(" x = y ").name == "x"
     assert expr.source_name("__kw_from") == "from"
+
+
+def test_a_string_literals_hex_escapes_are_bytes_read_as_utf8() -> None:
+    import ast as python_ast
+
+    tree = expr.parse('name == "caf\\xc3\\xa9\\t\\"x\\""')
+    assert python_ast.unparse(tree) == "name == 'café\\t\"x\"'"

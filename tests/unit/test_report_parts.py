@@ -137,3 +137,9 @@ def test_report_keeps_runs_of_one_pid_apart_and_counts_values(tmp_path: Path) ->
     assert report["counts"]["thread (PID 12)"][0] == {"value": "7", "count": 2, "share": 2 / 3}
     text = run(Request([str(traced)], count_by=("cmd",)))
     assert "@cmd (PID 10):\nget" in text and "3   60.0 %" in text
+
+
+def test_histograms_leave_out_nan_and_infinities() -> None:
+    nan, inf = float("nan"), float("inf")
+    assert hist.power_of_two([nan, inf, -inf, 1]) == [("[1]", 1)]
+    assert hist.linear([nan, inf, 5], 0, 10, 5) == [("[5, 10)", 1)]

@@ -51,9 +51,13 @@ BREAKPOINT = "sampler"
 _STOP = re.compile(r"^> (?:\[(?P<bp>[^\]]+)\] )?(?P<func>\S+) (?P<file>\S+?):(?P<line>\d+)"
                    r"(?: \(hits goroutine\((?P<goroutine>\d+)\):\d+ total:\d+\))?", re.M)
 _STOP_NO_SOURCE = re.compile(r"^Stopped at: (?P<pc>0x[0-9a-f]+)", re.M)  # e.g. in the vDSO
-EXITED = r"Process (?P<pid>\d+) has exited with status (?P<status>-?\d+)"
+EXITED = r"(?m)^(?:\(dlv\) )*(?:Command failed: )?Process (?P<pid>\d+) has exited with status (?P<status>-?\d+)"
+"""dlv's word that the target ended: at the start of a line (after any prompts), so that no
+string value, printed quoted, can say it."""
 _EXITED = re.compile(EXITED)
-_GONE = re.compile(r"no such process\s*$", re.M)
+GONE = r"(?m)^(?:\(dlv\) )*Command failed: .*no such process\s*$"
+"""dlv's answer to any command once the target vanished while halted."""
+_GONE = re.compile(GONE)
 """Ends a line of dlv's when the target vanished while halted ('Command failed: ...', or an RPC error)."""
 _FAILED = re.compile(r"^Command failed: (?P<message>.*)$", re.M)
 _BP_SET = re.compile(r"^Breakpoint \S+ set at (?P<addr>0x[0-9a-f]+)", re.M)

@@ -101,14 +101,17 @@ class DelveTerminal:
         self.send("\n".join([*commands, f"print {marker}", *(["continue"] if then_continue else [])]))
         child = self._require()
         # dlv cannot print once the target is gone: it says so instead
-        index = child.expect([re.escape(marker), parse.EXITED, pexpect.EOF, pexpect.TIMEOUT],
+        index = child.expect([re.escape(marker), parse.EXITED, parse.GONE, pexpect.EOF, pexpect.TIMEOUT],
                              timeout=max(timeout, POLL_FLOOR_S))
-        if index == 3:
+        if index == 4:
+            if not procfs.is_running(self.pid):
+                raise TargetExited(f"target process {self.pid} exited")
             raise DebuggerError(f"dlv did not answer {commands[0] if commands else 'print'!r} within {timeout:g}s")
         text = child.before or ""
-        if index == 1:
-            parse.check_exited(str(child.after))
-        if index == 2:
+        if index in (1, 2):
+            parse.check_exited(str(child.after), self.pid)
+            raise TargetExited(f"target process {self.pid} exited")
+        if index == 3:
             parse.check_exited(parse.clean(text))
             raise DebuggerError(f"dlv ended unexpectedly: {parse.clean(text).splitlines()[-1:] or 'no output'}")
         # the prompt dlv prints after the nonce: nothing the target chose comes in between

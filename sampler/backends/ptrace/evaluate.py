@@ -276,11 +276,13 @@ class Evaluator:
         if isinstance(value, Num):
             raise ExpressionError("a number compared with a string: compare numbers with numbers")
         t = value.type
-        if is_interface(t):
-            inner = self._present(value)
-            if isinstance(inner, str):
-                return inner
-            raise SampleError("the interface holds a number, not a string")
+        if is_interface(t):  # only one that holds a string is text (not "nil" or a type's name)
+            dynamic = self._dynamic_type(value)
+            if dynamic is None:
+                raise SampleError("a nil interface is not a string")
+            if text_fields(dynamic.type) is None:
+                raise SampleError(f"the interface holds a {dynamic.name}, not a string")
+            return self._as_text(self._inside(value, dynamic))
         if text_fields(t) is not None or isinstance(t, TextPointer):
             found = self._present(value)
             assert isinstance(found, str)
@@ -416,15 +418,32 @@ class Evaluator:
                     seen += 8
                     if seen > MAX_MAP_CELLS:
                         raise SampleError(f"the map has over {MAX_MAP_CELLS} cells to look through: not read")
-                    tophash = self.read(bucket, 8)
+                    data = self.read(bucket, bucket_type.size)  # one read: tophashes, keys, overflow
                     for cell in range(8):
-                        if tophash[cell] < MIN_TOP_HASH:  # empty, or moved to the new buckets
+                        if data[cell] == EMPTY_REST:  # this cell and every later one (and overflow) empty
+                            break
+                        if data[cell] < MIN_TOP_HASH:  # empty, or moved to the new buckets
                             continue
-                        here = Object(key_type, InMemory(bucket + keys.offset + cell * key_type.size))
-                        if self._map_key(key_type, here) == wanted:
+                        at = keys.offset + cell * key_type.size
+                        if self._map_key_is(key_type, data[at:at + key_type.size], bucket + at, wanted):
                             return Object(value_type, InMemory(bucket + values.offset + cell * value_type.size))
-                    bucket = int.from_bytes(self.read(bucket + bucket_type.members["overflow"].offset, 8), "little")
+                    else:
+                        overflow = bucket_type.members["overflow"].offset
+                        bucket = int.from_bytes(data[overflow:overflow + 8], "little")
+                        continue
+                    break
         raise SampleError("key not found")
+
+    def _map_key_is(self, key_type: Type, raw: bytes, address: int, wanted: str | int) -> bool:
+        """The key stored at ``address`` (its bytes ``raw``, read with its bucket) is ``wanted``:
+        a string's length is compared before its bytes are read."""
+        fields = text_fields(key_type)
+        if fields is not None and isinstance(wanted, str):
+            length = int.from_bytes(raw[fields[1]:fields[1] + 8], "little")
+            if length != len(wanted.encode("utf-8", "surrogatepass")) and "\ufffd" not in wanted:
+                return False
+        return self._map_key(key_type, Object(key_type, InBytes(raw))) == wanted if fields is None else \
+            self._map_key(key_type, Object(key_type, InMemory(address))) == wanted
 
     def _map_key(self, key_type: Type, key: Object | Num | Text) -> str | int:
         """A map key as a comparable: a string's text or an integer."""
@@ -606,6 +625,8 @@ MAX_MAP_CELLS = 1 << 16
 SAME_SIZE_GROW = 8
 """hmap.flags: the map grows to as many buckets (else to twice as many: the old ones are half)."""
 MIN_TOP_HASH = 5
+EMPTY_REST = 0
+"""Go's emptyRest: this cell and every one after it, overflow buckets included, are empty."""
 """Go's minTopHash: a cell whose tophash is below it is empty or has been moved."""
 
 

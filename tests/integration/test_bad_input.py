@@ -59,6 +59,7 @@ def test_a_process_already_traced(go_target: Target) -> None:
 @pytest.mark.parametrize("location, expected", [
     ("main.nope", 'cannot break at \'main.nope\': location "main.nope" not found'),
     ("main.go:9999", "could not find statement"),
+    ("main.(*Ring).Raed", "not found: did you mean 'main.(*Ring).Read'?"),
 ])
 def test_an_unknown_location(go_target: Target, location: str, expected: str, backend: str) -> None:
     result = attach(go_target.pid, "--backend", backend, "--at", location, "--expr", "b.w")

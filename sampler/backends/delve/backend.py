@@ -16,10 +16,11 @@ from sampler.backends.base import Capabilities
 from sampler.backends.cycle import POLL_S, await_halt, miss
 from sampler.backends.delve import parse
 from sampler.backends.delve.leave import settle_before_detach
+from sampler.backends.delve.suggest import with_suggestion
 from sampler.backends.delve.target import check
 from sampler.backends.delve.transport import DelveTerminal
 from sampler.config import SessionConfig
-from sampler.errors import TargetExited
+from sampler.errors import LocationNotFound, TargetExited
 from sampler.safety.guardian import Guardian
 from sampler.sample import Reading, Value
 from sampler.stop import StopFlag
@@ -60,7 +61,10 @@ class DelveBackend:
             self._armed = True
             answer, _ = self._batch([self._break_command(), self._clear_command()])
             self._armed = False
-            parse.parse_breakpoint_set(answer, self.config.location)
+            try:
+                parse.parse_breakpoint_set(answer, self.config.location)
+            except LocationNotFound as e:
+                raise with_suggestion(e, self.config.pid, self.config.location) from None
         else:  # refuse an unknown global before the first tick
             self._values(self._batch(self._prints()))
         self._batch([], then_continue=True)

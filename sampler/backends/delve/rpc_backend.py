@@ -13,6 +13,7 @@ from sampler.backends.delve import parse
 from sampler.backends.delve.leave import settle_before_detach
 from sampler.backends.delve.rescue import DlvRescue, rescue_rpc
 from sampler.backends.delve.rpc import DelveRpc, RpcError
+from sampler.backends.delve.suggest import with_suggestion
 from sampler.backends.delve.target import check
 from sampler.config import SessionConfig
 from sampler.errors import DebuggerError, LocationNotFound, TargetExited
@@ -56,7 +57,8 @@ class DelveRpcBackend:
             try:
                 found = self.rpc.call("FindLocation", {"Scope": SCOPE, "Loc": self.config.location})
             except RpcError as e:
-                raise LocationNotFound(f"dlv cannot break at {self.config.location!r}: {e}") from None
+                raise with_suggestion(LocationNotFound(f"dlv cannot break at {self.config.location!r}: {e}"),
+                                      self.config.pid, self.config.location) from None
             locations = found.get("Locations") or []
             if not locations:
                 raise LocationNotFound(f"dlv cannot break at {self.config.location!r}")

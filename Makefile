@@ -50,7 +50,7 @@ faults-quick: setup
 soak: setup
 	$(VENV)/bin/python bench/soak.py
 
-# 20 runs and 100,000 samples; the test suite runs it once
+# 12 runs (every way at least once) and 100,000 samples; the test suite runs it once
 soak-quick: setup
 	$(VENV)/bin/python bench/soak.py --quick
 

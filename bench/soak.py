@@ -11,7 +11,7 @@ Then a memory phase: zero-stop as fast as it goes for a million samples (--quick
 the worker's RSS read every second; it must stay flat.
 
     .venv/bin/python bench/soak.py              # make soak: 200 runs + 1e6 samples
-    .venv/bin/python bench/soak.py --quick      # the test suite's short form: 20 runs + 1e5
+    .venv/bin/python bench/soak.py --quick      # the test suite's short form: 12 runs + 1e5
 
 Writes bench/results/soak.csv (one row per run) and SOAK.md (or under --results).
 """
@@ -218,12 +218,13 @@ def report(runs: list[Run], memory: list[tuple[float, int, int]], samples: int, 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="20 runs and 100,000 samples (the tests)")
-    parser.add_argument("--runs", type=int, help="consecutive runs (default 200, --quick 20)")
+    parser.add_argument("--quick", action="store_true",
+                        help="12 runs (every way at least once) and 100,000 samples (the tests)")
+    parser.add_argument("--runs", type=int, help="consecutive runs (default 200, --quick 12)")
     parser.add_argument("--samples", type=int, help="zero-stop samples of the memory phase (default 1e6)")
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args()
-    count = args.runs or (20 if args.quick else 200)
+    count = args.runs or (12 if args.quick else 200)
     samples = args.samples or (100_000 if args.quick else 1_000_000)
     have_dlv = shutil.which("dlv") is not None
     ways = [w for w in WAYS if have_dlv or not w.backend.startswith("delve")]

@@ -298,3 +298,33 @@ def dlv_of(front: int) -> int:
             if procfs.comm(child) == "dlv":
                 return child
     return 0
+
+
+def start_redis(start_target: Callable[..., Target], *options: str) -> tuple[Target, int]:
+    """Debian's redis-server on a free port of 127.0.0.1, without persistence, answering PING
+    (``options`` after sampler's own); a failure under CI when it is missing (make setup
+    installs it), else a skip."""
+    import socket
+
+    import pytest
+
+    if not shutil.which("redis-server"):
+        if os.environ.get("CI"):
+            pytest.fail("redis-server is missing: make setup installs it")
+        pytest.skip("redis-server is missing (make setup installs it)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    target = start_target("sh", "-c", f"echo ready pid=$$; exec redis-server --port {port} --bind 127.0.0.1 "
+                          f"--save '' --appendonly no {' '.join(options)}", binary=False)
+    deadline = time.monotonic() + 20
+    while redis_cli(port, "PING").strip() != "PONG":
+        assert time.monotonic() < deadline, "redis-server did not answer"
+        time.sleep(0.05)
+    return target, port
+
+
+def redis_cli(port: int, *command: str, stdin: str | None = None) -> str:
+    """What redis-cli prints for ``command`` (or for the commands on ``stdin``, one connection)."""
+    return subprocess.run(["redis-cli", "-p", str(port), *command], capture_output=True, text=True, input=stdin,
+                          timeout=30).stdout

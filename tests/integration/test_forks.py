@@ -8,7 +8,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,7 +28,9 @@ from tests.integration.targets import (
     finish,
     have_delve,
     read_csv,
+    redis_cli,
     sampler,
+    start_redis,
     start_sampler,
     wait_until_patched,
 )
@@ -167,30 +168,12 @@ def test_a_target_that_exits_during_attach_is_one_line(start_target: Callable[..
 
 @pytest.fixture
 def redis(tmp_path: Path, start_target: Callable[..., Target]) -> tuple[Target, int, Path]:
-    if not shutil.which("redis-server"):
-        if os.environ.get("CI"):
-            pytest.fail("redis-server is missing: make setup installs it")
-        pytest.skip("redis-server is missing (make setup installs it)")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     data = tmp_path / "redis"
     data.mkdir()
-    script = (f"echo ready pid=$$; exec redis-server --port {port} --bind 127.0.0.1 --dir {data} "
-              "--save '' --appendonly no --dbfilename dump.rdb --enable-debug-command local")
-    target = start_target("sh", "-c", script, binary=False)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if _redis(port, "PING").strip() == "PONG":
-            break
-        time.sleep(0.05)
-    assert _redis(port, "DEBUG", "POPULATE", "20000").strip() == "OK"
+    target, port = start_redis(start_target, "--dir", str(data), "--dbfilename", "dump.rdb",
+                               "--enable-debug-command", "local")
+    assert redis_cli(port, "DEBUG", "POPULATE", "20000").strip() == "OK"
     return target, port, data
-
-
-def _redis(port: int, *command: str) -> str:
-    return subprocess.run(["redis-cli", "-p", str(port), *command], capture_output=True, text=True,
-                          timeout=30).stdout
 
 
 @pytest.mark.parametrize("function, mode", [("rdbSaveKeyValuePair", "trace"), ("rdbSaveRio", "attach")])
@@ -206,21 +189,21 @@ def test_redis_bgsave_succeeds_while_its_child_runs_a_traced_function(
                          *args, "--out", str(out), "--quiet")
     wait_until_patched(target.pid)
     # WHEN a BGSAVE forks the child that writes the dump
-    assert "Background saving started" in _redis(port, "BGSAVE")
+    assert "Background saving started" in redis_cli(port, "BGSAVE")
     deadline = time.monotonic() + 30
-    while "rdb_bgsave_in_progress:0" not in _redis(port, "INFO", "persistence"):
+    while "rdb_bgsave_in_progress:0" not in redis_cli(port, "INFO", "persistence"):
         assert time.monotonic() < deadline, "the BGSAVE did not end"
         time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
     _, stderr = finish(proc)
     # THEN the save succeeded, its file loads, and redis runs on untouched
-    info = _redis(port, "INFO", "persistence")
+    info = redis_cli(port, "INFO", "persistence")
     assert "rdb_last_bgsave_status:ok" in info, info
     assert proc.returncode == 0, stderr
     check = subprocess.run(["redis-check-rdb", str(data / "dump.rdb")], capture_output=True, text=True,
                            timeout=60)
     assert check.returncode == 0 and "RDB looks OK" in check.stdout, check.stdout[-2000:]
-    assert _redis(port, "DBSIZE").strip() == "20000"
+    assert redis_cli(port, "DBSIZE").strip() == "20000"
     assert procfs.tracer_pid(target.pid) == 0
     assert_code_matches_files(target.pid)
 

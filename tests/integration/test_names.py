@@ -175,19 +175,9 @@ def test_a_misspelt_location_suggests_the_nearest_names(start_target: Callable[.
 def test_a_debian_server_is_named_as_it_runs_and_a_typo_gets_a_suggestion(
         start_target: Callable[..., Target]) -> None:
     # GIVEN Debian's redis-server (a link to redis-check-rdb), stripped, with its dynamic symbols
-    import os
-    import shutil
-    import socket
+    from tests.integration.targets import start_redis
 
-    if not shutil.which("redis-server"):
-        if os.environ.get("CI"):
-            pytest.fail("redis-server is missing: make setup installs it")
-        pytest.skip("redis-server is missing (make setup installs it)")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    target = start_target("sh", "-c", f"echo ready pid=$$; exec redis-server --port {port} --bind 127.0.0.1 "
-                          "--save '' --appendonly no", binary=False)
+    target, _ = start_redis(start_target)
     # WHEN a breakpoint is asked for at a misspelt command handler
     line = one_line_error(sampler("trace", "--backend", "ptrace", "--pid", str(target.pid), "--at", "processComand",
                                   "--max-events", "1", "--quiet"))
@@ -231,19 +221,9 @@ def test_a_debian_daemons_global_struct_is_read_without_stopping_it(start_target
                                                                     tmp_path: Path) -> None:
     # GIVEN Debian's redis-server, stripped: its `struct redisServer server` is a data symbol
     # (.dynsym), whose first field is the server's PID
-    import os
-    import shutil
-    import socket
+    from tests.integration.targets import start_redis
 
-    if not shutil.which("redis-server"):
-        if os.environ.get("CI"):
-            pytest.fail("redis-server is missing: make setup installs it")
-        pytest.skip("redis-server is missing (make setup installs it)")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    target = start_target("sh", "-c", f"echo ready pid=$$; exec redis-server --port {port} --bind 127.0.0.1 "
-                          "--save '' --appendonly no", binary=False)
+    target, _ = start_redis(start_target)
     out = tmp_path / "server.csv"
     # WHEN server.pid is read through a cast of &server, with no breakpoint
     rows = rows_of(attach(target.pid, "--expr", "spid=*(int32_t *)&server", "--expr", "head=buf(&server, 4)",

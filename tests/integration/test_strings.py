@@ -4,11 +4,8 @@ Go HTTP server and on Debian's redis-server."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import signal
 import socket
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +19,9 @@ from tests.integration.targets import (
     finish,
     have_delve,
     one_line_error,
+    redis_cli,
     sampler,
+    start_redis,
     start_sampler,
     wait_until_patched,
 )
@@ -97,25 +96,7 @@ def test_delve_refuses_samplers_own_string_functions_in_one_line(httpd: Target, 
 
 @pytest.fixture
 def redis(start_target: Callable[..., Target]) -> tuple[Target, int]:
-    if not shutil.which("redis-server"):
-        if os.environ.get("CI"):
-            pytest.fail("redis-server is missing: make setup installs it")
-        pytest.skip("redis-server is missing (make setup installs it)")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    target = start_target("sh", "-c", f"echo ready pid=$$; exec redis-server --port {port} --bind 127.0.0.1 "
-                          "--save '' --appendonly no --loglevel warning", binary=False)
-    deadline = time.monotonic() + 20
-    while _redis(port, "PING") != "PONG\n":
-        assert time.monotonic() < deadline, "redis-server did not answer"
-        time.sleep(0.05)
-    return target, port
-
-
-def _redis(port: int, *command: str, stdin: str | None = None) -> str:
-    return subprocess.run(["redis-cli", "-p", str(port), *command], capture_output=True, text=True, input=stdin,
-                          timeout=30).stdout
+    return start_redis(start_target, "--loglevel", "warning")
 
 
 def test_the_replies_a_debian_redis_writes_read_with_str_and_buf(redis: tuple[Target, int], tmp_path: Path) -> None:
@@ -128,7 +109,7 @@ def test_the_replies_a_debian_redis_writes_read_with_str_and_buf(redis: tuple[Ta
                          "--expr", "head=buf(arg1, 3)", "--out", str(out), "--quiet")
     wait_until_patched(target.pid)
     # WHEN one client sends five PINGs and three ECHOs, one after another
-    answers = _redis(port, stdin="PING\nPING\nECHO hello\nPING\nECHO hello\nPING\nECHO hello\nPING\n")
+    answers = redis_cli(port, stdin="PING\nPING\nECHO hello\nPING\nECHO hello\nPING\nECHO hello\nPING\n")
     assert answers.split() == ["PONG", "PONG", "hello", "PONG", "hello", "PONG", "hello", "PONG"], answers
     deadline = time.monotonic() + 10
     while len(out.read_text().splitlines()) < 9 and time.monotonic() < deadline:

@@ -93,7 +93,7 @@ def rewrite(text: str, chosen: dict[str, str]) -> str:
 def free_names(expression: Expression) -> list[str]:
     """The names an expression uses on their own (not fields, registers, casts or built-ins)."""
     names: list[str] = []
-    called = {id(node.func) for node in ast.walk(expression.tree) if isinstance(node, ast.Call)}
+    called = expr.called(expression.tree)
     for node in ast.walk(expression.tree):
         if isinstance(node, ast.Name) and id(node) not in called \
                 and not node.id.startswith((expr.REGISTER_PREFIX, casts.PREFIX)):

@@ -34,7 +34,7 @@ class Condition:
         self.text = text
         self.tree = expr.parse(text).body
         known = (*columns, *NUMERIC_COLUMNS)
-        called = {id(node.func) for node in ast.walk(self.tree) if isinstance(node, ast.Call)}
+        called = expr.called(self.tree)
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "startswith":
                 continue

@@ -146,6 +146,12 @@ def _literal_places(tree: ast.Expression) -> set[int]:
     return places
 
 
+def called(tree: ast.AST) -> set[int]:
+    """The ids of the nodes a tree calls (``str`` of ``str(p)``): names of built-ins, not
+    variables (a C program's ``buf`` stays a variable)."""
+    return {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+
+
 def uses(tree: ast.AST, names: frozenset[str]) -> set[str]:
     """Which of the built-ins ``names`` the tree calls."""
     return {node.func.id for node in ast.walk(tree)

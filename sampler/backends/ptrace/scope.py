@@ -30,7 +30,7 @@ from sampler.debuginfo.locations import REGISTERS, Frame, InMemory, InRegister, 
 from sampler.debuginfo.modules import Module, Modules
 from sampler.debuginfo.types import Pointer, Scalar, Struct, Type, is_interface
 from sampler.errors import ExpressionError
-from sampler.language import casts
+from sampler.language import casts, expr
 from sampler.language.expr import REGISTER_PREFIX, register_name, source_name
 from sampler.sample import Value
 
@@ -272,7 +272,7 @@ class Scope:
                 self.function, names = None, set()
         unknown: dict[int, list[str]] = {}
         for index, expression in enumerate(self.config.expressions):
-            called = {id(node.func) for node in ast.walk(expression.tree) if isinstance(node, ast.Call)}
+            called = expr.called(expression.tree)
             for node in ast.walk(expression.tree):
                 dotted = dotted_name(node) if isinstance(node, ast.Attribute) else None
                 if dotted is not None and dotted.partition(".")[0] not in names:

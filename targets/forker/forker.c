@@ -18,6 +18,8 @@
  * "child PID signal S forked T by M" / "child PID status S forked T by M", T the
  * CLOCK_MONOTONIC seconds of its fork, M how it was started) and exits 0 when no child went bad, else 1. The children also
  * call child_only(), which the parent never calls.
+ * SIGUSR1 ends the loop early, as if SECONDS had passed (tests that must outlive a run of
+ * sampler start it with a long SECONDS and end it so).
  * Once a second it prints "requests/s=N" (calls of work in the parent), as the other
  * targets print their throughput. A rarely hit function, tick(), is called each second. */
 #include <signal.h>
@@ -31,6 +33,13 @@
 volatile long calls;  /* calls of work() in this process */
 static const char *program = "/bin/true";
 static long forked, ok, bad;
+static volatile sig_atomic_t stop_now;
+
+static void on_usr1(int sig)
+{
+    (void)sig;
+    stop_now = 1;
+}
 
 __attribute__((noinline)) long work(long i)
 {
@@ -129,10 +138,11 @@ int main(int argc, char **argv)
     if (getenv("FORKER_EXEC"))
         program = getenv("FORKER_EXEC");
     setvbuf(stdout, NULL, _IOLBF, 0);
+    signal(SIGUSR1, on_usr1);
     printf("ready pid=%d\n", getpid());
     double start = now(), last = start;
     long at_last = 0, second = 0;
-    for (long i = 0; now() - start < seconds; i++) {
+    for (long i = 0; !stop_now && now() - start < seconds; i++) {
         const char *m = strcmp(mode, "mixed") == 0 ? mixed[i % 4] : mode;
         double at = now();
         pid_t pid = spawn(i, m);

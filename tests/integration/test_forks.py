@@ -68,10 +68,12 @@ def test_no_child_dies_while_the_parent_is_sampled(start_target: Callable[..., T
                                                    mode: str, at: str) -> None:
     # GIVEN a program that forks, vforks and execs a child every 10 ms, the forked children
     # calling the sampled function, and one where the fork happens inside it (spawn)
-    target = start_target("forker", "mixed", "10", "5")
+    # (it runs until told to end, so that a slow start of sampler never sees it exit)
+    target = start_target("forker", "mixed", "10", "60")
     out = tmp_path / "forks.csv"
     # WHEN sampler samples it with a breakpoint in the code the children copy
     result = sampler(*MODES[mode], "--pid", str(target.pid), "--at", at, "--expr", "i", "--out", str(out))
+    os.kill(target.pid, signal.SIGUSR1)
     # THEN every child exits 0, and the rows say what the parent did
     assert result.returncode == 0, result.stderr
     rows = assert_csv_whole(out)
@@ -81,10 +83,11 @@ def test_no_child_dies_while_the_parent_is_sampled(start_target: Callable[..., T
 
 
 def test_zero_stop_reads_of_a_forking_target(start_target: Callable[..., Target], tmp_path: Path) -> None:
-    target = start_target("forker", "mixed", "10", "4")
+    target = start_target("forker", "mixed", "10", "60")
     out = tmp_path / "zero.csv"
     result = sampler("attach", "--pid", str(target.pid), "--expr", "calls", "--rate", "50", "--duration", "2s",
                      "--out", str(out), "--quiet")
+    os.kill(target.pid, signal.SIGUSR1)
     assert result.returncode == 0, result.stderr
     calls = [int(r["calls"]) for r in read_csv(out)]
     assert calls == sorted(calls) and calls[-1] > calls[0]

@@ -13,7 +13,7 @@ import click
 
 from sampler import __version__, notice, run
 from sampler.backends.select import CHOICES
-from sampler.config import SessionConfig
+from sampler.config import Probe, SessionConfig
 from sampler.durations import format_duration, parse_duration
 from sampler.errors import (
     AlreadyTraced,
@@ -29,7 +29,7 @@ from sampler.output.csv import FORMATS
 from sampler.safety import supervisor
 from sampler.safety.repair import repair as repair_journal
 from sampler.safety.repair import restore_code
-from sampler.sample import RESERVED
+from sampler.sample import PROBE, RESERVED
 from sampler.target import pgrep, procfs
 
 
@@ -65,7 +65,35 @@ SECTIONS = {
 
 
 class SectionedCommand(click.Command):
-    """--help with the options in sections (what to sample, where, when, output)."""
+    """--help with the options in sections (what to sample, where, when, output); notes which
+    --at each --expr follows (ctx.meta["probes"]), for runs with several --at."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["probes"] = self._probe_order(args)
+        return super().parse_args(ctx, args)
+
+    def _probe_order(self, args: list[str]) -> list[tuple[str | None, list[str]]]:
+        """[(an --at's value, the --expr values after it)], the first with None: the --expr
+        values given before any --at."""
+        takes = {opt: 0 if isinstance(p, click.Option) and (p.is_flag or p.count) else p.nargs
+                 for p in self.params for opt in (*p.opts, *p.secondary_opts)}
+        groups: list[tuple[str | None, list[str]]] = [(None, [])]
+        i = 0
+        while i < len(args):
+            token = args[i]
+            if token == "--":
+                break
+            option, _, attached = token.partition("=")
+            if option in ("--at", "--expr"):
+                value = attached if "=" in token else (args[i + 1] if i + 1 < len(args) else "")
+                i += 1 if "=" in token else 2
+                if option == "--at":
+                    groups.append((value, []))
+                else:
+                    groups[-1][1].append(value)
+                continue
+            i += 1 + (takes.get(token, 0) if token.startswith("-") and "=" not in token else 0)
+        return groups
 
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         records = {}
@@ -132,18 +160,23 @@ def target_options(command: F) -> F:
     return command
 
 
+AT_HELP = ("Repeatable (ptrace): several places in one run, each --expr belonging to the --at before it "
+           "(one given before the first, to all), a 'probe' column saying which.")
+
+
 @cli.command(cls=SectionedCommand)
 @target_options
-@click.option("--at", "location", metavar="LOCATION",
+@click.option("--at", "locations", multiple=True, metavar="LOCATION",
               help="Where to break: a function (main.(*Ring).Read), FILE:LINE, or *ADDR (ptrace). "
-                   "Without it, globals are read (delve halts the target; ptrace does not).")
+                   "Without it, globals are read (delve halts the target; ptrace does not). " + AT_HELP)
 @click.option("--interval", type=DURATION, help="Time between samples (default 1s).")
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True), help="Samples per second.")
 @click.option("--count", type=click.IntRange(min=1), help="Stop after N samples.")
 @click.option("--hit-timeout", type=DURATION, default="2s", show_default=True,
               help="Give up on a breakpoint not hit within this time and record a miss.")
-def attach(location: str | None, interval: float | None, rate: float | None, count: int | None,
-           hit_timeout: float, **common: Any) -> int:
+@click.pass_context
+def attach(ctx: click.Context, locations: tuple[str, ...], interval: float | None, rate: float | None,
+           count: int | None, hit_timeout: float, **common: Any) -> int:
     """Attach to a running process and sample expressions on a fixed schedule.
 
     \b
@@ -151,23 +184,25 @@ def attach(location: str | None, interval: float | None, rate: float | None, cou
       sampler attach --pid 4242 --expr 'w-r'
       sampler attach --pid 4242 --at 'main.(*Ring).Read' --expr 'delta=b.w-b.r' \\
           --interval 1s --out samples.csv
+      sampler attach --pid 4242 --at ring_push --expr n=len --at ring_pop --expr r=b->r
     """
     if interval is not None and rate is not None:
         raise UsageError("--interval and --rate exclude each other", "give one of them")
     if not common["exprs"]:
         raise UsageError("attach needs an --expr", "e.g. --expr 'delta=b.w-b.r'; to count calls, "
                          "sampler trace --at FUNCTION without --expr")
-    config = _config(common, location=_location(location), interval_s=interval or (1.0 / rate if rate else 1.0),
+    config = _config(ctx, common, locations, interval_s=interval or (1.0 / rate if rate else 1.0),
                      count=count, hit_timeout_s=hit_timeout)
     return _run(config, common, f"every {format_duration(config.interval_s)}")
 
 
 @cli.command(cls=SectionedCommand)
 @target_options
-@click.option("--at", "location", metavar="LOCATION", required=True,
-              help="Where to break: a function, FILE:LINE, or *ADDR (ptrace).")
+@click.option("--at", "locations", metavar="LOCATION", required=True, multiple=True,
+              help="Where to break: a function, FILE:LINE, or *ADDR (ptrace). " + AT_HELP)
 @click.option("--max-events", type=click.IntRange(min=1), help="Stop after N hits.")
-def trace(location: str, max_events: int | None, **common: Any) -> int:
+@click.pass_context
+def trace(ctx: click.Context, locations: tuple[str, ...], max_events: int | None, **common: Any) -> int:
     """Attach and write a row for every hit of the breakpoint (every-hit tracing).
 
     \b
@@ -175,21 +210,50 @@ def trace(location: str, max_events: int | None, **common: Any) -> int:
       sampler trace --pid 4242 --at ring_read --expr 'delta=b->w - b->r' --duration 5s
       sampler trace --pid 4242 --at tick --expr second=arg1 --out ticks.jsonl
       sampler trace --pid 4242 --at ring_read --duration 10s --quiet   # count the calls
+      sampler trace --pid 4242 --at ring_push --at ring_pop --duration 5s --count-by probe
     """
-    config = _config(common, location=_location(location), count=max_events, every_hit=True)
+    config = _config(ctx, common, locations, count=max_events, every_hit=True)
     return _run(config, common, "on every hit")
 
 
-def _config(common: dict[str, Any], **specific: Any) -> SessionConfig:
+def _config(ctx: click.Context, common: dict[str, Any], locations: Sequence[str], **specific: Any) -> SessionConfig:
     """The session's config from the options attach and trace share and their own."""
-    expressions = _expressions(common["exprs"])
+    for location in locations:
+        _location(location)
+    probes: tuple[Probe, ...] = ()
+    if len(locations) > 1:
+        probes, expressions = _probes(ctx.meta.get("probes") or [(None, list(common["exprs"]))], locations)
+        if common["backend"] in ("delve", "delve-rpc"):
+            raise UsageError(f"several --at need the ptrace backend (--backend {common['backend']} breaks at one "
+                             "place)", "give --backend ptrace, or one --at")
+    else:
+        expressions = _expressions(common["exprs"])
     pid = _target(common["pid"], common["pgrep"], common["container"], common["wait_target"])
-    return SessionConfig(pid=pid, expressions=expressions,
-                         duration_s=common["duration"],
+    names = [e.name for e in expressions] + ([PROBE] if probes else [])
+    return SessionConfig(pid=pid, expressions=expressions, location=locations[0] if locations else None,
+                         probes=probes, duration_s=common["duration"],
                          backend=common["backend"], guardian=not common["no_guardian"],
                          debug_dirs=_debug_dirs(common["debug_dirs"]), symbols_file=common["symbols_file"],
-                         quiet=common["quiet"], stop_when=_condition(common["stop_when"], expressions),
+                         quiet=common["quiet"], stop_when=_condition(common["stop_when"], names),
                          **specific)
+
+
+def _probes(order: list[tuple[str | None, list[str]]], locations: Sequence[str]
+            ) -> tuple[tuple[Probe, ...], tuple[expr.Expression, ...]]:
+    """Each --at with the --expr after it (and those before the first --at), and every column:
+    a name two probes share is one column."""
+    shared = _expressions(order[0][1]) if order and order[0][0] is None else ()
+    groups = [group for group in order if group[0] is not None]
+    if [location for location, _ in groups] != list(locations):  # never: the scan and click disagree
+        groups = [(location, []) for location in locations]
+        shared = _expressions([text for _, texts in order for text in texts])
+    probes = tuple(Probe(location, shared + _expressions(texts, taken=[e.name for e in shared]))
+                   for location, texts in groups if location is not None)
+    columns: dict[str, expr.Expression] = {}
+    for probe in probes:
+        for expression in probe.expressions:
+            columns.setdefault(expression.name, expression)
+    return probes, tuple(columns.values())
 
 
 @cli.command()
@@ -253,9 +317,9 @@ def repair(pid: int | None, everything: bool, code_from_file: bool) -> int:
     return 0
 
 
-def _expressions(texts: Sequence[str]) -> tuple[expr.Expression, ...]:
+def _expressions(texts: Sequence[str], taken: Sequence[str] = ()) -> tuple[expr.Expression, ...]:
     expressions = tuple(expr.parse_option(text) for text in texts)
-    names = [e.name for e in expressions]
+    names = [*taken, *(e.name for e in expressions)]
     for name in names:
         if name in RESERVED or names.count(name) > 1:
             raise UsageError(f"column name {name!r} is used twice or is a fixed column",
@@ -281,11 +345,11 @@ def _target(pid: int | None, pattern: str | None, container: str | None, wait: f
             time.sleep(0.1)
 
 
-def _condition(text: str | None, expressions: Sequence[expr.Expression]) -> Condition | None:
+def _condition(text: str | None, names: Sequence[str]) -> Condition | None:
     if text is None:
         return None
     try:
-        return Condition(text, [e.name for e in expressions])
+        return Condition(text, list(names))
     except ExpressionError as e:
         raise UsageError(f"--stop-when: {e.message}", "e.g. --stop-when 'delta > 20000'") from None
 
@@ -306,7 +370,7 @@ def _location(location: str | None) -> str | None:
 
 def _run(config: SessionConfig, common: dict[str, Any], how: str) -> int:
     """In a worker process (supervisor.py): check the target, pick the backend, run, report."""
-    columns = [e.name for e in config.expressions]
+    columns = [e.name for e in config.expressions] + ([PROBE] if config.probes else [])
     for option, names, extra in (("--count-by", common["count_by"], ["thread"]), ("--hist", common["hists"], [])):
         for name in names:
             if name not in (*columns, *extra):

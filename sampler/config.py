@@ -9,6 +9,14 @@ from sampler.language.expr import Expression
 
 
 @dataclass(frozen=True)
+class Probe:
+    """One --at of a run with several, and the expressions read there."""
+
+    location: str
+    expressions: tuple[Expression, ...]
+
+
+@dataclass(frozen=True)
 class SessionConfig:
     pid: int
     """The process to sample."""
@@ -39,3 +47,12 @@ class SessionConfig:
     (``count`` then limits events; ``interval_s`` is unused)."""
     stop_when: Condition | None = None
     """--stop-when: end the run after the first row where this holds."""
+    probes: tuple[Probe, ...] = ()
+    """Several --at, each with its expressions (ptrace); ``location`` is then the first one's
+    and ``expressions`` every column, each name once. Empty: one probe, (location, expressions)."""
+
+    def probe_list(self) -> tuple[Probe, ...]:
+        """Every probe of the run; none for zero-stop reads."""
+        if self.probes:
+            return self.probes
+        return (Probe(self.location, self.expressions),) if self.location is not None else ()

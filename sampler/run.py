@@ -26,6 +26,7 @@ from sampler.output.csv import writer_for
 from sampler.output.live import LiveView
 from sampler.output.metrics import MetricsWriter, is_loopback
 from sampler.safety.repair import repair as repair_journal
+from sampler.sample import PROBE
 from sampler.session import STOP_SIGNALS, Session
 from sampler.target import process, procfs
 
@@ -39,8 +40,8 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
     target = process.inspect(config.pid)  # refuses a traced target: no live sampler holds it
     names = [e.name for e in config.expressions]
     # a bad --out is refused before any work; counting in sampler writes rows only to a file named
-    writers: list[Writer] = [writer_for(out, names, output.format)] if out != "-" or not output.aggregating \
-        else []
+    rows = writer_for(out, names, output.format) if out != "-" or not output.aggregating else None
+    writers: list[Writer] = [rows] if rows is not None else []
     try:
         for fixed in repair_journal(config.pid):
             if fixed.restored or fixed.problem:
@@ -49,23 +50,20 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
         if choice.name != "ptrace" and (config.debug_dirs or config.symbols_file):
             notice.say(f"--debug-dir and --symbols are used by the ptrace backend only; {choice.name} finds debug "
                  "info by its own rules (dlv's debug-info-directories)")
-        if output.aggregating:
-            writers.append(Aggregate(names, output.count_by, output.hists, config.pid))
-        if output.metrics is not None:
-            metrics = MetricsWriter(output.metrics, names, config.pid, output.count_by, output.hists)
-            writers.append(metrics)
-            exposed = "" if is_loopback(metrics.host) else \
-                " (beyond loopback: anyone who reaches this port can read the sampled values)"
-            notice.say(f"metrics at {metrics.url}{exposed}")
-        if output.live:
-            writers.append(LiveView(names, config.pid))
-        elif not quiet and not output.aggregating:
-            writers.append(ConsoleWriter(names))
         if not quiet:
             click.echo(f"sampler: {choice.name} backend ({choice.reason}); sampling PID {config.pid} {how}",
                        err=True)
         backend = _gone_is_exit(config.pid, lambda: build(choice, config, target))
-        session = Session(config, backend, writers)  # run() detaches it
+        try:
+            if getattr(backend, "probe_column", False):  # several probes, or a function and its clones
+                names = [PROBE, *names]
+                if rows is not None:
+                    rows.name_columns(names)
+            writers += _more_writers(output, names, config.pid)
+        except BaseException:
+            backend.detach()
+            raise
+        session = Session(config, backend, writers, names)  # run() detaches it
         try:
             summary = _gone_is_exit(config.pid, session.run)
         except SamplerError as e:
@@ -90,6 +88,24 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
         if not quiet or "missed" in note:
             notice.say(note)
     return 0
+
+
+def _more_writers(output: Output, names: list[str], pid: int) -> list[Writer]:
+    """Besides the rows: counts, metrics, and the view on the terminal."""
+    writers: list[Writer] = []
+    if output.aggregating:
+        writers.append(Aggregate(names, output.count_by, output.hists, pid))
+    if output.metrics is not None:
+        metrics = MetricsWriter(output.metrics, names, pid, output.count_by, output.hists)
+        writers.append(metrics)
+        exposed = "" if is_loopback(metrics.host) else \
+            " (beyond loopback: anyone who reaches this port can read the sampled values)"
+        notice.say(f"metrics at {metrics.url}{exposed}")
+    if output.live:
+        writers.append(LiveView(names, pid))
+    elif not output.quiet and not output.aggregating:
+        writers.append(ConsoleWriter(names))
+    return writers
 
 
 def _gone_is_exit(pid: int, run: Callable[[], T]) -> T:

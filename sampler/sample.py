@@ -16,7 +16,10 @@ Value = int | float | str | None
 
 FIXED_BEFORE = ("seq", "time", "elapsed_s", "pid", "thread")
 FIXED_AFTER = ("pause_us", "wait_us", "late_us", "error")
-RESERVED = frozenset(FIXED_BEFORE + FIXED_AFTER)
+PROBE = "probe"
+"""The column that says which --at (and which of its breakpoints) a row came from, first
+among the value columns of a run with several."""
+RESERVED = frozenset((*FIXED_BEFORE, *FIXED_AFTER, PROBE))
 """Column names an expression may not take."""
 
 

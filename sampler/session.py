@@ -44,9 +44,11 @@ class Summary:
 
 class Session:
     def __init__(self, config: SessionConfig, backend: Backend, writers: Sequence[Writer],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 names: Sequence[str] | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self.backend = backend
+        self.names = list(names) if names is not None else [e.name for e in config.expressions]
+        """The value columns of each reading, in order (a probe column first in a run with several)."""
         self.writers = list(writers)
         self.clock = clock
         self.stop = StopFlag()
@@ -81,14 +83,24 @@ class Session:
                 return
             self.summary.skipped_ticks += tick.skipped
             delay = tick.deadline - self.clock()
-            with wakeups.prompt_wakeup():  # on time though the cores are busy; see wakeups.py
-                if delay > 0:
-                    self.backend.idle(delay, self.stop)
-                    if self.stop.is_set():
-                        return
-                late_s = schedule.lateness(tick)
-                reading = self.backend.sample(self.stop)
-            self._emit(reading, started_wall, tick.deadline - schedule.start + late_s, late_s)
+            taken: list[tuple[Reading, float]] = []
+            try:
+                with wakeups.prompt_wakeup():  # on time though the cores are busy; see wakeups.py
+                    if delay > 0:
+                        self.backend.idle(delay, self.stop)
+                        if self.stop.is_set():
+                            return
+                    turns = getattr(self.backend, "per_tick", 1)  # one sample of each probe
+                    if config.count is not None:
+                        turns = min(turns, config.count - self.summary.samples)
+                    for turn in range(turns):
+                        if turn and self.stop.is_set():
+                            break
+                        late_s = schedule.lateness(tick)
+                        taken.append((self.backend.sample(self.stop), late_s))
+            finally:  # the probes sampled before one that ended the run keep their rows
+                for reading, late_s in taken:
+                    self._emit(reading, started_wall, tick.deadline - schedule.start + late_s, late_s)
 
     def _trace_loop(self) -> None:
         """A row for every hit, until count (events), duration or a signal."""
@@ -118,15 +130,14 @@ class Session:
         condition = self.config.stop_when
         if condition is not None and condition.holds(self._named(sample)):
             self.summary.stopped_by = "--stop-when"
-            shown = ", ".join(f"{e.name}={format_value(v)}" for e, v in zip(self.config.expressions,
-                                                                           reading.values))
+            shown = ", ".join(f"{name}={format_value(v)}" for name, v in zip(self.names, reading.values))
             notice.say(f"--stop-when {condition.text!r} held at sample {sample.seq} ({shown}): stopping")
             self.stop.set()
 
     def _named(self, sample: Sample) -> dict[str, Value]:
         """The row's columns by name, for --stop-when."""
         r = sample.reading
-        row: dict[str, Value] = {e.name: v for e, v in zip(self.config.expressions, r.values)}
+        row: dict[str, Value] = dict(zip(self.names, r.values))
         row.update(seq=sample.seq, elapsed_s=sample.elapsed_s, pause_us=r.pause_us, wait_us=r.wait_us,
                    late_us=sample.late_us)
         return row

@@ -37,6 +37,8 @@ def pick(config: SessionConfig, target: TargetProcess) -> Choice:
     if choice == "auto":
         if own:
             choice, reason = "ptrace", f"{' and '.join(f'{name}()' for name in own)}: read by the ptrace backend"
+        elif config.probes:
+            choice, reason = "ptrace", f"{len(config.probes)} --at: the ptrace backend breaks at several places"
         elif target.is_go and not target.has_debug_info:
             choice, reason = "ptrace", "Go program without DWARF: Delve cannot read it"
         elif target.is_go and dlv is not None:

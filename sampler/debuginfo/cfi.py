@@ -63,6 +63,20 @@ class CallFrames:
             return None
         return int(found.reg), int(found.offset)
 
+    def saved(self, pc: int) -> dict[int, int]:
+        """Registers the function has saved by pc: DWARF register number -> offset from the CFA
+        of the slot that holds the caller's value."""
+        fde = self.entry(pc)
+        if fde is None:
+            return {}
+        found: dict[int, int] = {}
+        for row in fde.get_decoded().table:
+            if row["pc"] > pc:
+                break
+            found = {int(reg): int(rule.arg) for reg, rule in row.items()
+                     if isinstance(reg, int) and getattr(rule, "type", None) == "OFFSET"}
+        return found
+
     def _indexed(self, pc: int) -> FDE | None:
         if self._table is None:
             self._table = self._read_table()

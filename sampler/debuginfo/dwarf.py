@@ -22,10 +22,20 @@ from elftools.dwarf.ranges import BaseAddressEntry
 from elftools.elf.elffile import ELFFile
 
 from sampler.debuginfo.cfi import CallFrames
-from sampler.debuginfo.dies import Malformed, children, covers, file_names, name_of, origin, same_file
+from sampler.debuginfo.dies import Malformed, children, covers, descendants, file_names, name_of, origin, same_file
 from sampler.debuginfo.dwarfscan import CannotScan, top_level, top_level_offsets
 from sampler.debuginfo.elffile import MAX_SECTION
-from sampler.debuginfo.locations import REGISTERS, Frame, Location, OptimizedOut, as_address, entry_at, execute
+from sampler.debuginfo.locations import (
+    REGISTERS,
+    EntryValue,
+    Frame,
+    Location,
+    OptimizedOut,
+    as_address,
+    as_value,
+    entry_at,
+    execute,
+)
 from sampler.debuginfo.types import Type, TypeReader
 from sampler.debuginfo.untrusted import converting
 
@@ -49,6 +59,12 @@ class Variable:
     type: Type
 
 
+
+CALLEE_SAVED = (3, 6, 12, 13, 14, 15)
+"""DWARF numbers of the registers a call keeps on x86-64 (rbx, rbp, r12-r15): what a caller's
+frame is known by at its call."""
+MAX_CALL_SITES = 4096
+"""Return addresses whose call site is remembered (a hostile program has many)."""
 
 _guarded = converting(Malformed, keep=(OptimizedOut,))
 """Debug information is input sampler does not control: whatever the parser raises on bad
@@ -123,6 +139,8 @@ class Debug:
         self._go_types: dict[int, int] | None = None
         self._info_bytes: bytes | None = None
         self._parsed_ops: dict[tuple[int, int], list[DWARFExprOp]] = {}
+        self._call_sites: dict[int, DIE | None] = {}
+        """Return address (file address) -> the call site DIE of that call, or None."""
         self._names: dict[str, list[int]] = {}
         self._name_units: Iterator[CompileUnit] = self.info.iter_CUs()
         self._strings: bytes | None = None
@@ -410,7 +428,10 @@ class Debug:
                     raise OptimizedOut(f"{variable.name} has no fixed address")
                 ops = self._ops_at(attr, variable.die, frame.pc)
             self._parsed_ops[key] = ops  # a breakpoint's pc is hit again and again
-        return self._evaluate(ops, variable.name, frame, function)
+        unit = variable.die.cu.cu_offset
+        return self._evaluate(ops, variable.name, frame, function,
+                              None if frame is None else lambda kind, arg: self._entry_value(
+                                  kind, arg, unit, variable.name, frame))
 
     def _ops_at(self, attr: Any, die: DIE, pc: int) -> list[DWARFExprOp]:
         parsed = self._locations.parse_from_attribute(attr, die.cu["version"], die=die)
@@ -423,8 +444,82 @@ class Debug:
         return list(self._expr.parse_expr(expression))
 
     def _evaluate(self, ops: list[DWARFExprOp], name: str, frame: Frame | None,
-                  function: Function | None) -> Location:
-        return execute(ops, name, frame, self.bias, lambda: self._frame_base(name, frame, function))
+                  function: Function | None, entry_value: EntryValue | None = None) -> Location:
+        return execute(ops, name, frame, self.bias, lambda: self._frame_base(name, frame, function), entry_value)
+
+    # -- values at entry, from the caller's call site ------------------------------
+
+    def _entry_value(self, kind: str, arg: int, unit: int, name: str, frame: Frame) -> int:
+        """A parameter's value when the function was entered, as gdb reads ``x@entry``: the
+        return address names the caller's call site (DW_TAG_call_site), whose parameter
+        entry says how the caller computed the value (DW_AT_call_value), evaluated in the
+        caller's frame: the registers a call keeps (rbx, rbp, r12-r15, as the callee's unwind
+        rules give them back) and its stack. One level: a value the caller itself only had at
+        its own entry stays optimized out."""
+        if frame.on_branch is not None:
+            frame.on_branch()  # which call site depends on the return address: no fixed plan
+        cfa = frame.cfa()
+        returns = frame.read_word(cfa - 8) - self.bias
+        site = self._call_site(returns)
+        if site is None:
+            raise OptimizedOut(f"{name} is optimized out here (its caller at {returns + self.bias:#x} has no call "
+                               "site entry saying what it passed)")
+        for parameter in children(site):
+            if parameter.tag not in ("DW_TAG_call_site_parameter", "DW_TAG_GNU_call_site_parameter"):
+                continue
+            if kind == "param":
+                target = origin(parameter, "DW_AT_call_parameter") or origin(parameter, "DW_AT_abstract_origin")
+                if target is None or target.offset != unit + arg:
+                    continue
+            else:
+                where = parameter.attributes.get("DW_AT_location")
+                if where is None or not isinstance(where.value, list | bytes):
+                    continue
+                ops = list(self._expr.parse_expr(where.value))
+                if len(ops) != 1 or ops[0].op_name not in (f"DW_OP_reg{arg}", "DW_OP_regx") or \
+                        (ops[0].op_name == "DW_OP_regx" and ops[0].args[0] != arg):
+                    continue
+            value = parameter.attributes.get("DW_AT_call_value") or \
+                parameter.attributes.get("DW_AT_GNU_call_site_value")
+            if value is None:
+                continue
+            caller = self._caller_frame(frame, cfa, returns)
+            function = self.function_at(returns - 1)
+            computed = self._evaluate(list(self._expr.parse_expr(value.value)), name, caller, function)
+            return as_value(computed, name, caller)
+        raise OptimizedOut(f"{name} is optimized out here (its caller's call site does not say what it passed)")
+
+    def _call_site(self, returns: int) -> DIE | None:
+        """The call site DIE whose call returns to ``returns`` (a file address), in the function
+        that holds it; found once per return address."""
+        if returns in self._call_sites:
+            return self._call_sites[returns]
+        found = None
+        function = self.function_at(returns - 1)
+        if function is not None:
+            for die in descendants(function.die):
+                if die.tag in ("DW_TAG_call_site", "DW_TAG_GNU_call_site"):
+                    at = die.attributes.get("DW_AT_call_return_pc") or die.attributes.get("DW_AT_low_pc")
+                    if at is not None and at.value == returns:
+                        found = die
+                        break
+        if len(self._call_sites) < MAX_CALL_SITES:
+            self._call_sites[returns] = found
+        return found
+
+    def _caller_frame(self, frame: Frame, cfa: int, returns: int) -> Frame:
+        """The caller's registers at the call, as far as they are known: those a call keeps
+        (from their save slots once the callee saved them), and rsp (the CFA)."""
+        saved = self._frames.saved(frame.pc)
+        registers = {}
+        for number in CALLEE_SAVED:
+            name = REGISTERS[number]
+            if number in saved:
+                registers[name] = frame.read_word(cfa + saved[number])
+            elif name in frame.registers:
+                registers[name] = frame.registers[name]
+        registers["rsp"] = cfa
+        return Frame(registers, returns, cfa=lambda: self.cfa(returns, registers), read_word=frame.read_word)
 
     def _frame_base(self, name: str, frame: Frame | None, function: Function | None) -> int:
         if frame is None or function is None:

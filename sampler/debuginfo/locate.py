@@ -10,11 +10,13 @@ the DWARF knows is found by walking the executable's DWARF. ``--at LIBRARY:FUNCT
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 from dataclasses import dataclass
 
 from sampler.debuginfo import prologue
+from sampler.debuginfo.clones import clones_of
 from sampler.debuginfo.dies import Malformed, same_file
 from sampler.debuginfo.dwarf import Function, Variable
 from sampler.debuginfo.elffile import BadFile
@@ -39,6 +41,8 @@ class Place:
     module: Module | None
     function: Function | None
     """The DWARF function there, when its module has DWARF."""
+    symbol: str = ""
+    """A compiler clone's symbol (``f.isra.0``) when the place is in one; else ''."""
 
 
 
@@ -81,6 +85,51 @@ def resolve(modules: Modules, location: str) -> Place:
                            f"did you mean {' or '.join(repr(n) for n in near)}?" if near else
                            _hint(modules.main, "check the spelling; LIBRARY:FUNCTION picks a library "
                                                "(e.g. libc.so.6:malloc)"))
+
+
+def resolve_all(modules: Modules, location: str) -> list[Place]:
+    """Every breakpoint a location means: a function name means the function and each of its
+    compiler clones that calls enter (clones.py), or only its clones when the compiler left no
+    code under its own name; FILE:LINE and *ADDR mean one place."""
+    text = location.strip()
+    library = _IN_LIBRARY.match(text)
+    if _ADDRESS.match(text) or _FILE_LINE.match(text) or (library and _FILE_LINE.match(library.group("rest"))):
+        return [resolve(modules, location)]
+    name = library.group("rest") if library else text
+    try:
+        first = resolve(modules, location)
+    except LocationNotFound:
+        module = modules.named(library.group("library")) if library else modules.main
+        found = _clones(modules, module, name, exclude=None) if module is not None else []
+        if not found:
+            raise
+        modules.finder.say(f"--at {name}: the compiler left no code under that name, only its clone(s) "
+                           f"{', '.join(p.symbol for p in found)}: breaking there")
+        return found
+    if first.module is None:
+        return [first]
+    extra = _clones(modules, first.module, name, exclude=first.address - first.module.bias)
+    if extra:
+        modules.finder.say(f"--at {name}: also its compiler clone(s) {', '.join(p.symbol for p in extra)}: "
+                           f"{1 + len(extra)} breakpoints (the probe column says which)")
+    return [first, *extra]
+
+
+MAX_CLONES = 64
+"""Breakpoints one name may mean (a template instantiated many times is refused beyond)."""
+
+
+def _clones(modules: Modules, module: Module, name: str, exclude: int | None) -> list[Place]:
+    found = clones_of(module, name, bare=True)
+    starts = {address for address in found if address not in (exclude, module.function_symbol(name))}
+    if exclude is not None:
+        function = _function_at(module, exclude + module.bias)
+        starts = {a for a in starts if function is None or not function.low <= a < function.high}
+    if len(starts) > MAX_CLONES:
+        raise LocationNotFound(f"--at {name}: {len(starts)} compiler clones, over the {MAX_CLONES} one name may "
+                               "break at", "give one clone by its symbol (e.g. f.isra.0)")
+    return [dataclasses.replace(_at_symbol(modules, module, address), symbol=found[address])
+            for address in sorted(starts)]
 
 
 MAX_CANDIDATES = 200_000

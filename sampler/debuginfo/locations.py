@@ -61,14 +61,23 @@ class Frame:
     """File address of the stop."""
     cfa: Callable[[], int]
     read_word: Callable[[int], int]
+    on_branch: Callable[[], None] | None = None
+    """Told when a location's reads depend on the data (a parameter's value at entry, found
+    through the return address's call site): no read plan can stand for it (plan.py)."""
 
+
+EntryValue = Callable[[str, int], int]
+"""A parameter's value at the function's entry, from its caller's call site: ("param", the
+parameter DIE's unit offset: DW_OP_GNU_parameter_ref) or ("reg", a DWARF register number:
+DW_OP_entry_value(DW_OP_regN))."""
 
 
 def execute(ops: Sequence[DWARFExprOp], name: str, frame: Frame | None, bias: int,
-            frame_base: Callable[[], int]) -> Location:
+            frame_base: Callable[[], int], entry_value: EntryValue | None = None) -> Location:
     """Run a location expression. ``bias`` is added to static addresses (DW_OP_addr);
     ``frame_base`` gives DW_AT_frame_base when DW_OP_fbreg needs it; ``frame`` None: a
-    global, no registers."""
+    global, no registers; ``entry_value`` answers DW_OP_entry_value and
+    DW_OP_GNU_parameter_ref (None: they are optimized out)."""
     stack: list[int] = []
     result: Location | None = None
     pieces: list[tuple[Location | None, int]] = []
@@ -76,6 +85,8 @@ def execute(ops: Sequence[DWARFExprOp], name: str, frame: Frame | None, bias: in
     def register(number: int) -> int:
         if frame is None:
             raise OptimizedOut(f"{name} needs registers (is it a local?)")
+        if not 0 <= number < len(REGISTERS) or REGISTERS[number] not in frame.registers:
+            raise OptimizedOut(f"{name} is optimized out here (it needs a register the caller did not keep)")
         return frame.registers[REGISTERS[number]]
 
     for op in ops:
@@ -117,7 +128,15 @@ def execute(ops: Sequence[DWARFExprOp], name: str, frame: Frame | None, bias: in
             pieces.append((result, op.args[0]))
             result = None
         elif kind in ("DW_OP_entry_value", "DW_OP_GNU_entry_value"):
-            raise OptimizedOut(f"{name} is optimized out here (only its entry value is known)")
+            inner = op.args[0] if op.args and isinstance(op.args[0], list) else []
+            number = _register_number(inner[0]) if len(inner) == 1 else None
+            if entry_value is None or frame is None or number is None:
+                raise OptimizedOut(f"{name} is optimized out here (only its entry value is known)")
+            stack.append(entry_value("reg", number))
+        elif kind == "DW_OP_GNU_parameter_ref":
+            if entry_value is None or frame is None:
+                raise OptimizedOut(f"{name} is optimized out here (only its caller knows it)")
+            stack.append(entry_value("param", int(op.args[0])))
         else:
             raise OptimizedOut(f"{name}: unsupported DWARF location operation {kind}")
     if pieces:
@@ -127,6 +146,32 @@ def execute(ops: Sequence[DWARFExprOp], name: str, frame: Frame | None, bias: in
     if stack:
         return InMemory(stack.pop())
     raise OptimizedOut(f"{name} is optimized out here")
+
+
+def _register_number(op: DWARFExprOp) -> int | None:
+    """N of DW_OP_regN or DW_OP_regx N; None for any other operation."""
+    kind = str(op.op_name)
+    if kind == "DW_OP_regx":
+        return int(op.args[0])
+    if kind.startswith("DW_OP_reg") and kind.removeprefix("DW_OP_reg").isdigit():
+        return int(kind.removeprefix("DW_OP_reg"))
+    return None
+
+
+def as_value(location: Location, name: str, frame: Frame) -> int:
+    """What a DWARF expression that computes a value (a call site's DW_AT_call_value) gave."""
+    if isinstance(location, InRegister):
+        return frame.registers[location.register] if location.register in frame.registers else \
+            _optimized_value(name)
+    if isinstance(location, InMemory):
+        return location.address
+    if isinstance(location, Computed):
+        return location.value
+    raise OptimizedOut(f"{name}: a value in pieces at its call site is not supported")
+
+
+def _optimized_value(name: str) -> int:
+    raise OptimizedOut(f"{name} is optimized out here (its caller's register is not known)")
 
 
 def as_address(location: Location, name: str, frame: Frame) -> int:

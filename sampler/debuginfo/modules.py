@@ -134,6 +134,11 @@ class Module:
         except BadFile:
             return {}
 
+    def function_symbols(self) -> list[tuple[str, Symbol]]:
+        """Every function symbol of its symbol tables, by name (file addresses)."""
+        return [(name, symbol) for file in self._files() for name, symbol in self._symbols_of(file).items()
+                if symbol.is_function]
+
     def function_symbol(self, name: str) -> int | None:
         symbol = self.symbol(name)
         return symbol.address if symbol is not None and symbol.is_function else None

@@ -38,6 +38,10 @@ class CsvWriter:
         self._good = 0  # bytes of whole rows in the file
         self._begun = False  # the header went out: later failures are mid-run
 
+    def name_columns(self, names: Sequence[str]) -> None:
+        """Before ``begin``: the value columns as the backend lays them out (a probe column)."""
+        self._header = columns(names)
+
     def begin(self) -> None:
         """Sampling starts: empty the file and write the header."""
         if self._own:

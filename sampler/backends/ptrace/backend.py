@@ -4,34 +4,37 @@ With ``--at``: per sample, write int3 at the location, wait for the first thread
 to hit it, read what the expressions need, put the byte back, rewind that thread
 and let it go. Without ``--at`` every name must be a global, and nothing stops:
 values are read from /proc/PID/mem while the target runs (zero-stop reads).
+
+A location may be several breakpoints (a function and its compiler clones), and a run
+several locations (probes): each breakpoint is a site (site.py). Sampling, each tick
+samples every probe in turn, arming all of that probe's sites and taking the first hit;
+tracing, every site stays armed.
 """
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import gc
 import time
-from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from sampler import notice
 from sampler.backends.base import Capabilities
 from sampler.backends.cycle import miss
 from sampler.backends.ptrace.instructions import MAX_FUNCTION, starts_instruction
-from sampler.backends.ptrace.memory import Memory, Read, UnreadableMemory
-from sampler.backends.ptrace.plan import PlanMiss, ReadPlan, Recorder, Snapshot, Step
+from sampler.backends.ptrace.memory import Memory, UnreadableMemory
 from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.scope import Scope
-from sampler.backends.ptrace.tracer import Hit, Tracer
-from sampler.config import SessionConfig
+from sampler.backends.ptrace.site import Site
+from sampler.backends.ptrace.tracer import Tracer
+from sampler.config import Probe, SessionConfig
 from sampler.debuginfo.debugfiles import DebugFinder
-from sampler.debuginfo.locate import resolve
+from sampler.debuginfo.locate import Place, resolve_all
 from sampler.debuginfo.modules import Modules
 from sampler.errors import LocationNotFound, UsageError
-from sampler.language.expr import Expression
 from sampler.safety.guardian import Guardian
 from sampler.safety.journal import Journal
-from sampler.sample import Reading, Value
+from sampler.sample import Reading
 from sampler.stop import StopFlag
 from sampler.target.process import TargetProcess
 
@@ -44,31 +47,46 @@ class PtraceBackend:
     def __init__(self, config: SessionConfig, modules: Modules, is_go: bool = False) -> None:
         self.config = config
         self.modules = modules
-        place = resolve(modules, config.location) if config.location is not None else None
-        self.scope = Scope(config, modules, place, is_go)
-        """What the expressions' names mean at the breakpoint (scope.py)."""
-        self.place = place
-        self.address = place.address if place is not None else None
-        """Run-time address of the breakpoint (None: zero-stop reads)."""
+        probes = config.probe_list()
+        placed = [(probe, resolve_all(modules, probe.location)) for probe in probes]
+        self.probe_column = len(probes) > 1 or any(len(places) > 1 for _, places in placed)
+        """Rows say which probe and site they came from (a 'probe' column first)."""
+        offset = 1 if self.probe_column else 0
+        width = offset + len(config.expressions)
+        columns = {e.name: offset + index for index, e in enumerate(config.expressions)}
+        self.probes: list[list[Site]] = []
+        """The sites of each probe, in the order of the --at options."""
+        for probe, places in placed:
+            scoped = dataclasses.replace(config, location=probe.location, expressions=probe.expressions,
+                                         probes=())
+            slots = [columns[e.name] for e in probe.expressions]
+            self.probes.append([Site(Scope(scoped, modules, place, is_go),
+                                     _label(probe, place, len(places)) if self.probe_column else "", slots, width)
+                                for place in places])
+        if not probes:  # zero-stop reads: one site with no place
+            self.probes.append([Site(Scope(config, modules, None, is_go), "", range(len(config.expressions)),
+                                     width)])
+        self.sites = [site for sites in self.probes for site in sites]
+        self.per_tick = len(self.probes)
+        """Samples per tick: one of each probe."""
+        self._at: dict[int, Site] = {}
+        """Each breakpoint address's site."""
+        self._turn = 0
+        """The probe the next sample is of."""
         self.memory: Memory | None = None
         self.tracer: Tracer | None = None
         self.guardian: Guardian | None = None
-        self._learnt: list[list[list[Step]]] | None = None
-        """How the first hit's reads could have come about, for the second to confirm."""
-        self._plans: list[ReadPlan | None] | None = None
-        """The reads a hit needs, per expression, learnt at the first two hits (plan.py);
-        None for an expression evaluated in full at every hit."""
-        self._merged: ReadPlan | None = None
-        """Every plan's reads and the thread column's as one plan (one system call per level)."""
-        self._warm: Hit | None = None
         self._released = 0
         """Forked children let go clean (for the summary)."""
         self._unsure = 0
         """Steps over the breakpoint while a thread could not be held (for the summary)."""
         self._vfork_windows = 0
         """Times the breakpoint was out for an untraced vfork child (for the summary)."""
-        self._runner: Callable[[object], Snapshot] | None = None
-        """The merged plan made for the hot path (Tracer.catch), when every expression has a plan."""
+
+    @property
+    def address(self) -> int | None:
+        """The first site's breakpoint address (None: zero-stop reads)."""
+        return self.sites[0].address
 
     @classmethod
     def create(cls, config: SessionConfig, target: TargetProcess) -> PtraceBackend:
@@ -86,16 +104,23 @@ class PtraceBackend:
     def attach(self) -> None:
         zero_stop = self.address is None
         self.memory = Memory(self.config.pid, writable=not zero_stop)
-        self.scope.check()  # without --at every name must be a global: others refused now
-        self.config = self.scope.config  # names the short form rewrote
+        for site in self.sites:
+            site.scope.check()  # without --at every name must be a global: others refused now
         if zero_stop:
-            if self.scope.is_go:
-                self.scope.prepare_go(self.memory.read)
-            self._evaluate(None)
+            site = self.sites[0]
+            self.config = site.scope.config  # names the short form rewrote
+            if site.scope.is_go:
+                site.scope.prepare_go(self.memory.read)
+            site.evaluate(self.memory, None)
             return
-        self._check_instruction()
-        if self.scope.is_go:
-            self.scope.prepare_go(self.memory.read)
+        for site in self.sites:
+            assert site.address is not None
+            self._check_instruction(site)
+            if site.scope.is_go:
+                site.scope.prepare_go(self.memory.read)
+            self._at[site.address] = site
+        if len(self._at) < len(self.sites):
+            raise UsageError("two --at give the same breakpoint address", "give each place once")
         # what the DWARF parse left behind: collected now, and frozen so that no collection
         # of those objects falls inside a pause
         gc.collect()
@@ -106,12 +131,12 @@ class PtraceBackend:
         self.tracer = Tracer(self.config.pid, self.memory, journal, self.guardian)
         self.tracer.seize()
 
-    def _check_instruction(self) -> None:
+    def _check_instruction(self, site: Site) -> None:
         """Refuse a breakpoint address that does not start an instruction of its function
         (a corrupted line table, a wrong *ADDR): an int3 there would change the program."""
-        assert self.address is not None and self.memory is not None
-        where, address = self.config.location, self.address
-        module = self.place.module if self.place is not None else None
+        assert site.address is not None and self.memory is not None
+        where, address = site.scope.config.location, site.address
+        module = site.place.module if site.place is not None else None
         start = module.function_start(address - module.bias) if module is not None else None
         if module is None or start is None:
             raise LocationNotFound(f"--at {where}: cannot tell whether {address:#x} starts an instruction "
@@ -133,146 +158,70 @@ class PtraceBackend:
                                    "corrupted: give a function name, another line, or *ADDR of an instruction")
 
     def sample(self, stop: StopFlag) -> Reading:
+        memory = self.memory
+        assert memory is not None
         if self.tracer is None or self.address is None:
-            values, errors = self._evaluate(None)
+            values, errors = self.sites[0].evaluate(memory, None)
             if errors:  # reads fail once it is gone
-                assert self.memory is not None
-                self.memory.check_alive()
+                memory.check_alive()
             return Reading(values, error="; ".join(errors))
-        tracer, address = self.tracer, self.address
-        runner = self._runner
-        if runner is not None and self._warm is not None:
-            tracer.warm(runner, self._warm)
-        tracer.arm(address)  # journaled at the first sample (fsynced): not counted in wait_us
+        tracer = self.tracer
+        sites = self.probes[self._turn]
+        self._turn = (self._turn + 1) % len(self.probes)
+        holds = _holds(sites)
+        if holds is not None:
+            for site in sites:
+                if site.runner is not None and site.warm is not None:
+                    tracer.warm(site.runner, site.warm)
+        for site in sites:
+            tracer.arm(site.address)  # type: ignore[arg-type]  # journaled at the first sample: not in wait_us
         armed = time.monotonic()
         deadline = armed + self.config.hit_timeout_s
-        if runner is not None:  # the hot path: only the plan's reads while the thread waits
+        if holds is not None:  # the hot path: only the plans' reads while the thread waits
             caught = None
             try:
-                caught = tracer.catch(address, deadline, stop, runner)
+                caught = tracer.catch(holds, deadline, stop)
             finally:
-                if caught is None:
-                    tracer.disarm(address)
+                for site in sites:  # the hit one's byte is back already
+                    tracer.disarm(site.address)  # type: ignore[arg-type]
             if caught is None:
-                return self._missed(stop, armed)
-            self._warm = caught[0]
-            return self._reading(caught[0], armed, [None] * len(self.config.expressions), caught[1])
+                return sites[0].missed(miss(stop, self.config.hit_timeout_s), (time.monotonic() - armed) * 1e6)
+            hit, snapshot = caught
+            site = self._at[hit.address]
+            site.warm = hit
+            return site.reading(memory, hit, armed, [None] * len(site.expressions), snapshot)
         hit = None
         try:
             hit = tracer.wait_for_hit(deadline, stop)
         finally:
-            tracer.disarm(address)  # the byte goes back before the thread does
+            for site in sites:
+                tracer.disarm(site.address)  # type: ignore[arg-type]  # the bytes go back before the thread does
             if hit is not None:
-                tracer.rewind(hit)  # and the thread onto it, before anything else is read
+                tracer.rewind(hit)  # and the thread onto its instruction, before anything else is read
         if hit is None:
-            return self._missed(stop, armed)
-        return self._read_hit(hit, armed, tracer.resume)
-
-    def _missed(self, stop: StopFlag, armed: float) -> Reading:
-        return Reading((None,) * len(self.config.expressions), wait_us=(time.monotonic() - armed) * 1e6,
-                       error=miss(stop, self.config.hit_timeout_s))
+            return sites[0].missed(miss(stop, self.config.hit_timeout_s), (time.monotonic() - armed) * 1e6)
+        return self._at[hit.address].read_hit(memory, hit, armed, tracer.resume)
 
     def trace(self, stop: StopFlag, until: float) -> Reading | None:
         if self.tracer is None or self.address is None:
             raise UsageError("every-hit tracing needs --at")
-        tracer = self.tracer
-        tracer.arm(self.address)  # stays armed between hits; detach takes it out
+        tracer, memory = self.tracer, self.memory
+        assert memory is not None
+        for site in self.sites:
+            tracer.arm(site.address)  # type: ignore[arg-type]  # stays armed between hits; detach takes it out
         waiting = time.monotonic()
-        runner = self._runner
-        if runner is not None:
-            caught = tracer.catch(self.address, until, stop, runner, keep=True)
+        holds = _holds(self.sites)
+        if holds is not None:
+            caught = tracer.catch(holds, until, stop, keep=True)
             if caught is None:
                 return None
-            return self._reading(caught[0], waiting, [None] * len(self.config.expressions), caught[1])
+            hit, snapshot = caught
+            site = self._at[hit.address]
+            return site.reading(memory, hit, waiting, [None] * len(site.expressions), snapshot)
         hit = tracer.wait_for_hit(until, stop)
         if hit is None:
             return None
-        return self._read_hit(hit, waiting, tracer.step_over)
-
-    def _read_hit(self, hit: Hit, since: float, let_go: Callable[[Hit], None]) -> Reading:
-        """The careful way: read at the hit, let the thread go on every way out, then
-        evaluate; say how long it was held. The first hit, and the one after a plan missed,
-        is evaluated in full while the thread waits, to make the read plans (plan.py); an
-        expression whose reads the data chooses (an interface, a C string) is evaluated there
-        in full at every hit, and the others from the plans' reads after the thread went on."""
-        memory = self.memory
-        assert memory is not None
-        count = len(self.config.expressions)
-        results: list[tuple[Value, str] | None] = [None] * count
-        recorders: list[Recorder] = []
-        plans, merged = self._plans, self._merged
-        try:
-            if plans is None or merged is None:
-                fixed = self.scope.fixed_ranges()
-                recorders = [Recorder(memory.read, hit.registers, fixed) for _ in range(count)]
-                for index, recorder in enumerate(recorders):
-                    results[index] = self._evaluate_one(hit, index, recorder.read, recorder.branched)
-                thread = self._thread_of(hit, memory.read)
-            else:
-                for index, plan in enumerate(plans[:count]):
-                    if plan is None:  # the data chooses its reads: in full, now
-                        results[index] = self._evaluate_one(hit, index)
-                snapshot = merged.run(hit.registers, memory.read_many)
-        finally:
-            let_go(hit)
-            hit.resumed = hit.resumed or time.monotonic()  # the thread vanished: no CONT
-        if plans is None or merged is None:
-            self._learn(recorders)
-            return self._row(hit, since, results, thread)
-        self._warm = hit
-        return self._reading(hit, since, results, snapshot)
-
-    def _reading(self, hit: Hit, since: float, results: list[tuple[Value, str] | None],
-                 snapshot: Snapshot) -> Reading:
-        """After the thread went on: the row, each expression with a plan evaluated against
-        the bytes its plan read at the hit."""
-        assert self._plans is not None
-        for index, plan in enumerate(self._plans[:len(results)]):
-            if plan is not None:
-                results[index] = self._evaluate_one(hit, index, snapshot.read)
-        if snapshot.missed:
-            self._plans = self._merged = self._learnt = self._runner = None  # the next two hits in full
-        return self._row(hit, since, results, self._thread_of(hit, snapshot.read))
-
-    def _row(self, hit: Hit, since: float, results: list[tuple[Value, str] | None], thread: str) -> Reading:
-        values, errors = _joined(self.config.expressions, results)
-        return Reading(values, thread=thread, pause_us=(hit.resumed - hit.seen) * 1e6,
-                       wait_us=(hit.seen - since) * 1e6, error="; ".join(errors))
-
-    def _learn(self, recorders: list[Recorder]) -> None:
-        """Make the read plans from this hit's full evaluation and the one before it (the
-        first hit only notes how its reads came about)."""
-        found = [recorder.candidates() for recorder in recorders]
-        if self._learnt is None:
-            self._learnt = found
-            return
-        made = [recorder.plan(earlier) for recorder, earlier in zip(recorders, self._learnt)]
-        if any(plan is None for plan in made):  # the two hits read differently: try again
-            self._learnt = found
-            return
-        self._plans = [None if r.unstable else p for r, p in zip(recorders, made)]
-        self._merged = ReadPlan.merged([*(p for p in self._plans if p is not None), self._thread_plan])
-        self._learnt = None
-        if self.memory is not None and all(plan is not None for plan in self._plans):
-            self._runner = self._merged.runner(self.memory)
-
-    @functools.cached_property
-    def _thread_plan(self) -> ReadPlan:
-        """The thread column's read, whose way is known: goid at R14 + its offset (Go)."""
-        if self.scope.goid_offset is None:
-            return ReadPlan([])
-        return ReadPlan([Step("reg", "r14", 0, self.scope.goid_offset, 8)])
-
-    def _thread_of(self, hit: Hit, read: Read) -> str:
-        """The thread column: for Go, the goroutine id (as Delve gives it), read from the
-        current g (R14 under Go's register ABI); else the OS thread id."""
-        if self.scope.goid_offset is not None:
-            try:
-                g = int(hit.registers.r14)
-                return str(int.from_bytes(read(g + self.scope.goid_offset, 8), "little"))
-            except (UnreadableMemory, PlanMiss):
-                pass  # not on a goroutine's stack (a cgo or runtime thread): the OS thread id
-        return str(hit.tid)
+        return self._at[hit.address].read_hit(memory, hit, waiting, tracer.step_over)
 
     def idle(self, seconds: float, stop: StopFlag) -> None:
         if self.tracer is None:
@@ -312,29 +261,16 @@ class PtraceBackend:
                 self.memory = None
             self.modules.close()
 
-    # -- evaluation ---------------------------------------------------------------
 
-    def _evaluate(self, hit: Hit | None, read: Read | None = None) -> tuple[tuple[Value, ...], list[str]]:
-        """Every expression at the hit (None: globals only), reading with ``read`` (the
-        target's memory unless given)."""
-        results = [self._evaluate_one(hit, index, read) for index in range(len(self.config.expressions))]
-        return _joined(self.config.expressions, results)
-
-    def _evaluate_one(self, hit: Hit | None, index: int, read: Read | None = None,
-                      on_branch: Callable[[], None] | None = None) -> tuple[Value, str]:
-        assert self.memory is not None
-        return self.scope.evaluate(hit, index, read or self.memory.read, on_branch)
+def _holds(sites: list[Site]) -> dict[int, object] | None:
+    """Each site's hot-path reads by address, when every site has them; else None."""
+    if any(site.runner is None for site in sites):
+        return None
+    return {site.address: site.runner for site in sites}  # type: ignore[misc]
 
 
-
-def _joined(expressions: Sequence[Expression], results: Sequence[tuple[Value, str] | None]
-            ) -> tuple[tuple[Value, ...], list[str]]:
-    """The row's values, and its errors as 'name: why'."""
-    values: list[Value] = []
-    errors: list[str] = []
-    for expression, result in zip(expressions, results):
-        value, error = result if result is not None else (None, "not evaluated")
-        values.append(value)
-        if error:
-            errors.append(f"{expression.name}: {error}")
-    return tuple(values), errors
+def _label(probe: Probe, place: Place, places: int) -> str:
+    """The probe column: the location as given, and which of its breakpoints when it has several."""
+    if places > 1 and place.symbol:
+        return f"{probe.location} [{place.symbol}]"
+    return probe.location

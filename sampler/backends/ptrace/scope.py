@@ -93,7 +93,7 @@ class Scope:
                  on_branch: Callable[[], None] | None = None) -> tuple[Value, str]:
         """One expression: (value, '') or (None, why not). ``on_branch`` is told when the
         evaluation took a way the data chose (an interface's dynamic type, a C string's end)."""
-        scope, _ = self._locals(hit, read)
+        scope, _ = self._locals(hit, read, on_branch)
 
         def resolve(name: str) -> Object | None:
             local = scope.get(name)
@@ -166,7 +166,8 @@ class Scope:
         debug = module.debug()
         return None if debug is None else (debug, module)
 
-    def _locals(self, hit: Hit | None, read: Read) -> tuple[dict[str, _Lazy], Frame | None]:
+    def _locals(self, hit: Hit | None, read: Read, on_branch: Callable[[], None] | None = None
+                ) -> tuple[dict[str, _Lazy], Frame | None]:
         """Locals and parameters at the hit (empty without one), and the frame."""
         found = self._debug()
         if hit is None or found is None or self.function is None:
@@ -175,7 +176,7 @@ class Scope:
         registers = {name: getattr(hit.registers, name) for name in REGISTERS}
         pc = hit.address - module.bias
         frame = Frame(registers, pc, cfa=lambda: debug.cfa(pc, registers),
-                      read_word=lambda address: int.from_bytes(read(address, 8), "little"))
+                      read_word=lambda address: int.from_bytes(read(address, 8), "little"), on_branch=on_branch)
         variables = self._variables.get(pc)
         if variables is None:
             variables = self._variables[pc] = self._in_scope(debug, function, pc)

@@ -443,13 +443,13 @@ class Tracer:
                 return None
             self._sleep(remaining)
 
-    def catch(self, address: int, deadline: float, stop: StopFlag, hold: Callable[[Any], T],
+    def catch(self, holds: dict[int, Callable[[Any], T]], deadline: float, stop: StopFlag,
               keep: bool = False) -> tuple[Hit, T] | None:
-        """The hot path of a sample. Serve events until a thread traps on ``address``; while
-        it is stopped, do nothing but put the byte back, rewind the thread, ``hold(registers)``
-        (a read plan's reads) and let it go; with ``keep``, read and step it over with the
-        breakpoint kept (``step_over``). Returns the hit, resumed, and what ``hold`` returned;
-        None at the deadline or on stop. Written flat on purpose: every call and object made
+        """The hot path of a sample. Serve events until a thread traps on one of the armed
+        addresses of ``holds``; while it is stopped, do nothing but put that byte back, rewind
+        the thread, ``hold(registers)`` (the address's read plan's reads) and let it go; with
+        ``keep``, read and step it over with the breakpoint kept (``step_over``). Returns the
+        hit, resumed, and what its ``hold`` returned; None at the deadline or on stop. Written flat on purpose: every call and object made
         between waitpid and PTRACE_CONT is paid by the stopped thread, and on a cold cache (a
         sample every 100 ms) each Python call costs microseconds."""
         registers = calls.user_regs_struct()  # made before the hit, not during it
@@ -469,7 +469,7 @@ class Tracer:
                         break
                 seen = self._seen = monotonic()
                 if status == TRAP_STOP and ptrace(calls.PTRACE_GETREGS, tid, None, reference) != -1 \
-                        and registers.rip - 1 == address and address in self.armed:
+                        and (address := registers.rip - 1) in holds and address in self.armed:
                     registers.rip = address  # $rip reads the breakpoint's address (the thread's: at rewind)
                     hit = Hit(tid, address, registers, seen)
                     self.threads.add(tid)
@@ -484,6 +484,7 @@ class Tracer:
                 if remaining <= 0 or stop.is_set():
                     return None
                 self._sleep(remaining)
+        hold = holds[address]  # every armed address has one (the caller's promise)
         try:
             if keep:
                 held = hold(registers)

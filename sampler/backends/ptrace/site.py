@@ -1,0 +1,179 @@
+"""One breakpoint of a ptrace run and what its hits read: its place, what its names mean
+there (scope.py) and the read plans learnt from its first hits (plan.py).
+
+A probe (one --at) has a site per place its location resolves to: a function and each of
+its compiler clones (``f.isra.0``, ``f.constprop.1``). Each site has its own scope, since
+a clone keeps its parameters elsewhere. Without --at there is one site with no place: its
+expressions are read while the target runs (zero-stop reads).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Sequence
+
+from sampler.backends.ptrace.memory import Memory, Read, UnreadableMemory
+from sampler.backends.ptrace.plan import PlanMiss, ReadPlan, Recorder, Snapshot, Step
+from sampler.backends.ptrace.scope import Scope
+from sampler.backends.ptrace.tracer import Hit
+from sampler.debuginfo.locate import Place
+from sampler.language.expr import Expression
+from sampler.sample import Reading, Value
+
+
+class Site:
+    def __init__(self, scope: Scope, label: str, slots: Sequence[int], width: int) -> None:
+        self.scope = scope
+        """What the expressions' names mean at the breakpoint (scope.py)."""
+        self.place: Place | None = scope.place
+        self.address: int | None = scope.address
+        """Run-time address of the breakpoint (None: zero-stop reads)."""
+        self.label = label
+        """The probe column's text for its rows ('' when the run has no probe column)."""
+        self.slots = tuple(slots)
+        """Where each of its expressions goes among the run's columns."""
+        self.width = width
+        """How many value columns a row has (the probe column included)."""
+        self.learnt: list[list[list[Step]]] | None = None
+        """How the first hit's reads could have come about, for the second to confirm."""
+        self.plans: list[ReadPlan | None] | None = None
+        """The reads a hit needs, per expression, learnt at the first two hits (plan.py);
+        None for an expression evaluated in full at every hit."""
+        self.merged: ReadPlan | None = None
+        """Every plan's reads and the thread column's as one plan (one system call per level)."""
+        self.runner: Callable[[object], Snapshot] | None = None
+        """The merged plan made for the hot path (Tracer.catch), when every expression has a plan."""
+        self.warm: Hit | None = None
+        """Its last hit, whose registers warm the hot path before the next arming."""
+
+    @property
+    def expressions(self) -> tuple[Expression, ...]:
+        return self.scope.config.expressions
+
+    # -- rows ------------------------------------------------------------------------
+
+    def missed(self, error: str, wait_us: float) -> Reading:
+        return Reading(self._laid_out([None] * len(self.expressions)), wait_us=wait_us, error=error)
+
+    def read_hit(self, memory: Memory, hit: Hit, since: float, let_go: Callable[[Hit], None]) -> Reading:
+        """The careful way: read at the hit, let the thread go on every way out, then
+        evaluate; say how long it was held. The first hit, and the one after a plan missed,
+        is evaluated in full while the thread waits, to make the read plans (plan.py); an
+        expression whose reads the data chooses (an interface, a C string) is evaluated there
+        in full at every hit, and the others from the plans' reads after the thread went on."""
+        count = len(self.expressions)
+        results: list[tuple[Value, str] | None] = [None] * count
+        recorders: list[Recorder] = []
+        plans, merged = self.plans, self.merged
+        try:
+            if plans is None or merged is None:
+                fixed = self.scope.fixed_ranges()
+                recorders = [Recorder(memory.read, hit.registers, fixed) for _ in range(count)]
+                for index, recorder in enumerate(recorders):
+                    results[index] = self.evaluate_one(memory, hit, index, recorder.read, recorder.branched)
+                thread = self.thread_of(hit, memory.read)
+            else:
+                for index, plan in enumerate(plans[:count]):
+                    if plan is None:  # the data chooses its reads: in full, now
+                        results[index] = self.evaluate_one(memory, hit, index)
+                snapshot = merged.run(hit.registers, memory.read_many)
+        finally:
+            let_go(hit)
+            hit.resumed = hit.resumed or time.monotonic()  # the thread vanished: no CONT
+        if plans is None or merged is None:
+            self._learn(memory, recorders)
+            return self.row(hit, since, results, thread)
+        self.warm = hit
+        return self.reading(memory, hit, since, results, snapshot)
+
+    def reading(self, memory: Memory, hit: Hit, since: float, results: list[tuple[Value, str] | None],
+                snapshot: Snapshot) -> Reading:
+        """After the thread went on: the row, each expression with a plan evaluated against
+        the bytes its plan read at the hit."""
+        assert self.plans is not None
+        for index, plan in enumerate(self.plans[:len(results)]):
+            if plan is not None:
+                results[index] = self.evaluate_one(memory, hit, index, snapshot.read)
+        if snapshot.missed:
+            self.plans = self.merged = self.learnt = self.runner = None  # the next two hits in full
+        return self.row(hit, since, results, self.thread_of(hit, snapshot.read))
+
+    def row(self, hit: Hit, since: float, results: list[tuple[Value, str] | None], thread: str) -> Reading:
+        values, errors = joined(self.expressions, results)
+        return Reading(self._laid_out(list(values)), thread=thread, pause_us=(hit.resumed - hit.seen) * 1e6,
+                       wait_us=(hit.seen - since) * 1e6, error="; ".join(errors))
+
+    def _laid_out(self, values: list[Value]) -> tuple[Value, ...]:
+        """Its values in the run's columns: the probe column first when the run has one."""
+        if not self.label and self.width == len(values):
+            return tuple(values)
+        row: list[Value] = [None] * self.width
+        if self.label:
+            row[0] = self.label
+        for slot, value in zip(self.slots, values):
+            row[slot] = value
+        return tuple(row)
+
+    # -- read plans ------------------------------------------------------------------
+
+    def _learn(self, memory: Memory, recorders: list[Recorder]) -> None:
+        """Make the read plans from this hit's full evaluation and the one before it (the
+        first hit only notes how its reads came about)."""
+        found = [recorder.candidates() for recorder in recorders]
+        if self.learnt is None:
+            self.learnt = found
+            return
+        made = [recorder.plan(earlier) for recorder, earlier in zip(recorders, self.learnt)]
+        if any(plan is None for plan in made):  # the two hits read differently: try again
+            self.learnt = found
+            return
+        self.plans = [None if r.unstable else p for r, p in zip(recorders, made)]
+        self.merged = ReadPlan.merged([*(p for p in self.plans if p is not None), self._thread_plan])
+        self.learnt = None
+        if all(plan is not None for plan in self.plans):
+            self.runner = self.merged.runner(memory)
+
+    @functools.cached_property
+    def _thread_plan(self) -> ReadPlan:
+        """The thread column's read, whose way is known: goid at R14 + its offset (Go)."""
+        if self.scope.goid_offset is None:
+            return ReadPlan([])
+        return ReadPlan([Step("reg", "r14", 0, self.scope.goid_offset, 8)])
+
+    def thread_of(self, hit: Hit, read: Read) -> str:
+        """The thread column: for Go, the goroutine id (as Delve gives it), read from the
+        current g (R14 under Go's register ABI); else the OS thread id."""
+        if self.scope.goid_offset is not None:
+            try:
+                g = int(hit.registers.r14)
+                return str(int.from_bytes(read(g + self.scope.goid_offset, 8), "little"))
+            except (UnreadableMemory, PlanMiss):
+                pass  # not on a goroutine's stack (a cgo or runtime thread): the OS thread id
+        return str(hit.tid)
+
+    # -- evaluation ------------------------------------------------------------------
+
+    def evaluate(self, memory: Memory, hit: Hit | None) -> tuple[tuple[Value, ...], list[str]]:
+        """Every expression at the hit (None: globals only), laid out in the run's columns."""
+        results = [self.evaluate_one(memory, hit, index) for index in range(len(self.expressions))]
+        values, errors = joined(self.expressions, results)
+        return self._laid_out(list(values)), errors
+
+    def evaluate_one(self, memory: Memory, hit: Hit | None, index: int, read: Read | None = None,
+                     on_branch: Callable[[], None] | None = None) -> tuple[Value, str]:
+        return self.scope.evaluate(hit, index, read or memory.read, on_branch)
+
+
+def joined(expressions: Sequence[Expression], results: Sequence[tuple[Value, str] | None]
+           ) -> tuple[tuple[Value, ...], list[str]]:
+    """The row's values, and its errors as 'name: why'."""
+    values: list[Value] = []
+    errors: list[str] = []
+    for expression, result in zip(expressions, results):
+        value, error = result if result is not None else (None, "not evaluated")
+        values.append(value)
+        if error:
+            errors.append(f"{expression.name}: {error}")
+    return tuple(values), errors
+

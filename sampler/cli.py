@@ -370,7 +370,7 @@ def _location(location: str | None) -> str | None:
 
 def _run(config: SessionConfig, common: dict[str, Any], how: str) -> int:
     """In a worker process (supervisor.py): check the target, pick the backend, run, report."""
-    columns = [e.name for e in config.expressions] + ([PROBE] if config.probes else [])
+    columns = [e.name for e in config.expressions] + ([PROBE] if config.location is not None else [])
     for option, names, extra in (("--count-by", common["count_by"], ["thread"]), ("--hist", common["hists"], [])):
         for name in names:
             if name not in (*columns, *extra):

@@ -18,7 +18,7 @@ import click
 from sampler import notice
 from sampler.backends.select import build, pick
 from sampler.config import SessionConfig
-from sampler.errors import SamplerError, TargetExited
+from sampler.errors import SamplerError, TargetExited, UsageError
 from sampler.output import Output, Writer
 from sampler.output.aggregate import Aggregate
 from sampler.output.console import ConsoleWriter
@@ -59,6 +59,9 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
                 names = [PROBE, *names]
                 if rows is not None:
                     rows.name_columns(names)
+            elif PROBE in (*output.count_by, *output.hists):
+                raise UsageError(f"--count-by {PROBE}: this run has one breakpoint, so no {PROBE} column",
+                                 "give several --at, or count by another column")
             writers += _more_writers(output, names, config.pid)
         except BaseException:
             backend.detach()

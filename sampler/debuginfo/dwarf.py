@@ -27,6 +27,7 @@ from sampler.debuginfo.dwarfscan import CannotScan, top_level, top_level_offsets
 from sampler.debuginfo.elffile import MAX_SECTION
 from sampler.debuginfo.locations import (
     REGISTERS,
+    Computed,
     EntryValue,
     Frame,
     Location,
@@ -58,6 +59,30 @@ class Variable:
     die: DIE
     type: Type
 
+
+
+def _name_through(die: DIE) -> str | None:
+    """A DIE's name, or its origin's: a clone's concrete DIE names its abstract one, whose
+    name a C++ method keeps in its declaration (DW_AT_specification); at most four hops."""
+    for _ in range(4):
+        name = name_of(die)
+        if name:
+            return name
+        following = origin(die, "DW_AT_abstract_origin") or origin(die, "DW_AT_specification")
+        if following is None:
+            return None
+        die = following
+    return None
+
+
+MAX_INLINE_WALK = 64 << 20
+"""Bytes of .debug_info sampler walks whole for a function's inlined copies (a few seconds)."""
+MAX_INLINED = 256
+"""Inlined copies listed for one name, at most (one more says there are too many)."""
+
+
+class InlineWalkTooLarge(Exception):
+    """The debug info is too large to walk whole for inlined copies."""
 
 
 CALLEE_SAVED = (3, 6, 12, 13, 14, 15)
@@ -207,12 +232,53 @@ class Debug:
     def _function(die: DIE) -> Function | None:
         low = die.attributes.get("DW_AT_low_pc")
         high = die.attributes.get("DW_AT_high_pc")
-        name = name_of(die) or name_of(origin(die, "DW_AT_abstract_origin")) \
-            or name_of(origin(die, "DW_AT_specification"))
-        if low is None or high is None or not name:
+        if low is None or high is None:
+            return None
+        name = _name_through(die)
+        if not name:
             return None
         end = high.value if high.form == "DW_FORM_addr" else low.value + high.value
         return Function(name, low.value, end, die)
+
+    def inlined(self, name: str) -> list[Function]:
+        """Every copy of the function ``name`` the compiler inlined into its callers, as a
+        Function whose low is the copy's entry (DW_AT_entry_pc, else its low pc) and whose DIE
+        is the DW_TAG_inlined_subroutine (its parameters' locations are there). Walks every
+        unit's DIEs: refused past MAX_INLINE_WALK bytes of .debug_info (InlineWalkTooLarge)."""
+        size = self.info.debug_info_sec.size if self.info.debug_info_sec is not None else 0
+        if size > MAX_INLINE_WALK:
+            raise InlineWalkTooLarge(f"its .debug_info is {size >> 20} MiB, over the {MAX_INLINE_WALK >> 20} MiB "
+                                     "sampler walks for inlined copies")
+        return self._inlined(name)
+
+    @_guarded
+    def _inlined(self, name: str) -> list[Function]:
+        found: list[Function] = []
+        for cu in self.info.iter_CUs():
+            for top in self._top_level(cu):
+                if top.tag != "DW_TAG_subprogram" or "DW_AT_low_pc" not in top.attributes and \
+                        "DW_AT_ranges" not in top.attributes:
+                    continue
+                for die in descendants(top):
+                    if die.tag != "DW_TAG_inlined_subroutine":
+                        continue
+                    abstract = origin(die, "DW_AT_abstract_origin")
+                    if abstract is None or _name_through(abstract) != name:
+                        continue
+                    entry = die.attributes.get("DW_AT_entry_pc")
+                    low = die.attributes.get("DW_AT_low_pc")
+                    start = entry.value if entry is not None and entry.form == "DW_FORM_addr" else \
+                        (low.value + entry.value if entry is not None and low is not None else
+                         low.value if low is not None else None)
+                    if start is None:
+                        continue
+                    high = die.attributes.get("DW_AT_high_pc")
+                    end = start + 1 if high is None or low is None else \
+                        (high.value if high.form == "DW_FORM_addr" else low.value + high.value)
+                    found.append(Function(name, start, max(end, start + 1), die))
+                    if len(found) > MAX_INLINED:
+                        return found
+        return found
 
     @_guarded
     def function_named(self, name: str) -> Function | None:
@@ -416,6 +482,9 @@ class Debug:
         """Where a variable lives at this stop (frame None: a global, no registers)."""
         attr = variable.die.attributes.get("DW_AT_location")
         if attr is None:
+            constant = variable.die.attributes.get("DW_AT_const_value")
+            if constant is not None and isinstance(constant.value, int):  # a clone's constant argument
+                return Computed(constant.value)
             raise OptimizedOut(f"{variable.name} is optimized out")
         key = (variable.die.offset, frame.pc if frame is not None else -1)
         ops = self._parsed_ops.get(key)
@@ -426,21 +495,21 @@ class Debug:
             else:
                 if frame is None:
                     raise OptimizedOut(f"{variable.name} has no fixed address")
-                ops = self._ops_at(attr, variable.die, frame.pc)
+                ops = self._ops_at(attr, variable.die, frame.pc, variable.name)
             self._parsed_ops[key] = ops  # a breakpoint's pc is hit again and again
         unit = variable.die.cu.cu_offset
         return self._evaluate(ops, variable.name, frame, function,
                               None if frame is None else lambda kind, arg: self._entry_value(
                                   kind, arg, unit, variable.name, frame))
 
-    def _ops_at(self, attr: Any, die: DIE, pc: int) -> list[DWARFExprOp]:
+    def _ops_at(self, attr: Any, die: DIE, pc: int, name: str) -> list[DWARFExprOp]:
         parsed = self._locations.parse_from_attribute(attr, die.cu["version"], die=die)
         if isinstance(parsed, LocationExpr):
             return list(self._expr.parse_expr(parsed.loc_expr))
         base = die.cu.get_top_DIE().attributes.get("DW_AT_low_pc")
         expression = entry_at(parsed, base.value if base is not None else 0, pc)
         if expression is None:
-            raise OptimizedOut(f"{name_of(die)} is optimized out here")
+            raise OptimizedOut(f"{name} is optimized out here")
         return list(self._expr.parse_expr(expression))
 
     def _evaluate(self, ops: list[DWARFExprOp], name: str, frame: Frame | None,
@@ -508,8 +577,14 @@ class Debug:
         return found
 
     def _caller_frame(self, frame: Frame, cfa: int, returns: int) -> Frame:
-        """The caller's registers at the call, as far as they are known: those a call keeps
-        (from their save slots once the callee saved them), and rsp (the CFA)."""
+        """The caller's registers at the call, as far as they are known: at the callee's first
+        instruction, all of them (nothing of the callee has run); past it, those a call keeps
+        (from their save slots once the callee saved them); and rsp (the CFA)."""
+        function = self.function_at(frame.pc)
+        if function is not None and function.low == frame.pc:
+            registers = {name: value for name, value in frame.registers.items() if name not in ("rsp", "rip")}
+            registers["rsp"] = cfa
+            return Frame(registers, returns, cfa=lambda: self.cfa(returns, registers), read_word=frame.read_word)
         saved = self._frames.saved(frame.pc)
         registers = {}
         for number in CALLEE_SAVED:
@@ -524,7 +599,12 @@ class Debug:
     def _frame_base(self, name: str, frame: Frame | None, function: Function | None) -> int:
         if frame is None or function is None:
             raise OptimizedOut(f"{name} needs a frame")
-        attr = function.die.attributes.get("DW_AT_frame_base")
+        holder: DIE | None = function.die
+        for _ in range(64):  # an inlined copy's frame base is its enclosing function's
+            if holder is None or holder.tag == "DW_TAG_subprogram":
+                break
+            holder = holder.get_parent()
+        attr = holder.attributes.get("DW_AT_frame_base") if holder is not None else None
         if attr is None:
             raise OptimizedOut(f"{name}: the function has no frame base")
         ops = list(self._expr.parse_expr(attr.value))

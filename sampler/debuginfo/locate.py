@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from sampler.debuginfo import prologue
 from sampler.debuginfo.clones import clones_of
 from sampler.debuginfo.dies import Malformed, same_file
-from sampler.debuginfo.dwarf import Function, Variable
+from sampler.debuginfo.dwarf import Function, InlineWalkTooLarge, Variable
 from sampler.debuginfo.elffile import BadFile
 from sampler.debuginfo.gopclntab import BadTable
 from sampler.debuginfo.modules import Module, Modules
@@ -101,18 +101,48 @@ def resolve_all(modules: Modules, location: str) -> list[Place]:
     except LocationNotFound:
         module = modules.named(library.group("library")) if library else modules.main
         found = _clones(modules, module, name, exclude=None) if module is not None else []
-        if not found:
+        copies = _inlined(modules, module, name) if module is not None else []
+        if not found and not copies:
             raise
-        modules.finder.say(f"--at {name}: the compiler left no code under that name, only its clone(s) "
-                           f"{', '.join(p.symbol for p in found)}: breaking there")
-        return found
+        shown = [p.symbol for p in found] + ([f"{len(copies)} inlined copies"] if copies else [])
+        modules.finder.say(f"--at {name}: the compiler left no code under that name, only "
+                           f"{', '.join(shown)}: breaking there (the probe column says which)")
+        return [*found, *copies]
     if first.module is None:
         return [first]
     extra = _clones(modules, first.module, name, exclude=first.address - first.module.bias)
-    if extra:
-        modules.finder.say(f"--at {name}: also its compiler clone(s) {', '.join(p.symbol for p in extra)}: "
-                           f"{1 + len(extra)} breakpoints (the probe column says which)")
-    return [first, *extra]
+    copies = _inlined(modules, first.module, name)
+    if extra or copies:
+        shown = [p.symbol for p in extra] + ([f"{len(copies)} inlined copies"] if copies else [])
+        modules.finder.say(f"--at {name}: also {', '.join(shown)}: {1 + len(extra) + len(copies)} breakpoints "
+                           "(the probe column says which)")
+    return [first, *extra, *copies]
+
+
+def _inlined(modules: Modules, module: Module, name: str) -> list[Place]:
+    """A breakpoint at the entry of each copy of the function inlined into its callers (gdb's
+    locations of one breakpoint), when the module has DWARF."""
+    debug = module.debug(remote=False)
+    if debug is None:
+        return []
+    try:
+        copies = debug.inlined(name)
+    except InlineWalkTooLarge as e:
+        modules.finder.say(f"--at {name}: copies inlined into callers not searched ({e})")
+        return []
+    except Malformed as e:
+        module.drop_debug(e)
+        return []
+    if len(copies) > MAX_CLONES:
+        raise LocationNotFound(f"--at {name}: inlined into its callers {len(copies)} times, over the {MAX_CLONES} "
+                               "breakpoints one name may mean", "give FILE:LINE of the caller you want")
+    places = []
+    for copy in copies:
+        caller = _function_at(module, copy.low + module.bias)
+        line = copy.die.attributes.get("DW_AT_call_line")
+        where = f"inlined in {caller.name if caller else 'a caller'}" + (f", line {line.value}" if line else "")
+        places.append(Place(copy.low + module.bias, module, copy, symbol=where))
+    return places
 
 
 MAX_CLONES = 64

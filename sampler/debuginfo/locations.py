@@ -113,9 +113,23 @@ def execute(ops: Sequence[DWARFExprOp], name: str, frame: Frame | None, bias: in
             stack.append(op.args[0])
         elif kind == "DW_OP_plus_uconst":
             stack.append(stack.pop() + op.args[0])
-        elif kind in ("DW_OP_plus", "DW_OP_minus"):
+        elif kind in BINARY:
             b, a = stack.pop(), stack.pop()
-            stack.append(a + b if kind == "DW_OP_plus" else a - b)
+            stack.append(BINARY[kind](a, b) & MASK)
+        elif kind in UNARY:
+            stack.append(UNARY[kind](stack.pop()) & MASK)
+        elif kind == "DW_OP_dup":
+            stack.append(stack[-1])
+        elif kind == "DW_OP_drop":
+            stack.pop()
+        elif kind == "DW_OP_over":
+            stack.append(stack[-2])
+        elif kind == "DW_OP_pick":
+            stack.append(stack[-1 - op.args[0]])
+        elif kind == "DW_OP_swap":
+            stack[-1], stack[-2] = stack[-2], stack[-1]
+        elif kind == "DW_OP_rot":
+            stack[-1], stack[-2], stack[-3] = stack[-2], stack[-3], stack[-1]
         elif kind == "DW_OP_deref":
             if frame is None:
                 raise OptimizedOut(f"{name}: cannot dereference without a stop")
@@ -146,6 +160,42 @@ def execute(ops: Sequence[DWARFExprOp], name: str, frame: Frame | None, bias: in
     if stack:
         return InMemory(stack.pop())
     raise OptimizedOut(f"{name} is optimized out here")
+
+
+MASK = (1 << 64) - 1
+"""The DWARF stack holds address-sized (64-bit) values."""
+
+
+def _signed(value: int) -> int:
+    return value - (1 << 64) if value >> 63 & 1 else value
+
+
+def _divided(a: int, b: int) -> int:
+    if b == 0:
+        raise OptimizedOut("a location expression divides by zero")
+    quotient = abs(_signed(a)) // abs(_signed(b))
+    return quotient if (_signed(a) < 0) == (_signed(b) < 0) else -quotient
+
+
+def _modulo(a: int, b: int) -> int:
+    if b == 0:
+        raise OptimizedOut("a location expression divides by zero")
+    return (a & MASK) % (b & MASK)
+
+
+BINARY: dict[str, Callable[[int, int], int]] = {
+    "DW_OP_plus": lambda a, b: a + b, "DW_OP_minus": lambda a, b: a - b, "DW_OP_mul": lambda a, b: a * b,
+    "DW_OP_and": lambda a, b: a & b, "DW_OP_or": lambda a, b: a | b, "DW_OP_xor": lambda a, b: a ^ b,
+    "DW_OP_shl": lambda a, b: a << b if b < 64 else 0, "DW_OP_shr": lambda a, b: (a & MASK) >> b if b < 64 else 0,
+    "DW_OP_shra": lambda a, b: _signed(a) >> min(b, 63), "DW_OP_div": _divided, "DW_OP_mod": _modulo,
+    "DW_OP_eq": lambda a, b: int(a == b), "DW_OP_ne": lambda a, b: int(a != b),
+    "DW_OP_lt": lambda a, b: int(_signed(a) < _signed(b)), "DW_OP_gt": lambda a, b: int(_signed(a) > _signed(b)),
+    "DW_OP_le": lambda a, b: int(_signed(a) <= _signed(b)), "DW_OP_ge": lambda a, b: int(_signed(a) >= _signed(b)),
+}
+"""DWARF's two-operand stack operations (the second from the top is the left operand)."""
+UNARY: dict[str, Callable[[int], int]] = {
+    "DW_OP_neg": lambda a: -_signed(a), "DW_OP_not": lambda a: ~a, "DW_OP_abs": lambda a: abs(_signed(a)),
+}
 
 
 def _register_number(op: DWARFExprOp) -> int | None:

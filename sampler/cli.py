@@ -175,7 +175,7 @@ AT_HELP = ("Repeatable (ptrace): several places in one run, each --expr belongin
 @click.option("--hit-timeout", type=DURATION, default="2s", show_default=True,
               help="Give up on a breakpoint not hit within this time and record a miss.")
 @click.pass_context
-def attach(ctx: click.Context, locations: tuple[str, ...], interval: float | None, rate: float | None,
+def attach(ctx: click.Context, /, locations: tuple[str, ...], interval: float | None, rate: float | None,
            count: int | None, hit_timeout: float, **common: Any) -> int:
     """Attach to a running process and sample expressions on a fixed schedule.
 
@@ -202,7 +202,7 @@ def attach(ctx: click.Context, locations: tuple[str, ...], interval: float | Non
               help="Where to break: a function, FILE:LINE, or *ADDR (ptrace). " + AT_HELP)
 @click.option("--max-events", type=click.IntRange(min=1), help="Stop after N hits.")
 @click.pass_context
-def trace(ctx: click.Context, locations: tuple[str, ...], max_events: int | None, **common: Any) -> int:
+def trace(ctx: click.Context, /, locations: tuple[str, ...], max_events: int | None, **common: Any) -> int:
     """Attach and write a row for every hit of the breakpoint (every-hit tracing).
 
     \b

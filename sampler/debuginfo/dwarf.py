@@ -256,8 +256,8 @@ class Debug:
         found: list[Function] = []
         for cu in self.info.iter_CUs():
             for top in self._top_level(cu):
-                if top.tag != "DW_TAG_subprogram" or "DW_AT_low_pc" not in top.attributes and \
-                        "DW_AT_ranges" not in top.attributes:
+                if top.tag != "DW_TAG_subprogram" or ("DW_AT_low_pc" not in top.attributes and \
+                        "DW_AT_ranges" not in top.attributes):
                     continue
                 for die in descendants(top):
                     if die.tag != "DW_TAG_inlined_subroutine":

@@ -59,6 +59,9 @@ class ElfFile:
             self._file.close()
             raise
         self._symbols: dict[str, Symbol] | None = None
+        self.shadowed: list[tuple[str, Symbol]] = []
+        """Symbols that another of the same name displaced in ``symbols()`` (static functions
+        of one name in two files: their clones are all breakpoints of that name)."""
         self._go_table: PcLineTable | bool | None = False
 
     @_guarded
@@ -152,7 +155,7 @@ class ElfFile:
                     continue
                 strings = self.elf.get_section(section["sh_link"])
                 if self.elf.elfclass == 64 and self.elf.little_endian and strings["sh_type"] == "SHT_STRTAB":
-                    _read_symbols(section.data(), strings.data(), found)
+                    _read_symbols(section.data(), strings.data(), found, self.shadowed)
                     continue
                 for sym in section.iter_symbols():  # other ELF classes: pyelftools' slower parse
                     kind = sym["st_info"]["type"]
@@ -195,8 +198,11 @@ _ELF64_SYM = struct.Struct("<IBBHQQ")
 _STT_OBJECT, _STT_FUNC = 1, 2
 
 
-def _read_symbols(table: bytes, strings: bytes, into: dict[str, Symbol]) -> None:
-    """Elf64_Sym entries, read directly (pyelftools takes a second for libc's 10,000)."""
+def _read_symbols(table: bytes, strings: bytes, into: dict[str, Symbol],
+                  others: list[tuple[str, Symbol]] | None = None) -> None:
+    """Elf64_Sym entries, read directly (pyelftools takes a second for libc's 10,000).
+    ``others``: the symbols a later one of the same name displaced (two static functions
+    of one name in two files)."""
     usable = len(table) - len(table) % _ELF64_SYM.size
     for name, info, _other, section, value, size in _ELF64_SYM.iter_unpack(table[:usable]):
         kind = info & 0xF
@@ -205,7 +211,11 @@ def _read_symbols(table: bytes, strings: bytes, into: dict[str, Symbol]) -> None
         end = strings.find(b"\0", name)
         text = strings[name:end if end >= 0 else len(strings)].decode("utf-8", "replace")
         if text:
-            into[text] = Symbol(value, size, kind == _STT_FUNC, info >> 4 != 0)
+            symbol = Symbol(value, size, kind == _STT_FUNC, info >> 4 != 0)
+            displaced = into.get(text)
+            if others is not None and displaced is not None and displaced.address != value:
+                others.append((text, displaced))
+            into[text] = symbol
 
 
 CRC_SECONDS = 5.0

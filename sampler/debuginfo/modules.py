@@ -136,8 +136,11 @@ class Module:
 
     def function_symbols(self) -> list[tuple[str, Symbol]]:
         """Every function symbol of its symbol tables, by name (file addresses)."""
-        return [(name, symbol) for file in self._files() for name, symbol in self._symbols_of(file).items()
-                if symbol.is_function]
+        found = []
+        for file in self._files():
+            found += [(name, symbol) for name, symbol in self._symbols_of(file).items() if symbol.is_function]
+            found += [(name, symbol) for name, symbol in file.shadowed if symbol.is_function]
+        return found
 
     def function_symbol(self, name: str) -> int | None:
         symbol = self.symbol(name)

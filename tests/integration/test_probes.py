@@ -6,6 +6,7 @@ breakpoint, and several --at in one trace or attach, each row saying which."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -137,6 +138,27 @@ def test_each_inlined_copy_gets_a_breakpoint_and_counts_its_calls(start_target: 
     assert_code_matches_files(target.pid)
 
 
+def test_debians_libc_clones_and_inlined_copies_are_all_breakpoints(start_target: Callable[..., Target],
+                                                                    tmp_path: Path) -> None:
+    # GIVEN glibc as Debian builds it, with its debug file (libc6-dbg): printf's
+    # outstring_func(string, length) is two clones outstring_func.part.0 (one per file that
+    # defines it) and two dozen copies inlined into __vfprintf_internal
+    target = start_target("clones")  # it prints "requests/s=N" once a second
+    out = tmp_path / "printf.csv"
+    # WHEN it is traced by its name in libc for a while
+    result = sampler("trace", "--pid", str(target.pid), "--at", "libc.so.6:outstring_func",
+                     "--expr", "text=str(string, length)", "--duration", "2.5s", "--out", str(out))
+    # THEN sampler says what it broke at, and the strings printf wrote are among the hits
+    assert result.returncode == 0, result.stderr
+    assert "only outstring_func.part.0, outstring_func.part.0, " in result.stderr
+    assert re.search(r"\d+ inlined copies: breaking there", result.stderr), result.stderr
+    rows = assert_csv_whole(out)
+    assert "requests/s=" in {row["text"] for row in rows}, rows[:5]
+    assert all(row["probe"].startswith("libc.so.6:outstring_func [") for row in rows)
+    target.assert_untouched()
+    assert_code_matches_files(target.pid)
+
+
 def test_several_probes_in_one_trace_count_every_call_of_each(start_target: Callable[..., Target],
                                                                tmp_path: Path) -> None:
     # GIVEN ring_gap and check_slow, each called twice per turn of the loop
@@ -220,9 +242,8 @@ def test_bad_probes_are_one_line_and_touch_nothing(start_target: Callable[..., T
 
 def test_gdb_reads_the_clones_parameters_as_sampler_does(start_target: Callable[..., Target],
                                                          tmp_path: Path) -> None:
-    # GIVEN gdb, the reference for what a clone's parameters are (skipped where it is missing)
-    if shutil.which("gdb") is None:
-        pytest.skip("gdb is not installed")
+    # GIVEN gdb (make setup installs it), the reference for what a clone's parameters are
+    assert shutil.which("gdb"), "gdb is missing: make setup installs it"
     target = start_target("clones")
     gdb = subprocess.run(["gdb", "-q", "-batch", "-p", str(target.pid), "-ex", "break ring_gap", "-ex", "continue",
                           "-ex", "printf \"b=%p\\n\", b", "-ex", "delete", "-ex", "detach"],

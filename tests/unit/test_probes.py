@@ -13,6 +13,7 @@ from sampler.debuginfo.locations import Computed, Frame, OptimizedOut, execute
 from sampler.errors import UsageError
 from tests.unit.test_debuginfo_readers import ops, registers
 
+
 def order(*args: str) -> list[tuple[str | None, list[str]]]:
     assert isinstance(attach, SectionedCommand)
     return attach._probe_order(list(args))

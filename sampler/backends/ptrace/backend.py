@@ -16,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 import gc
 import time
+from collections import Counter
+from collections.abc import Callable
 from typing import ClassVar
 
 from sampler import notice
@@ -23,10 +25,11 @@ from sampler.backends.base import Capabilities
 from sampler.backends.cycle import miss
 from sampler.backends.ptrace.instructions import MAX_FUNCTION, starts_instruction
 from sampler.backends.ptrace.memory import Memory, UnreadableMemory
+from sampler.backends.ptrace.plan import Snapshot
 from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.scope import Scope
 from sampler.backends.ptrace.site import Site
-from sampler.backends.ptrace.tracer import Tracer
+from sampler.backends.ptrace.tracer import Hit, Tracer
 from sampler.config import Probe, SessionConfig
 from sampler.debuginfo.debugfiles import DebugFinder
 from sampler.debuginfo.locate import Place, resolve_all
@@ -63,6 +66,11 @@ class PtraceBackend:
             self.probes.append([Site(Scope(scoped, modules, place, is_go),
                                      _label(probe, place, len(places)) if self.probe_column else "", slots, width)
                                 for place in places])
+        labels = Counter(site.label for sites in self.probes for site in sites)
+        for sites in self.probes:
+            for site in sites:
+                if labels[site.label] > 1 and site.address is not None:  # two static functions of one name
+                    site.label += f" at {site.address:#x}"
         if not probes:  # zero-stop reads: one site with no place
             self.probes.append([Site(Scope(config, modules, None, is_go), "", range(len(config.expressions)),
                                      width)])
@@ -178,7 +186,7 @@ class PtraceBackend:
         armed = time.monotonic()
         deadline = armed + self.config.hit_timeout_s
         if holds is not None:  # the hot path: only the plans' reads while the thread waits
-            caught = None
+            caught: tuple[Hit, Snapshot] | None = None
             try:
                 caught = tracer.catch(holds, deadline, stop)
             finally:
@@ -186,11 +194,11 @@ class PtraceBackend:
                     tracer.disarm(site.address)  # type: ignore[arg-type]
             if caught is None:
                 return sites[0].missed(miss(stop, self.config.hit_timeout_s), (time.monotonic() - armed) * 1e6)
-            hit, snapshot = caught
-            site = self._at[hit.address]
-            site.warm = hit
-            return site.reading(memory, hit, armed, [None] * len(site.expressions), snapshot)
-        hit = None
+            caught_hit, snapshot = caught
+            site = self._at[caught_hit.address]
+            site.warm = caught_hit
+            return site.reading(memory, caught_hit, armed, [None] * len(site.expressions), snapshot)
+        hit: Hit | None = None
         try:
             hit = tracer.wait_for_hit(deadline, stop)
         finally:
@@ -215,9 +223,9 @@ class PtraceBackend:
             caught = tracer.catch(holds, until, stop, keep=True)
             if caught is None:
                 return None
-            hit, snapshot = caught
-            site = self._at[hit.address]
-            return site.reading(memory, hit, waiting, [None] * len(site.expressions), snapshot)
+            caught_hit, snapshot = caught
+            site = self._at[caught_hit.address]
+            return site.reading(memory, caught_hit, waiting, [None] * len(site.expressions), snapshot)
         hit = tracer.wait_for_hit(until, stop)
         if hit is None:
             return None
@@ -262,11 +270,10 @@ class PtraceBackend:
             self.modules.close()
 
 
-def _holds(sites: list[Site]) -> dict[int, object] | None:
+def _holds(sites: list[Site]) -> dict[int, Callable[[object], Snapshot]] | None:
     """Each site's hot-path reads by address, when every site has them; else None."""
-    if any(site.runner is None for site in sites):
-        return None
-    return {site.address: site.runner for site in sites}  # type: ignore[misc]
+    holds = {site.address: site.runner for site in sites if site.runner is not None and site.address is not None}
+    return holds if len(holds) == len(sites) else None
 
 
 def _label(probe: Probe, place: Place, places: int) -> str:

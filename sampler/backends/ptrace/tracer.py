@@ -449,9 +449,10 @@ class Tracer:
         addresses of ``holds``; while it is stopped, do nothing but put that byte back, rewind
         the thread, ``hold(registers)`` (the address's read plan's reads) and let it go; with
         ``keep``, read and step it over with the breakpoint kept (``step_over``). Returns the
-        hit, resumed, and what its ``hold`` returned; None at the deadline or on stop. Written flat on purpose: every call and object made
-        between waitpid and PTRACE_CONT is paid by the stopped thread, and on a cold cache (a
-        sample every 100 ms) each Python call costs microseconds."""
+        hit, resumed, and what its ``hold`` returned; None at the deadline or on stop. Written
+        flat on purpose: every call and object made between waitpid and PTRACE_CONT is paid by
+        the stopped thread, and on a cold cache (a sample every 100 ms) each Python call costs
+        microseconds."""
         registers = calls.user_regs_struct()  # made before the hit, not during it
         reference = ctypes.addressof(registers)
         ptrace, waitpid, monotonic, fd = calls.ptrace, os.waitpid, time.monotonic, self.memory.fd

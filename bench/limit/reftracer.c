@@ -13,6 +13,8 @@
 // request returns also holds the tracer's own preemption by the thread it let go).
 // It prints one line:
 //   samples=N median_pause_us=X p95_pause_us=Y hits_per_s=Z
+// (with REFTRACER_VALUES set, oneshot first prints "value=W" per sample: the first 8 of
+// the 16 bytes it read, for bench/stall.py to match each sample to the stall it caused)
 //
 // usage: reftracer oneshot PID ADDR(hex) REG COUNT HZ
 //        reftracer everyhit PID ADDR(hex) REG SECONDS
@@ -117,10 +119,13 @@ static int wait_trap(struct user_regs_struct *r) {
     }
 }
 
+static unsigned long long last_word;  // the first 8 of the 16 bytes last read
+
 static void read_at(unsigned long long where) {
     unsigned char buf[16];
     struct iovec local = {buf, sizeof buf}, remote = {(void *)where, sizeof buf};
-    process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (process_vm_readv(pid, &local, 1, &remote, 1, 0) == sizeof buf)
+        memcpy(&last_word, buf, sizeof last_word);
 }
 
 // The sample itself: the bytes at the register's address, the byte back, the thread
@@ -152,6 +157,8 @@ int main(int argc, char **argv) {
     mem = open(path, O_RDWR);
     if (mem < 0 || pread(mem, &original, 1, addr) != 1) { perror("reftracer: /proc/PID/mem"); return 1; }
     double *pause = malloc(MAX_SAMPLES * sizeof *pause);
+    unsigned long long *words = malloc(MAX_SAMPLES * sizeof *words);
+    int print_words = getenv("REFTRACER_VALUES") != NULL;  // bench/stall.py matches samples by them
     struct user_regs_struct r;
     int n = 0;
     seize_all();
@@ -165,8 +172,11 @@ int main(int argc, char **argv) {
             take(tid, &r, reg);
             pause[n] = now_us() - seen;
             ptrace(PTRACE_CONT, tid, 0, 0);
+            words[n] = last_word;
         }
         detach_all();
+        for (int i = 0; print_words && i < n; i++)
+            printf("value=%llu\n", words[i]);
         report(pause, n, 0);
         return 0;
     }

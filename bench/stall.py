@@ -1,0 +1,194 @@
+"""The stall the target sees: what a breakpoint sample costs the program, clocked inside it.
+
+sampler's `pause_us` runs from waitpid's return to the PTRACE_CONT request: the tracer's
+clock. The program loses more: from the trap to the moment it runs again (the kernel's
+stop, the tracer's wake-up, the resume and the scheduler). targets/stall/stall.c reads
+CLOCK_MONOTONIC before and after every call of probe() and keeps the calls that took over
+5 us, by index; each tracer reads ring.w (the call's index) at the breakpoint, so every
+sample is matched to the stall it caused, exactly.
+
+Three tracers take turns on one running target (A B C A B C, ROUNDS rounds), one-shot at
+10 Hz and at 1 kHz, the target's second core idle and busy (a spinning thread):
+
+- the project's minimal C tracer (bench/limit/reftracer.c, built into build/);
+- a minimal Python loop doing the same with ctypes (bench/limit/pyloop.py);
+- sampler, `attach --backend ptrace --at *ADDR --expr n=b->w` (the same address).
+
+Results: bench/results/stall.csv and STALL.md (median and p95 stall per tracer, the
+ratios to the reference, and sampler's own pause_us beside its stall).
+
+    .venv/bin/python bench/stall.py [--rounds 3] [--quick] [--results DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT))
+
+from harness import RunningTarget, write_results  # type: ignore[import-not-found]  # noqa: E402
+from limit import REFERENCE, build_reference  # type: ignore[import-not-found]  # noqa: E402
+
+from sampler.debuginfo.debugfiles import DebugFinder  # noqa: E402
+from sampler.debuginfo.modules import Modules  # noqa: E402
+
+PYLOOP = ROOT / "bench" / "limit" / "pyloop.py"
+TRACERS = ("reference", "python", "sampler")
+
+
+@dataclass(frozen=True)
+class Mode:
+    rate: int
+    count: int
+
+
+def entry_of(pid: int, name: str) -> int:
+    """The run-time address of a function's first instruction (before probe() adds to ring.w,
+    so that the word read there is the call's index)."""
+    modules = Modules(pid, DebugFinder(pid, (), lambda _: None, lambda _: None))
+    try:
+        address = modules.main.function_symbol(name)
+        assert address is not None, name
+        return address + modules.main.bias
+    finally:
+        modules.close()
+
+
+def stalls(target: RunningTarget, since: int) -> dict[int, float]:
+    """The long calls the target kept since the last ask, by index -> microseconds."""
+    os.kill(target.pid, signal.SIGUSR1)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        lines = [line for _, line in target.lines[since:]]
+        if "end long" in lines:
+            found = {}
+            for line in lines[:lines.index("end long")]:
+                if line.startswith("long "):
+                    fields = dict(part.split("=") for part in line.split()[1:])
+                    found[int(fields["index"])] = int(fields["ns"]) / 1000
+            return found
+        time.sleep(0.01)
+    raise SystemExit("bench: the stall target did not list its long calls")
+
+
+def run(tracer: str, pid: int, address: int, mode: Mode, scratch: Path) -> tuple[list[int], list[float]]:
+    """One run: the index read at each sample, and the pause the tracer reported (sampler's rows)."""
+    if tracer == "reference":
+        out = subprocess.run([str(REFERENCE), "oneshot", str(pid), f"{address:x}", "rdi", str(mode.count),
+                              str(mode.rate)], capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "REFTRACER_VALUES": "1"})
+        lines = out.stdout.splitlines()
+    elif tracer == "python":
+        out = subprocess.run([sys.executable, str(PYLOOP), str(pid), f"{address:x}", str(mode.count),
+                              str(mode.rate)], capture_output=True, text=True, timeout=300)
+        lines = out.stdout.splitlines()
+    else:
+        rows = scratch / "rows.csv"
+        out = subprocess.run([sys.executable, "-m", "sampler", "attach", "--pid", str(pid), "--backend", "ptrace",
+                              "--at", f"*{address:#x}", "--expr", "n=b->w", "--rate", str(mode.rate),
+                              "--count", str(mode.count), "--out", str(rows), "--quiet"],
+                             capture_output=True, text=True, timeout=300, cwd=ROOT)
+        if out.returncode == 0:
+            with open(rows, newline="") as f:
+                got = [r for r in csv.DictReader(f) if not r["error"]]
+            return [int(r["n"]) for r in got], [float(r["pause_us"]) for r in got]
+        lines = []
+    if out.returncode != 0:
+        raise SystemExit(f"bench: {tracer} failed: {out.stdout[-500:]}{out.stderr[-500:]}")
+    return [int(line.removeprefix("value=")) for line in lines if line.startswith("value=")], []
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * share))] if ordered else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="one round of short runs (the tests' form)")
+    parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
+    args = parser.parse_args()
+    rounds = 1 if args.quick else args.rounds
+    modes = [Mode(10, 10 if args.quick else 60), Mode(1000, 100 if args.quick else 1000)]
+    build_reference()
+    rows: list[dict[str, object]] = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for load in ("idle", "busy"):
+            target = RunningTarget("stall", *(["busy"] if load == "busy" else []))
+            try:
+                address = entry_of(target.pid, "probe")
+                for round_ in range(rounds):
+                    for mode in modes:
+                        for tracer in TRACERS:
+                            stalls(target, len(target.lines))  # forget what came before
+                            since = len(target.lines)
+                            indexes, pauses = run(tracer, target.pid, address, mode, Path(scratch))
+                            long_calls = stalls(target, since)
+                            matched = [long_calls[i] for i in indexes if i in long_calls]
+                            rows.append({"load": load, "rate": mode.rate, "round": round_ + 1, "tracer": tracer,
+                                         "samples": len(indexes), "matched": len(matched),
+                                         "median_stall_us": round(statistics.median(matched), 1) if matched else "",
+                                         "p95_stall_us": round(percentile(matched, 0.95), 1) if matched else "",
+                                         "median_pause_us": round(statistics.median(pauses), 1) if pauses else "",
+                                         "stalls_us": " ".join(f"{s:.1f}" for s in matched)})
+                            print(f"stall: {load} {mode.rate} Hz round {round_ + 1} {tracer}: "
+                                  f"{len(matched)}/{len(indexes)} matched, median "
+                                  f"{rows[-1]['median_stall_us']} us", file=sys.stderr)
+            finally:
+                target.stop()
+    write_results(args.results, "stall", rows, report(rows, rounds))
+    print((args.results / "STALL.md").read_text())
+
+
+def report(rows: list[dict[str, object]], rounds: int) -> str:
+    lines = [f"# The stall the target sees, clocked inside it (all samples of {rounds} alternating round(s))",
+             "",
+             "| load | rate | reference: median / p95 stall | python loop | sampler | sampler / reference "
+             "(median) | sampler's pause_us, median | matched |",
+             "|---|---|---|---|---|---|---|---|"]
+    for load in ("idle", "busy"):
+        for rate in sorted({int(str(r["rate"])) for r in rows}):
+            got: dict[str, list[float]] = {}
+            pauses: list[float] = []
+            matched = samples = 0
+            for row in rows:
+                if row["load"] != load or row["rate"] != rate:
+                    continue
+                got.setdefault(str(row["tracer"]), []).extend(float(s) for s in str(row["stalls_us"]).split())
+                if row["tracer"] == "sampler":
+                    matched += int(str(row["matched"]))
+                    samples += int(str(row["samples"]))
+                    if row["median_pause_us"] != "":
+                        pauses.append(float(str(row["median_pause_us"])))
+
+            def cell(tracer: str) -> str:
+                values = got.get(tracer, [])
+                return f"{statistics.median(values):.0f} / {percentile(values, 0.95):.0f} us" if values else "-"
+
+            ratio = statistics.median(got["sampler"]) / statistics.median(got["reference"]) \
+                if got.get("sampler") and got.get("reference") else float("nan")
+            lines.append(f"| {load} | {rate} Hz | {cell('reference')} | {cell('python')} | {cell('sampler')} | "
+                         f"{ratio:.2f}x | {statistics.median(pauses):.0f} us | {matched}/{samples} |"
+                         if pauses else f"| {load} | {rate} Hz | {cell('reference')} | {cell('python')} | "
+                         f"{cell('sampler')} | {ratio:.2f}x | - | {matched}/{samples} |")
+    lines += ["", "stall: how long the call that hit the breakpoint took, from the program's own clock "
+              "(CLOCK_MONOTONIC around the call), matched to the sample by the call's index. busy: a thread "
+              "of the target spins on the other core.", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

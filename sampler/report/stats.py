@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd  # type: ignore[import-untyped]
 
 from sampler.report.load import Table, numeric
+from sampler.sample import PROBE
 
 Stats = dict[str, Any]
 QUANTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
@@ -22,6 +23,8 @@ def column_stats(rows: pd.DataFrame, name: str) -> Stats:
     failed = rows["error"].map(lambda text: failed_in(text, name)) if name not in OWN else \
         pd.Series([False] * len(rows), index=rows.index)
     present = series[~failed].dropna()
+    if present.dtype == object:  # an empty cell is no value (another probe's row, a failed read)
+        present = present[present.astype(str) != ""]
     stats: Stats = {"rows": len(rows), "errors": int(failed.sum()), "values": len(present)}
     stats["first"] = _plain(present.iloc[0]) if len(present) else None
     stats["last"] = _plain(present.iloc[-1]) if len(present) else None
@@ -61,11 +64,18 @@ def _plain(value: Any) -> Any:
 
 def runs(table: Table) -> list[tuple[str, int, pd.DataFrame]]:
     """The table's runs: the rows of one PID in one file, keyed by the PID (and the file when
-    the PID is in several: a trace and an attach run of one process stay apart)."""
+    the PID is in several: a trace and an attach run of one process stay apart); in a run with
+    a probe column, the rows of each probe apart ("PID at PROBE")."""
     files_of = table.rows.groupby("pid")["file"].nunique()
     found = []
     for (pid, path), rows in table.rows.groupby(["pid", "file"], sort=True):
-        found.append((str(pid) if files_of[pid] == 1 else f"{pid} ({path})", int(pid), rows))
+        key = str(pid) if files_of[pid] == 1 else f"{pid} ({path})"
+        probes = rows[PROBE].astype(str) if PROBE in rows.columns else None
+        if probes is None or probes.nunique() < 2:
+            found.append((key, int(pid), rows))
+            continue
+        for probe in dict.fromkeys(probes):  # in the order they first came
+            found.append((f"{key} at {probe}", int(pid), rows[probes == probe]))
     return found
 
 
@@ -76,11 +86,12 @@ def report(table: Table, by_s: float | None = None) -> dict[str, Any]:
     for key, pid, rows in runs(table):
         entry: dict[str, Any] = {
             "pid": pid,
+            "run": key,
             "files": sorted(set(rows["file"])),
             "rows": len(rows),
             "seconds": float(rows["elapsed_s"].max() - rows["elapsed_s"].min()),
             "columns": {name: column_stats(rows, name) for name in (*table.expressions, *OWN)
-                        if name in rows.columns},
+                        if name in rows.columns and name != PROBE and _has_values(rows, name)},
         }
         if by_s:
             windows = []
@@ -92,6 +103,13 @@ def report(table: Table, by_s: float | None = None) -> dict[str, Any]:
             entry["windows"] = windows
         result["pids"][key] = entry
     return result
+
+
+def _has_values(rows: pd.DataFrame, name: str) -> bool:
+    """Some row has a value in the column (a probe's rows have none in another probe's columns)."""
+    if name in OWN or PROBE not in rows.columns:
+        return True
+    return bool((rows[name].astype(str) != "").any())
 
 
 def top_values(rows: pd.DataFrame, name: str, count: int) -> list[dict[str, Any]]:
@@ -120,8 +138,9 @@ def render(result: dict[str, Any]) -> str:
     lines: list[str] = []
     keys = ("rows", "errors", "min", "p50", "p95", "p99", "max", "mean", "first", "last", "changes")
     for entry in result["pids"].values():
-        lines.append(f"PID {entry['pid']}: {entry['rows']} rows, {entry['seconds']:.1f} s in "
-                     f"{', '.join(entry['files'])}")
+        at = entry["run"].split(" at ", 1)[1] if " at " in entry["run"] else ""
+        lines.append(f"PID {entry['pid']}{f' at {at}' if at else ''}: {entry['rows']} rows, "
+                     f"{entry['seconds']:.1f} s in {', '.join(entry['files'])}")
         table = [["column", *keys]]
         for name, stats in entry["columns"].items():
             table.append([name, *(format_number(stats.get(key)) for key in keys)])

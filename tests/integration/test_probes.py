@@ -178,6 +178,15 @@ def test_several_probes_in_one_trace_count_every_call_of_each(start_target: Call
         assert row["error"] == "" and int(row["turn"]) >= 0, row
         assert (row["scale"] != "" and row["w"] == "") if row["probe"] == "ring_gap" else \
             (row["scale"] == "" and int(row["w"]) > 0), row
+    # AND sampler report gives each probe its own statistics, of its own columns
+    report = sampler("report", str(out))
+    assert report.returncode == 0, report.stderr
+    parts = report.stdout.split("\n\n")
+    [gap] = [part for part in parts if part.startswith(f"PID {target.pid} at ring_gap: {counts['ring_gap']} rows")]
+    [slow] = [part for part in parts if part.startswith(f"PID {target.pid} at check_slow: {counts['check_slow']} rows")]
+    scale = next(line.split() for line in gap.splitlines() if line.split()[0] == "scale")
+    assert scale[1] == str(counts["ring_gap"]) and scale[3] == "0" and scale[7] == "3", gap  # rows, min, max
+    assert " w " not in gap and " scale " not in slow and " turn " in gap and " turn " in slow, report.stdout
     target.assert_untouched()
     assert_code_matches_files(target.pid)
 

@@ -50,7 +50,7 @@ faults-quick: setup
 soak: setup
 	$(VENV)/bin/python bench/soak.py
 
-# 10 runs (every way once) and 100,000 samples; the test suite runs it once
+# 10 runs (every way once) and 50,000 samples; the test suite runs it once
 soak-quick: setup
 	$(VENV)/bin/python bench/soak.py --quick
 

@@ -136,8 +136,8 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args()
     rounds = 1 if args.quick else args.rounds
-    modes = [Mode("10 Hz", 10, 20 if args.quick else 100, 0), Mode("1 kHz", 1000, 300 if args.quick else 2000, 0),
-             Mode("every hit", 0, 0, 1.0 if args.quick else 3.0)]
+    modes = [Mode("10 Hz", 10, 10 if args.quick else 100, 0), Mode("1 kHz", 1000, 300 if args.quick else 2000, 0),
+             Mode("every hit", 0, 0, 0.5 if args.quick else 3.0)]
     build_reference()
     rows: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as tmp:

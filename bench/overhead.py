@@ -196,8 +196,9 @@ def cell(target_key: str, mode: Mode, rate: float | None, windows: list[Window])
     }
 
 
-def plan(quick: bool, have_dlv: bool, have_bpf: bool, rates: list[float] | None = None
+def plan(quick: bool, have_dlv: bool, have_bpf: bool, rates: list[float] | None = None, once: bool = False
          ) -> list[tuple[str, Mode, float | None]]:
+    """(target, mode, rate) of every cell; ``once``: each mode on one target (C, Delve's on Go)."""
     rates = rates or ([10.0, 100.0] if quick else [1.0, 10.0, 100.0, 1000.0, MAX_RATE])
     targets = ["c", "go"]
     modes = [m for m in MODES if (have_dlv or m.backend not in ("delve", "delve-rpc"))
@@ -208,7 +209,7 @@ def plan(quick: bool, have_dlv: bool, have_bpf: bool, rates: list[float] | None 
     runs: list[tuple[str, Mode, float | None]] = []
     for target in targets:
         for mode in modes:
-            if mode.go_only and target != "go":
+            if (mode.go_only and target != "go") or (once and not mode.go_only and target != "c"):
                 continue
             if quick and mode.kind in ("every-hit", "bpftrace") and target != "c":
                 continue
@@ -313,12 +314,14 @@ def main() -> int:
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--rates", type=lambda text: [float(r) for r in text.split(",")], default=None,
                         help="sample rates of the ticked cells, comma-separated (default: by --quick)")
+    parser.add_argument("--once", action="store_true",
+                        help="each way of sampling on one target only: C, the Delve backends on Go (the tests)")
     args = parser.parse_args()
     args.windows = args.windows or (2 if args.quick else 3)
     args.seconds = args.seconds or (2.2 if args.quick else 3.2)
     began = time.monotonic()
     have_bpf = bpftrace_usable()
-    runs = plan(args.quick, shutil.which("dlv") is not None, have_bpf, args.rates)
+    runs = plan(args.quick, shutil.which("dlv") is not None, have_bpf, args.rates, args.once)
     rows = []
     for target_key in TARGETS:
         todo = [(m, r) for t, m, r in runs if t == target_key]

@@ -7,11 +7,11 @@ and `sampler trace` (C and the forker), each with a short
 count, and one run in four is ended by SIGINT at a random moment instead. After each run:
 sampler's exit code (70, an internal error, is counted apart), the target alive, untraced,
 not stopped and still working, its code in memory equal to the file, the CSV whole.
-Then a memory phase: zero-stop as fast as it goes for a million samples (--quick: 100,000),
+Then a memory phase: zero-stop as fast as it goes for a million samples (--quick: 50,000),
 the worker's RSS read every second; it must stay flat.
 
     .venv/bin/python bench/soak.py              # make soak: 200 runs + 1e6 samples
-    .venv/bin/python bench/soak.py --quick      # the test suite's short form: 12 runs + 1e5
+    .venv/bin/python bench/soak.py --quick      # the test suite's short form: 10 runs + 5e4
 
 Writes bench/results/soak.csv (one row per run) and SOAK.md (or under --results).
 """
@@ -56,17 +56,17 @@ class Way:
     zero_stop: bool = False
 
 
-WAYS = [
+WAYS = [  # no two runs in a row on one target: one's check that its target works on waits during the next
     Way("delve", "go", "attach", "delve"),
-    Way("delve-rpc", "go", "attach", "delve-rpc"),
-    Way("ptrace", "go", "attach", "ptrace"),
     Way("ptrace", "c", "attach", "ptrace"),
+    Way("delve-rpc", "go", "attach", "delve-rpc"),
+    Way("ptrace", "forks", "attach", "ptrace"),
+    Way("ptrace", "go", "attach", "ptrace"),
     Way("ptrace zero-stop", "c", "attach", "ptrace", zero_stop=True),
     Way("ptrace zero-stop", "go", "attach", "ptrace", zero_stop=True),
-    Way("trace ptrace", "c", "trace", "ptrace"),
-    Way("trace delve-rpc", "go", "trace", "delve-rpc"),
-    Way("ptrace", "forks", "attach", "ptrace"),
     Way("trace ptrace", "forks", "trace", "ptrace"),
+    Way("trace delve-rpc", "go", "trace", "delve-rpc"),
+    Way("trace ptrace", "c", "trace", "ptrace"),
 ]
 SOAK_TARGETS = {**TARGETS, "forks": FORKER}
 
@@ -107,7 +107,8 @@ def command(way: Way, pid: int, out: Path, interrupted: bool) -> list[str]:
     return args
 
 
-def one_run(index: int, way: Way, target: RunningTarget, tmp: Path) -> Run:
+def one_run(index: int, way: Way, target: RunningTarget, tmp: Path) -> tuple[Run, float]:
+    """A run and when it ended; whether the target still works is for :func:`check_working`."""
     interrupted = random.random() < 0.25
     run = Run(index, way.name, way.target, interrupted)
     out = tmp / f"run{index}.csv"
@@ -142,12 +143,18 @@ def one_run(index: int, way: Way, target: RunningTarget, tmp: Path) -> Run:
         run.left_traced = procfs.traced(target.pid)
         run.left_stopped = procfs.state(target.pid) in ("T", "t")
         run.code_changed = not code_intact(target.pid)
-        deadline = time.monotonic() + 2.5
-        while not target.healthy(ended) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        run.stopped_working = not target.healthy(ended)
     out.unlink(missing_ok=True)
-    return run
+    return run, ended
+
+
+def check_working(run: Run, target: RunningTarget, ended: float) -> None:
+    """The target printed its throughput after the run ended (waited for until 2.5 s after the end),
+    and is alive, untraced and running; checked before the next run on it, or at once after a harm."""
+    if run.target_died:
+        return
+    while not target.healthy(ended) and time.monotonic() < ended + 2.5:
+        time.sleep(0.05)
+    run.stopped_working = not target.healthy(ended)
 
 
 def memory_phase(samples: int, tmp: Path) -> list[tuple[float, int, int]]:
@@ -166,7 +173,10 @@ def memory_phase(samples: int, tmp: Path) -> list[tuple[float, int, int]]:
             if worker:
                 size = out.stat().st_size if out.exists() else 0
                 points.append((time.monotonic() - start, size, rss_kb(worker)))
-            time.sleep(1.0)
+            try:
+                proc.wait(1.0)  # a point a second, and no wait after the end
+            except subprocess.TimeoutExpired:
+                pass
         if proc.returncode != 0:
             raise SystemExit(f"soak: the memory run ended with exit code {proc.returncode}")
         rows = csv_whole(out)[1]
@@ -219,31 +229,44 @@ def report(runs: list[Run], memory: list[tuple[float, int, int]], samples: int, 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true",
-                        help="12 runs (every way at least once) and 100,000 samples (the tests)")
-    parser.add_argument("--runs", type=int, help="consecutive runs (default 200, --quick 12)")
+                        help="10 runs (every way once) and 50,000 samples (the tests)")
+    parser.add_argument("--runs", type=int, help="consecutive runs (default 200, --quick 10)")
     parser.add_argument("--samples", type=int, help="zero-stop samples of the memory phase (default 1e6)")
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args()
-    count = args.runs or (12 if args.quick else 200)
-    samples = args.samples or (100_000 if args.quick else 1_000_000)
     have_dlv = shutil.which("dlv") is not None
     ways = [w for w in WAYS if have_dlv or not w.backend.startswith("delve")]
+    count = args.runs or (len(ways) if args.quick else 200)
+    samples = args.samples or (50_000 if args.quick else 1_000_000)
     started = time.monotonic()
     runs: list[Run] = []
     with tempfile.TemporaryDirectory() as tmp:
         targets = {key: RunningTarget(target.binary, *target.argv()) for key, target in SOAK_TARGETS.items()}
+        unchecked: dict[str, tuple[Run, float]] = {}
+        """By target: the last run on it, and when it ended, whose check that the target works waits."""
+
+        def check(key: str) -> None:
+            if key in unchecked:
+                run, ended = unchecked.pop(key)
+                check_working(run, targets[key], ended)
+                harms = [h for h in HARMS if getattr(run, h)]
+                print(f"soak: #{run.index} {run.way} / {run.target} {'SIGINT ' if run.interrupted else ''}"
+                      f"exit {run.exit_code} rows {run.rows} {' '.join(harms) or 'ok'}", flush=True)
+
         try:
             for index in range(1, count + 1):
                 way = ways[(index - 1) % len(ways)]
-                run = one_run(index, way, targets[way.target], Path(tmp))
+                check(way.target)
+                run, ended = one_run(index, way, targets[way.target], Path(tmp))
                 runs.append(run)
-                harms = [h for h in HARMS if getattr(run, h)]
-                print(f"soak: #{index} {way.name} / {way.target} {'SIGINT ' if run.interrupted else ''}"
-                      f"exit {run.exit_code} rows {run.rows} {' '.join(harms) or 'ok'}", flush=True)
+                unchecked[way.target] = (run, ended)
                 if run.target_died or run.code_changed or run.left_traced or run.left_stopped:
+                    check(way.target)
                     targets[way.target].stop()  # go on with a new one; the harm is counted
                     targets[way.target] = RunningTarget(SOAK_TARGETS[way.target].binary,
                                                         *SOAK_TARGETS[way.target].argv())
+            for key in list(unchecked):
+                check(key)
         finally:
             for target in targets.values():
                 target.stop()

@@ -17,18 +17,21 @@ COLUMNS = ["target", "mode", "backend", "rate_asked", "rate_reached", "ratio_min
 
 
 def test_bench_quick_writes_its_results(built_targets: None, tmp_path: Path) -> None:
-    # one window of 3 s per cell, one rate: the harness end to end, in the suite's time
-    # (make bench-quick: two windows of 2.2 s at 10 and 100/s)
-    result = subprocess.run([sys.executable, "bench/overhead.py", "--quick", "--windows", "1", "--seconds", "3",
-                             "--rates", "100", "--results", str(tmp_path)],
+    # one pair of windows of 2 s per cell (each holds at least one whole second of the target's
+    # throughput lines; a late line is waited for), one rate, each way on one target (ptrace's on
+    # C, delve-rpc on Go): the harness end to end, in the suite's time (make bench-quick: two
+    # windows of 2.2 s at 10 and 100/s, ptrace's ways on Go too)
+    result = subprocess.run([sys.executable, "bench/overhead.py", "--quick", "--windows", "1", "--seconds", "2",
+                             "--rates", "100", "--once", "--results", str(tmp_path)],
                             cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     frame = pd.read_csv(tmp_path / "overhead.csv")
     assert list(frame.columns) == COLUMNS
     modes = set(frame["mode"])
     assert {"ptrace", "ptrace zero-stop", "every-hit ptrace"} <= modes
+    assert set(frame[frame["mode"].isin(["ptrace", "ptrace zero-stop"])]["target"]) == {"C -O2"}  # --once
     if have_delve():
-        assert "delve-rpc" in modes
+        assert "delve-rpc" in modes and set(frame[frame["mode"] == "delve-rpc"]["target"]) == {"Go"}
     for row in frame.itertuples():
         assert row.windows >= 1
         assert row.rate_reached > 0

@@ -61,8 +61,9 @@ class Target:
         with open(f"/proc/{self.pid}/status") as f:
             return dict(line.split(":\t", 1) for line in f.read().splitlines() if ":\t" in line)
 
-    def assert_untouched(self) -> None:
-        """Alive, not traced, not stopped, still working, never trapped."""
+    def assert_untouched(self) -> list[int]:
+        """Alive, not traced, not stopped, still working, never trapped; the two throughput lines
+        (reads/s) it waited for, both printed after the call."""
         assert self.proc.poll() is None, f"target died: {self.lines[-5:]}"
         status = self.status()
         assert status["TracerPid"].strip() == "0", "target is still traced"
@@ -70,6 +71,7 @@ class Target:
         after = self.more_throughput(2)
         assert min(after) > 0, f"target does no work any more: {after}"
         assert not any("SIGTRAP" in line or "trace trap" in line for line in self.lines), self.lines
+        return after
 
     def stop(self) -> None:
         if self.proc.poll() is None:

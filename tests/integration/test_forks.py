@@ -54,11 +54,11 @@ def assert_no_child_harmed(target: Target) -> None:
     assert target.proc.returncode == 0
 
 
-MODES = {
-    "trace": ["trace", "--duration", "3s"],
-    "attach 100 Hz": ["attach", "--rate", "100", "--duration", "3s"],
-    "long waits": ["attach", "--interval", "500ms", "--hit-timeout", "5s", "--duration", "3s"],
-    "trace, no guardian": ["trace", "--duration", "3s", "--no-guardian"],
+MODES = {  # 2 s: about 200 children forked under the breakpoint (long waits: 4 samples, 500 ms apart)
+    "trace": ["trace", "--duration", "2s"],
+    "attach 100 Hz": ["attach", "--rate", "100", "--duration", "2s"],
+    "long waits": ["attach", "--interval", "500ms", "--hit-timeout", "5s", "--duration", "2s"],
+    "trace, no guardian": ["trace", "--duration", "2s", "--no-guardian"],
 }
 
 
@@ -228,12 +228,13 @@ def test_a_vfork_child_of_a_user_execs_a_setuid_program_with_its_privileges(
         source.write_text(SETUID_CHECK)
         subprocess.run(["cc", "-o", str(helper), str(source)], check=True)
         os.chmod(helper, 0o4755)
-        # AND a user's program that vforks a child running it every 10 ms
-        target = start_target(*NOBODY, str(BIN / "forker"), "vexec", "10", "4", binary=False,
+        # AND a user's program that vforks a child running it every 10 ms (until SIGUSR1)
+        target = start_target(*NOBODY, str(BIN / "forker"), "vexec", "10", "60", binary=False,
                               env={"FORKER_EXEC": str(helper)})
         # WHEN that user traces the program (no CAP_SYS_PTRACE)
         result = sampler_as(NOBODY, "trace", "--backend", "ptrace", "--pid", str(target.pid), "--at", "work",
                             "--expr", "i", "--duration", "2s", "--out", "-")
+        os.kill(target.pid, signal.SIGUSR1)
         # THEN every child ran as root, the rows came, and the summary says the breakpoint was out
         assert result.returncode == 0, result.stderr
         assert_no_child_harmed(target)

@@ -194,6 +194,7 @@ class PtraceBackend:
                     tracer.disarm(site.address)  # type: ignore[arg-type]
             if caught is None:
                 return sites[0].missed(miss(stop, self.config.hit_timeout_s), (time.monotonic() - armed) * 1e6)
+            tracer.let_run()
             caught_hit, snapshot = caught
             site = self._at[caught_hit.address]
             site.warm = caught_hit
@@ -208,7 +209,12 @@ class PtraceBackend:
                 tracer.rewind(hit)  # and the thread onto its instruction, before anything else is read
         if hit is None:
             return sites[0].missed(miss(stop, self.config.hit_timeout_s), (time.monotonic() - armed) * 1e6)
-        return self._at[hit.address].read_hit(memory, hit, armed, tracer.resume)
+        return self._at[hit.address].read_hit(memory, hit, armed, self._resume)
+
+    def _resume(self, hit: Hit) -> None:
+        assert self.tracer is not None
+        self.tracer.resume(hit)
+        self.tracer.let_run()
 
     def trace(self, stop: StopFlag, until: float) -> Reading | None:
         if self.tracer is None or self.address is None:

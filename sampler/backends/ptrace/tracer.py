@@ -83,6 +83,9 @@ class Hit:
     while the thread runs."""
 
 
+LET_RUN_S = 0.0 if os.environ.get("SAMPLER_LET_RUN") == "0" else 20e-6
+"""How long the worker steps off the CPU after letting the hitting thread go (let_run);
+SAMPLER_LET_RUN=0 turns it off (for measuring what it is worth: bench/stall.py)."""
 SLEEP_SLICE_S = 0.1
 TRAP_STOP = signal.SIGTRAP << 8 | 0x7F
 """waitpid's status of a thread stopped by a plain SIGTRAP (no ptrace event): a breakpoint's."""
@@ -510,6 +513,15 @@ class Tracer:
                 if hit.rewound and ptrace(calls.PTRACE_CONT, hit.tid, None, None) == -1:
                     self._request(calls.PTRACE_CONT, hit.tid)  # again, for its error
         return hit, held
+
+    def let_run(self) -> None:
+        """Right after letting a thread go: step off the CPU for a moment, so that the thread
+        runs at once. The kernel wakes the thread on the CPU sampler's worker runs on, and it
+        waited there until the worker slept again: 400-460 us median after PTRACE_CONT on the
+        stall target, the worker computing its row meanwhile (bench/stall.py); with this
+        pause, about 30 us. The worker wakes up on the other CPU, or after the thread's turn."""
+        if LET_RUN_S > 0:
+            time.sleep(LET_RUN_S)
 
     def warm(self, hold: Callable[[Any], Any], last: Hit) -> None:
         """Before arming: run the hot path's code once, so that the next hit does not pay

@@ -60,9 +60,11 @@ bench-attach: setup targets
 	$(VENV)/bin/python bench/attach.py
 
 # sampler's breakpoint sample beside the project's minimal C tracer (bench/limit/reftracer.c)
-# and bpftrace: pauses at 10 Hz and 1 kHz, every-hit rates (about 4 minutes)
+# and bpftrace: pauses at 10 Hz and 1 kHz, every-hit rates (about 4 minutes); then the stall
+# the target sees, clocked inside it, beside the C tracer and a minimal Python loop (about 4 minutes)
 bench-limit: setup bench-deps
 	$(VENV)/bin/python bench/limit.py
+	$(VENV)/bin/python bench/stall.py
 
 # sampler's container image (podman, else docker), tagged with the version; BASE_IMAGE=...
 # overrides the base, SAMPLER_LOCAL_BASE=1 makes one from Debian's packages (no registry here)
@@ -94,7 +96,7 @@ $(VENV)/.installed: pyproject.toml | system-deps
 targets: targets/bin/ringbuf-go targets/bin/ringbuf-go-stripped targets/bin/httpd-go targets/bin/httpd-go-stripped targets/bin/ringbuf-c targets/bin/ringbuf-c-O0 targets/bin/ringbuf-lib \
 	targets/bin/libplugin.so targets/bin/ringbuf-cpp targets/bin/ringbuf-rust targets/bin/ringbuf-c-exported \
 	targets/bin/forker targets/bin/callers targets/bin/spawner-go targets/bin/jailed targets/bin/jailed-nodebug \
-	targets/bin/clones targets/bin/clones-cpp
+	targets/bin/clones targets/bin/clones-cpp targets/bin/stall
 
 targets/bin/ringbuf-go: targets/ringbuf-go/main.go targets/ringbuf-go/go.mod | system-deps
 	mkdir -p targets/bin
@@ -149,6 +151,11 @@ targets/bin/ringbuf-rust: targets/ringbuf-rust/main.rs | system-deps
 
 # a stripped server that exports its functions (.dynsym, as programs with plug-ins do):
 # no DWARF and no .symtab, sampled with argN and casts
+# a program that clocks every call of probe(): the stall a breakpoint costs it (bench/stall.py)
+targets/bin/stall: targets/stall/stall.c | system-deps
+	mkdir -p targets/bin
+	$(CC) -O2 -g -pthread -o $@ $<
+
 # functions gcc -O2 leaves only as clones (ring_gap.isra.0) or inlined copies (ring_used)
 targets/bin/clones: targets/clones/clones.c | system-deps
 	mkdir -p targets/bin

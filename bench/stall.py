@@ -110,6 +110,11 @@ def run(tracer: str, pid: int, address: int, mode: Mode, scratch: Path) -> tuple
     return [int(line.removeprefix("value=")) for line in lines if line.startswith("value=")], []
 
 
+def cell(got: dict[str, list[float]], tracer: str) -> str:
+    values = got.get(tracer, [])
+    return f"{statistics.median(values):.0f} / {percentile(values, 0.95):.0f} us" if values else "-"
+
+
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * share))] if ordered else float("nan")
@@ -118,7 +123,8 @@ def percentile(values: list[float], share: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="one round of short runs, idle core only (the tests' form)")
+    parser.add_argument("--quick", action="store_true",
+                        help="one round of short runs, idle core only (the tests' form)")
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args()
     rounds = 1 if args.quick else args.rounds
@@ -175,17 +181,11 @@ def report(rows: list[dict[str, object]], rounds: int) -> str:
                     samples += int(str(row["samples"]))
                     if row["median_pause_us"] != "":
                         pauses.append(float(str(row["median_pause_us"])))
-
-            def cell(tracer: str) -> str:
-                values = got.get(tracer, [])
-                return f"{statistics.median(values):.0f} / {percentile(values, 0.95):.0f} us" if values else "-"
-
             ratio = statistics.median(got["sampler"]) / statistics.median(got["reference"]) \
                 if got.get("sampler") and got.get("reference") else float("nan")
-            lines.append(f"| {load} | {rate} Hz | {cell('reference')} | {cell('python')} | {cell('sampler')} | "
-                         f"{ratio:.2f}x | {statistics.median(pauses):.0f} us | {matched}/{samples} |"
-                         if pauses else f"| {load} | {rate} Hz | {cell('reference')} | {cell('python')} | "
-                         f"{cell('sampler')} | {ratio:.2f}x | - | {matched}/{samples} |")
+            pause = f"{statistics.median(pauses):.0f} us" if pauses else "-"
+            lines.append(f"| {load} | {rate} Hz | {cell(got, 'reference')} | {cell(got, 'python')} | "
+                         f"{cell(got, 'sampler')} | {ratio:.2f}x | {pause} | {matched}/{samples} |")
     lines += ["", "stall: how long the call that hit the breakpoint took, from the program's own clock "
               "(CLOCK_MONOTONIC around the call), matched to the sample by the call's index. busy: a thread "
               "of the target spins on the other core.", ""]

@@ -24,10 +24,12 @@ SEIZE, INTERRUPT, GETREGS, SETREGS, CONT, DETACH = 0x4206, 0x4207, 12, 13, 7, 17
 WALL = 0x40000000
 
 
+REGISTERS = ("r15", "r14", "r13", "r12", "rbp", "rbx", "r11", "r10", "r9", "r8", "rax", "rcx", "rdx", "rsi",
+             "rdi", "orig_rax", "rip", "cs", "eflags", "rsp", "ss", "fs_base", "gs_base", "ds", "es", "fs", "gs")
+
+
 class Regs(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_ulonglong) for name in (
-        "r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi orig_rax rip cs eflags rsp ss fs_base gs_base "
-        "ds es fs gs").split()]
+    _fields_ = [(name, ctypes.c_ulonglong) for name in REGISTERS]
 
 
 class IoVec(ctypes.Structure):

@@ -96,7 +96,7 @@ $(VENV)/.installed: pyproject.toml | system-deps
 targets: targets/bin/ringbuf-go targets/bin/ringbuf-go-stripped targets/bin/httpd-go targets/bin/httpd-go-stripped targets/bin/ringbuf-c targets/bin/ringbuf-c-O0 targets/bin/ringbuf-lib \
 	targets/bin/libplugin.so targets/bin/ringbuf-cpp targets/bin/ringbuf-rust targets/bin/ringbuf-c-exported \
 	targets/bin/forker targets/bin/callers targets/bin/spawner-go targets/bin/jailed targets/bin/jailed-nodebug \
-	targets/bin/clones targets/bin/clones-cpp targets/bin/stall
+	targets/bin/clones targets/bin/clones-cpp targets/bin/stall targets/bin/stall-go
 
 targets/bin/ringbuf-go: targets/ringbuf-go/main.go targets/ringbuf-go/go.mod | system-deps
 	mkdir -p targets/bin
@@ -155,6 +155,10 @@ targets/bin/ringbuf-rust: targets/ringbuf-rust/main.rs | system-deps
 targets/bin/stall: targets/stall/stall.c | system-deps
 	mkdir -p targets/bin
 	$(CC) -O2 -g -pthread -o $@ $<
+
+targets/bin/stall-go: targets/stall-go/main.go targets/stall-go/go.mod | system-deps
+	mkdir -p targets/bin
+	cd targets/stall-go && $(GOBUILD) -o ../bin/stall-go .
 
 # functions gcc -O2 leaves only as clones (ring_gap.isra.0) or inlined copies (ring_used)
 targets/bin/clones: targets/clones/clones.c | system-deps

@@ -2,17 +2,18 @@
 
 sampler's `pause_us` runs from waitpid's return to the PTRACE_CONT request: the tracer's
 clock. The program loses more: from the trap to the moment it runs again (the kernel's
-stop, the tracer's wake-up, the resume and the scheduler). targets/stall/stall.c reads
-CLOCK_MONOTONIC before and after every call of probe() and keeps the calls that took over
-5 us, by index; each tracer reads ring.w (the call's index) at the breakpoint, so every
-sample is matched to the stall it caused, exactly.
+stop, the tracer's wake-up, the resume and the scheduler). targets/stall/stall.c (and its
+Go twin, targets/stall-go) reads the monotonic clock before and after every call of probe()
+and keeps the calls that took over 5 us, by index; each tracer reads ring.w (the call's
+index) at the breakpoint, so every sample is matched to the stall it caused, exactly.
 
 Three tracers take turns on one running target (A B C A B C, ROUNDS rounds), one-shot at
 10 Hz and at 1 kHz, the target's second core idle and busy (a spinning thread):
 
 - the project's minimal C tracer (bench/limit/reftracer.c, built into build/);
 - a minimal Python loop doing the same with ctypes (bench/limit/pyloop.py);
-- sampler, `attach --backend ptrace --at *ADDR --expr n=b->w` (the same address).
+- sampler, `attach --backend ptrace --at *ADDR --expr n=b->w` (the same address: the
+  function's first instruction; `n=b.w` in Go).
 
 Results: bench/results/stall.csv and STALL.md (median and p95 stall per tracer, the
 ratios to the reference, and sampler's own pause_us beside its stall).
@@ -46,6 +47,20 @@ from sampler.debuginfo.modules import Modules  # noqa: E402
 
 PYLOOP = ROOT / "bench" / "limit" / "pyloop.py"
 TRACERS = ("reference", "python", "sampler")
+
+
+@dataclass(frozen=True)
+class Program:
+    label: str
+    binary: str
+    function: str
+    register: str
+    """Where the function's pointer argument is at its entry."""
+    index: str
+    """sampler's expression for the call's index there."""
+
+
+PROGRAMS = (Program("C", "stall", "probe", "rdi", "n=b->w"), Program("Go", "stall-go", "main.probe", "rax", "n=b.w"))
 
 
 @dataclass(frozen=True)
@@ -83,21 +98,22 @@ def stalls(target: RunningTarget, since: int) -> dict[int, float]:
     raise SystemExit("bench: the stall target did not list its long calls")
 
 
-def run(tracer: str, pid: int, address: int, mode: Mode, scratch: Path) -> tuple[list[int], list[float]]:
+def run(tracer: str, program: Program, pid: int, address: int, mode: Mode, scratch: Path
+        ) -> tuple[list[int], list[float]]:
     """One run: the index read at each sample, and the pause the tracer reported (sampler's rows)."""
     if tracer == "reference":
-        out = subprocess.run([str(REFERENCE), "oneshot", str(pid), f"{address:x}", "rdi", str(mode.count),
-                              str(mode.rate)], capture_output=True, text=True, timeout=300,
+        out = subprocess.run([str(REFERENCE), "oneshot", str(pid), f"{address:x}", program.register,
+                              str(mode.count), str(mode.rate)], capture_output=True, text=True, timeout=300,
                              env={**os.environ, "REFTRACER_VALUES": "1"})
         lines = out.stdout.splitlines()
     elif tracer == "python":
-        out = subprocess.run([sys.executable, str(PYLOOP), str(pid), f"{address:x}", str(mode.count),
-                              str(mode.rate)], capture_output=True, text=True, timeout=300)
+        out = subprocess.run([sys.executable, str(PYLOOP), str(pid), f"{address:x}", program.register,
+                              str(mode.count), str(mode.rate)], capture_output=True, text=True, timeout=300)
         lines = out.stdout.splitlines()
     else:
         rows = scratch / "rows.csv"
         out = subprocess.run([sys.executable, "-m", "sampler", "attach", "--pid", str(pid), "--backend", "ptrace",
-                              "--at", f"*{address:#x}", "--expr", "n=b->w", "--rate", str(mode.rate),
+                              "--at", f"*{address:#x}", "--expr", program.index, "--rate", str(mode.rate),
                               "--count", str(mode.count), "--out", str(rows), "--quiet"],
                              capture_output=True, text=True, timeout=300, cwd=ROOT)
         if out.returncode == 0:
@@ -133,25 +149,26 @@ def main() -> None:
     build_reference()
     rows: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as scratch:
-        for load in loads:
-            target = RunningTarget("stall", *(["busy"] if load == "busy" else []))
+        for program, load in [(program, load) for program in PROGRAMS for load in loads]:
+            target = RunningTarget(program.binary, *(["busy"] if load == "busy" else []))
             try:
-                address = entry_of(target.pid, "probe")
+                address = entry_of(target.pid, program.function)
                 for round_ in range(rounds):
                     for mode in modes:
                         for tracer in TRACERS:
                             stalls(target, len(target.lines))  # forget what came before
                             since = len(target.lines)
-                            indexes, pauses = run(tracer, target.pid, address, mode, Path(scratch))
+                            indexes, pauses = run(tracer, program, target.pid, address, mode, Path(scratch))
                             long_calls = stalls(target, since)
                             matched = [long_calls[i] for i in indexes if i in long_calls]
-                            rows.append({"load": load, "rate": mode.rate, "round": round_ + 1, "tracer": tracer,
+                            rows.append({"program": program.label, "load": load, "rate": mode.rate,
+                                         "round": round_ + 1, "tracer": tracer,
                                          "samples": len(indexes), "matched": len(matched),
                                          "median_stall_us": round(statistics.median(matched), 1) if matched else "",
                                          "p95_stall_us": round(percentile(matched, 0.95), 1) if matched else "",
                                          "median_pause_us": round(statistics.median(pauses), 1) if pauses else "",
                                          "stalls_us": " ".join(f"{s:.1f}" for s in matched)})
-                            print(f"stall: {load} {mode.rate} Hz round {round_ + 1} {tracer}: "
+                            print(f"stall: {program.label} {load} {mode.rate} Hz round {round_ + 1} {tracer}: "
                                   f"{len(matched)}/{len(indexes)} matched, median "
                                   f"{rows[-1]['median_stall_us']} us", file=sys.stderr)
             finally:
@@ -164,28 +181,28 @@ def report(rows: list[dict[str, object]], rounds: int) -> str:
     loads = [load for load in ("idle", "busy") if any(row["load"] == load for row in rows)]
     lines = [f"# The stall the target sees, clocked inside it (all samples of {rounds} alternating round(s))",
              "",
-             "| load | rate | reference: median / p95 stall | python loop | sampler | sampler / reference "
+             "| program | load | rate | reference: median / p95 stall | python loop | sampler | sampler / reference "
              "(median) | sampler's pause_us, median | matched |",
-             "|---|---|---|---|---|---|---|---|"]
-    for load in loads:
-        for rate in sorted({int(str(r["rate"])) for r in rows}):
-            got: dict[str, list[float]] = {}
-            pauses: list[float] = []
-            matched = samples = 0
-            for row in rows:
-                if row["load"] != load or row["rate"] != rate:
-                    continue
-                got.setdefault(str(row["tracer"]), []).extend(float(s) for s in str(row["stalls_us"]).split())
-                if row["tracer"] == "sampler":
-                    matched += int(str(row["matched"]))
-                    samples += int(str(row["samples"]))
-                    if row["median_pause_us"] != "":
-                        pauses.append(float(str(row["median_pause_us"])))
-            ratio = statistics.median(got["sampler"]) / statistics.median(got["reference"]) \
-                if got.get("sampler") and got.get("reference") else float("nan")
-            pause = f"{statistics.median(pauses):.0f} us" if pauses else "-"
-            lines.append(f"| {load} | {rate} Hz | {cell(got, 'reference')} | {cell(got, 'python')} | "
-                         f"{cell(got, 'sampler')} | {ratio:.2f}x | {pause} | {matched}/{samples} |")
+             "|---|---|---|---|---|---|---|---|---|"]
+    for program, load, rate in [(p.label, load, rate) for p in PROGRAMS for load in loads
+                                for rate in sorted({int(str(r["rate"])) for r in rows})]:
+        got: dict[str, list[float]] = {}
+        pauses: list[float] = []
+        matched = samples = 0
+        for row in rows:
+            if row["program"] != program or row["load"] != load or row["rate"] != rate:
+                continue
+            got.setdefault(str(row["tracer"]), []).extend(float(s) for s in str(row["stalls_us"]).split())
+            if row["tracer"] == "sampler":
+                matched += int(str(row["matched"]))
+                samples += int(str(row["samples"]))
+                if row["median_pause_us"] != "":
+                    pauses.append(float(str(row["median_pause_us"])))
+        ratio = statistics.median(got["sampler"]) / statistics.median(got["reference"]) \
+            if got.get("sampler") and got.get("reference") else float("nan")
+        pause = f"{statistics.median(pauses):.0f} us" if pauses else "-"
+        lines.append(f"| {program} | {load} | {rate} Hz | {cell(got, 'reference')} | {cell(got, 'python')} | "
+                     f"{cell(got, 'sampler')} | {ratio:.2f}x | {pause} | {matched}/{samples} |")
     lines += ["", "stall: how long the call that hit the breakpoint took, from the program's own clock "
               "(CLOCK_MONOTONIC around the call), matched to the sample by the call's index. busy: a thread "
               "of the target spins on the other core.", ""]

@@ -2,11 +2,11 @@
 hold sampler against: what a Python tracer costs before any of sampler's own work.
 
 Every 1/HZ s: int3 through /proc/PID/mem, waitpid for the trap, PTRACE_GETREGS, 16 bytes
-at rdi (process_vm_readv), the byte back, rip rewound, PTRACE_CONT. Every thread is
+at the address in REG (process_vm_readv), the byte back, rip rewound, PTRACE_CONT. Every thread is
 PTRACE_SEIZEd; other stops are passed on. Prints "value=W" per sample (the first word
 read), then "samples=N median_pause_us=X".
 
-    python3 bench/limit/pyloop.py PID ADDR(hex) COUNT HZ
+    python3 bench/limit/pyloop.py PID ADDR(hex) REG COUNT HZ
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ class IoVec(ctypes.Structure):
 
 
 def main() -> None:
-    pid, address, count, hz = int(sys.argv[1]), int(sys.argv[2], 16), int(sys.argv[3]), float(sys.argv[4])
+    pid, address, register = int(sys.argv[1]), int(sys.argv[2], 16), sys.argv[3]
+    count, hz = int(sys.argv[4]), float(sys.argv[5])
     threads = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
     for tid in threads:
         libc.ptrace(SEIZE, tid, None, None)
@@ -59,7 +60,7 @@ def main() -> None:
                 sig = os.WSTOPSIG(status) if status >> 16 == 0 and os.WSTOPSIG(status) != 5 else 0
                 libc.ptrace(CONT, tid, None, sig)
         seen = time.monotonic()
-        remote.base = regs.rdi
+        remote.base = getattr(regs, register)
         libc.process_vm_readv(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
         os.pwrite(mem, original, address)
         regs.rip -= 1

@@ -1,0 +1,3 @@
+module stall
+
+go 1.19

@@ -314,6 +314,8 @@ def main() -> int:
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--rates", type=lambda text: [float(r) for r in text.split(",")], default=None,
                         help="sample rates of the ticked cells, comma-separated (default: by --quick)")
+    parser.add_argument("--warmup", type=float, default=1.5,
+                        help="seconds each target runs before its first window (the tests: 0.5)")
     parser.add_argument("--once", action="store_true",
                         help="each way of sampling on one target only: C, the Delve backends on Go (the tests)")
     args = parser.parse_args()
@@ -329,7 +331,7 @@ def main() -> int:
             continue
         running = RunningTarget(TARGETS[target_key].binary)
         try:
-            time.sleep(1.5)
+            time.sleep(args.warmup)
             for mode, rate in todo:
                 print(f"bench: {TARGETS[target_key].label} {mode.name} "
                       f"{'every hit' if rate is None else f'{rate:g}/s'}", file=sys.stderr, flush=True)

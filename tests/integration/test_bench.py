@@ -22,7 +22,7 @@ def test_bench_quick_writes_its_results(built_targets: None, tmp_path: Path) -> 
     # C, delve-rpc on Go): the harness end to end, in the suite's time (make bench-quick: two
     # windows of 2.2 s at 10 and 100/s, ptrace's ways on Go too)
     result = subprocess.run([sys.executable, "bench/overhead.py", "--quick", "--windows", "1", "--seconds", "2",
-                             "--rates", "100", "--once", "--results", str(tmp_path)],
+                             "--rates", "100", "--once", "--warmup", "0.5", "--results", str(tmp_path)],
                             cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     frame = pd.read_csv(tmp_path / "overhead.csv")

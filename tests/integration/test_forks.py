@@ -253,7 +253,7 @@ def test_a_go_program_starting_processes_loses_none(start_target: Callable[..., 
         if os.environ.get("CI"):
             pytest.fail("dlv or the Go targets are missing: make setup installs them")
         pytest.skip("dlv or the Go targets are missing (make setup installs them)")
-    target = start_target("spawner-go", "4")
+    target = start_target("spawner-go", "60")  # until SIGUSR1: a slow start must not see it end
     out = tmp_path / "go.csv"
     # WHEN sampled where the fork and exec happen, and at a function the program calls
     for at in ("syscall.forkAndExecInChild1", "main.work"):
@@ -261,6 +261,7 @@ def test_a_go_program_starting_processes_loses_none(start_target: Callable[..., 
                          "--rate", "20", "--duration", "1s", "--out", str(out), "--quiet")
         assert result.returncode == 0, (at, result.stderr)
         assert len(assert_csv_whole(out)) >= 5
+    os.kill(target.pid, signal.SIGUSR1)
     # THEN every process it started ran /bin/true and exited 0
     target.wait_for(lambda: any(line.startswith("children ") for line in target.lines), 30,
                     "the spawner did not end")

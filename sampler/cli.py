@@ -229,7 +229,7 @@ def _config(ctx: click.Context, common: dict[str, Any], locations: Sequence[str]
     else:
         expressions = _expressions(common["exprs"])
     pid = _target(common["pid"], common["pgrep"], common["container"], common["wait_target"])
-    names = [e.name for e in expressions] + ([PROBE] if probes else [])
+    names = [e.name for e in expressions] + ([PROBE] if locations else [])  # checked again once it is known
     return SessionConfig(pid=pid, expressions=expressions, location=locations[0] if locations else None,
                          probes=probes, duration_s=common["duration"],
                          backend=common["backend"], guardian=not common["no_guardian"],

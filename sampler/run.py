@@ -18,7 +18,8 @@ import click
 from sampler import notice
 from sampler.backends.select import build, pick
 from sampler.config import SessionConfig
-from sampler.errors import SamplerError, TargetExited, UsageError
+from sampler.errors import ExpressionError, SamplerError, TargetExited, UsageError
+from sampler.language.condition import Condition
 from sampler.output import Output, Writer
 from sampler.output.aggregate import Aggregate
 from sampler.output.console import ConsoleWriter
@@ -62,6 +63,11 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
             elif PROBE in (*output.count_by, *output.hists):
                 raise UsageError(f"--count-by {PROBE}: this run has one breakpoint, so no {PROBE} column",
                                  "give several --at, or count by another column")
+            if config.stop_when is not None:  # the probe column exists only now that the places are known
+                try:
+                    Condition(config.stop_when.text, names)
+                except ExpressionError as e:
+                    raise UsageError(f"--stop-when: {e.message}", "e.g. --stop-when 'delta > 20000'") from None
             writers += _more_writers(output, names, config.pid)
         except BaseException:
             backend.detach()

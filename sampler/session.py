@@ -94,13 +94,15 @@ class Session:
                     if config.count is not None:
                         turns = min(turns, config.count - self.summary.samples)
                     for turn in range(turns):
-                        if turn and self.stop.is_set():
-                            break
+                        if turn:  # the row before goes out first: --stop-when may end the run there
+                            self._emit(*taken.pop(), started_wall, tick.deadline - schedule.start)
+                            if self.stop.is_set():
+                                break
                         late_s = schedule.lateness(tick)
                         taken.append((self.backend.sample(self.stop), late_s))
             finally:  # the probes sampled before one that ended the run keep their rows
                 for reading, late_s in taken:
-                    self._emit(reading, started_wall, tick.deadline - schedule.start + late_s, late_s)
+                    self._emit(reading, late_s, started_wall, tick.deadline - schedule.start)
 
     def _trace_loop(self) -> None:
         """A row for every hit, until count (events), duration or a signal."""
@@ -117,9 +119,13 @@ class Session:
             until = now + TRACE_POLL_S if end is None else min(end, now + TRACE_POLL_S)
             reading = self.backend.trace(self.stop, until)
             if reading is not None:
-                self._emit(reading, started_wall, self.clock() - start, late_s=0.0)
+                self._row(reading, started_wall, self.clock() - start, late_s=0.0)
 
-    def _emit(self, reading: Reading, started_wall: datetime, elapsed: float, late_s: float) -> None:
+    def _emit(self, reading: Reading, late_s: float, started_wall: datetime, since_start: float) -> None:
+        """A row; ``since_start``: its tick's deadline from the start (the row's time adds how late it was)."""
+        self._row(reading, started_wall, since_start + late_s, late_s)
+
+    def _row(self, reading: Reading, started_wall: datetime, elapsed: float, late_s: float) -> None:
         self.summary.samples += 1
         self.summary.misses += bool(reading.error)
         self.summary.pause_us.add(reading.pause_us)

@@ -23,7 +23,7 @@ from elftools.elf.elffile import ELFFile
 
 from sampler.debuginfo.cfi import CallFrames
 from sampler.debuginfo.dies import Malformed, children, covers, descendants, file_names, name_of, origin, same_file
-from sampler.debuginfo.dwarfscan import CannotScan, top_level, top_level_offsets
+from sampler.debuginfo.dwarfscan import CannotScan, referring, top_level, top_level_offsets
 from sampler.debuginfo.elffile import MAX_SECTION
 from sampler.debuginfo.locations import (
     REGISTERS,
@@ -240,44 +240,55 @@ class Debug:
         end = high.value if high.form == "DW_FORM_addr" else low.value + high.value
         return Function(name, low.value, end, die)
 
-    def inlined(self, name: str) -> list[Function]:
-        """Every copy of the function ``name`` the compiler inlined into its callers, as a
-        Function whose low is the copy's entry (DW_AT_entry_pc, else its low pc) and whose DIE
-        is the DW_TAG_inlined_subroutine (its parameters' locations are there). Walks every
-        unit's DIEs: refused past MAX_INLINE_WALK bytes of .debug_info (InlineWalkTooLarge)."""
+    def inlined(self, name: str, function: Function | None = None) -> list[Function]:
+        """Every copy of the function the compiler inlined into its callers, as a Function whose
+        low is the copy's entry (DW_AT_entry_pc, else its low pc) and whose DIE is the
+        DW_TAG_inlined_subroutine (its parameters' locations are there). ``function``: its
+        out-of-line code, whose abstract origin the copies refer to; without it, the abstract
+        DIEs named ``name`` (its last component: C++ methods by their declaration's name are
+        not found that way). Walks every DIE with the fast walk (dwarfscan), two passes at
+        most; refused past MAX_INLINE_WALK bytes of .debug_info (InlineWalkTooLarge)."""
         size = self.info.debug_info_sec.size if self.info.debug_info_sec is not None else 0
         if size > MAX_INLINE_WALK:
             raise InlineWalkTooLarge(f"its .debug_info is {size >> 20} MiB, over the {MAX_INLINE_WALK >> 20} MiB "
                                      "sampler walks for inlined copies")
-        return self._inlined(name)
+        return self._inlined(name, function)
 
     @_guarded
-    def _inlined(self, name: str) -> list[Function]:
+    def _inlined(self, name: str, function: Function | None) -> list[Function]:
+        info = self._info_data()
+        if self._strings is None:
+            strings: Any = self.info.debug_str_sec
+            self._strings = bytes(strings.stream.getvalue()) if strings is not None else b""
+        targets: set[int] = set()
+        abstract = origin(function.die, "DW_AT_abstract_origin") if function is not None else None
+        units = list(self.info.iter_CUs())
+        try:
+            if abstract is not None:
+                targets.add(abstract.offset)
+            else:
+                last = name.rsplit("::", 1)[-1]
+                for cu in units:
+                    targets.update(referring(cu, info, "", "DW_AT_abstract_origin", set(), self._strings, last)[1])
+            copies = [(cu, offset) for cu in units if targets
+                      for offset in referring(cu, info, "DW_TAG_inlined_subroutine", "DW_AT_abstract_origin",
+                                              targets)[0]]
+        except (CannotScan, AttributeError, IndexError, KeyError, ValueError) as e:
+            raise Malformed(f"its DWARF cannot be walked for inlined copies ({e})") from None
         found: list[Function] = []
-        for cu in self.info.iter_CUs():
-            for top in self._top_level(cu):
-                if top.tag != "DW_TAG_subprogram" or ("DW_AT_low_pc" not in top.attributes and \
-                        "DW_AT_ranges" not in top.attributes):
-                    continue
-                for die in descendants(top):
-                    if die.tag != "DW_TAG_inlined_subroutine":
-                        continue
-                    abstract = origin(die, "DW_AT_abstract_origin")
-                    if abstract is None or _name_through(abstract) != name:
-                        continue
-                    entry = die.attributes.get("DW_AT_entry_pc")
-                    low = die.attributes.get("DW_AT_low_pc")
-                    start = entry.value if entry is not None and entry.form == "DW_FORM_addr" else \
-                        (low.value + entry.value if entry is not None and low is not None else
-                         low.value if low is not None else None)
-                    if start is None:
-                        continue
-                    high = die.attributes.get("DW_AT_high_pc")
-                    end = start + 1 if high is None or low is None else \
-                        (high.value if high.form == "DW_FORM_addr" else low.value + high.value)
-                    found.append(Function(name, start, max(end, start + 1), die))
-                    if len(found) > MAX_INLINED:
-                        return found
+        for cu, offset in copies[:MAX_INLINED + 1]:
+            die = cu._get_cached_DIE(offset)
+            entry = die.attributes.get("DW_AT_entry_pc")
+            low = die.attributes.get("DW_AT_low_pc")
+            start = entry.value if entry is not None and entry.form == "DW_FORM_addr" else \
+                (low.value + entry.value if entry is not None and low is not None else
+                 low.value if low is not None else None)
+            if start is None:
+                continue
+            high = die.attributes.get("DW_AT_high_pc")
+            end = start + 1 if high is None or low is None else \
+                (high.value if high.form == "DW_FORM_addr" else low.value + high.value)
+            found.append(Function(name, start, max(end, start + 1), die))
         return found
 
     @_guarded

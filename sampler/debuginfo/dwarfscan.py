@@ -1,4 +1,5 @@
-"""A fast walk over a compilation unit's DIEs: where its top-level entries are.
+"""A fast walk over a compilation unit's DIEs: where its top-level entries are, and which
+DIEs of a tag refer to given DIEs (a function's inlined copies).
 
 pyelftools builds a Python object for every DIE it reads, and a unit without
 DW_AT_sibling (Go writes none) can only be stepped over by reading every DIE inside it:
@@ -10,6 +11,8 @@ functions and globals parses just the top-level DIEs.
 from __future__ import annotations
 
 from typing import Any
+
+from elftools.dwarf.enums import ENUM_DW_AT, ENUM_DW_FORM, ENUM_DW_TAG
 
 from sampler.debuginfo.leb128 import uleb128
 
@@ -92,17 +95,159 @@ def top_level(cu: Any, data: bytes, strings: bytes | None = None) -> list[tuple[
     return found
 
 
-def _shapes(cu: Any) -> dict[int, tuple[bool, list[int], str, int]]:
+_REFERENCE = {"DW_FORM_ref1": 1, "DW_FORM_ref2": 2, "DW_FORM_ref4": 4, "DW_FORM_ref8": 8, "DW_FORM_ref_addr": 4}
+
+
+def referring(cu: Any, data: bytes, tag: str, attribute: str, targets: set[int],
+              strings: bytes | None = None, named: str | None = None) -> tuple[list[int], list[int]]:
+    """Every DIE of the unit (at any depth): the offsets of those of ``tag`` whose ``attribute``
+    (a reference) points at one of ``targets`` (.debug_info offsets), and, given ``named``,
+    the offsets of DW_TAG_subprogram DIEs marked DW_AT_inline whose DW_AT_name is ``named``
+    (``strings``: .debug_str)."""
+    if cu["address_size"] != 8 or cu.structs.dwarf_format != 32:
+        raise CannotScan("not 32-bit DWARF with 8-byte addresses")
+    shapes = _shapes(cu, attribute)
+    inline_shapes = _shapes(cu, "DW_AT_inline") if named is not None else {}
+    end = cu.cu_offset + cu["unit_length"] + 4
+    at = int(cu.cu_die_offset)  # the unit's own DIE, walked too (not parsed by pyelftools: its
+    depth = 0                   # abbreviation table's parse took most of the time)
+    found: list[int] = []
+    abstract: list[int] = []
+    form_lists: dict[int, list[Any]] = {}
+    first = True
+    while depth > 0 or first:
+        first = False
+        if at >= end:
+            raise CannotScan("a DIE runs past its unit")
+        start = at
+        code, at = uleb128(data, at)
+        if code == 0:
+            depth -= 1
+            continue
+        shape = shapes.get(code)
+        if shape is None:
+            raise CannotScan(f"abbreviation {code} is not in the unit's table")
+        children, sizes, die_tag, wanted_at = shape
+        forms = None
+        if (die_tag == tag and wanted_at >= 0) or (named is not None and die_tag == "DW_TAG_subprogram"):
+            forms = form_lists.get(code)
+            if forms is None:
+                forms = form_lists[code] = _forms(cu, code)
+        name = None
+        for index, size in enumerate(sizes):
+            if forms is not None and die_tag == tag and index == wanted_at and forms[index] in _REFERENCE:
+                value = int.from_bytes(data[at:at + _REFERENCE[forms[index]]], "little")
+                if (value if forms[index] == "DW_FORM_ref_addr" else value + cu.cu_offset) in targets:
+                    found.append(start)
+            if forms is not None and die_tag == "DW_TAG_subprogram" and isinstance(forms[index], tuple):
+                name = _string(data, at, forms[index][1], strings)
+            if size >= 0:
+                at += size
+            elif size == LEB:
+                while data[at] & 0x80:
+                    at += 1
+                at += 1
+            elif size == STRING:
+                at = data.index(b"\0", at) + 1
+            elif size == BLOCK_LEB:
+                length, at = uleb128(data, at)
+                at += length
+            else:
+                width = -10 - size
+                at += width + int.from_bytes(data[at:at + width], "little")
+        if named is not None and name == named and inline_shapes.get(code, (0, 0, 0, -1))[3] >= 0:
+            abstract.append(start)
+        if children:
+            depth += 1
+    return found, abstract
+
+
+def _string(data: bytes, at: int, form: str, strings: bytes | None) -> str | None:
+    if form == "DW_FORM_string":
+        return data[at:data.index(b"\0", at)].decode("utf-8", "replace")
+    if form == "DW_FORM_strp" and strings is not None:
+        offset = int.from_bytes(data[at:at + 4], "little")
+        return strings[offset:strings.index(b"\0", offset)].decode("utf-8", "replace")
+    return None
+
+
+def _forms(cu: Any, code: int) -> list[Any]:
+    """The forms of an abbreviation's attributes, in order; DW_AT_name's as (name, form)."""
+    return [(name, form) if name == "DW_AT_name" else form for name, form in _specs(cu)[code][2]]
+
+
+_SHAPES: dict[tuple[int, int, str], dict[int, tuple[bool, list[int], str, int]]] = {}
+"""The shapes of the abbreviation tables already decoded (pyelftools' parse of them is most
+of a walk's time), by (the DWARF's identity, the table's offset, the attribute looked for)."""
+
+
+def _shapes(cu: Any, find: str = "DW_AT_name") -> dict[int, tuple[bool, list[int], str, int]]:
+    key = (id(cu.dwarfinfo), int(cu["debug_abbrev_offset"]), find)
+    known = _SHAPES.get(key)
+    if known is None:
+        if len(_SHAPES) > 20_000:
+            _SHAPES.clear()
+        known = _SHAPES[key] = _decoded_shapes(cu, find)
+    return known
+
+
+_TAGS = {value: name for name, value in ENUM_DW_TAG.items()}
+_ATTRIBUTES = {value: name for name, value in ENUM_DW_AT.items()}
+_FORMS = {value: name for name, value in ENUM_DW_FORM.items()}
+_SPECS: dict[tuple[int, int], dict[int, tuple[str, bool, list[tuple[str, str]]]]] = {}
+_ABBREV_BYTES: dict[int, bytes] = {}
+
+
+def _specs(cu: Any) -> dict[int, tuple[str, bool, list[tuple[str, str]]]]:
+    """The unit's abbreviation table, read straight from .debug_abbrev (pyelftools' parse of
+    libc's 2,063 tables took seconds): code -> (tag, has children, [(attribute, form)])."""
+    info = cu.dwarfinfo
+    offset = int(cu["debug_abbrev_offset"])
+    key = (id(info), offset)
+    known = _SPECS.get(key)
+    if known is not None:
+        return known
+    data = _ABBREV_BYTES.get(id(info))
+    if data is None:
+        data = _ABBREV_BYTES[id(info)] = bytes(info.debug_abbrev_sec.stream.getvalue())
+    table: dict[int, tuple[str, bool, list[tuple[str, str]]]] = {}
+    at = offset
+    while True:
+        if at >= len(data):
+            raise CannotScan("an abbreviation table runs past its section")
+        code, at = uleb128(data, at)
+        if code == 0:
+            break
+        tag, at = uleb128(data, at)
+        children = data[at] != 0
+        at += 1
+        specs = []
+        while True:
+            attribute, at = uleb128(data, at)
+            form, at = uleb128(data, at)
+            if attribute == 0 and form == 0:
+                break
+            if form == 0x21:  # DW_FORM_implicit_const: its value is here, not in the DIE
+                while data[at] & 0x80:
+                    at += 1
+                at += 1
+            specs.append((_ATTRIBUTES.get(attribute, f"DW_AT_{attribute:#x}"), _FORMS.get(form, f"form {form:#x}")))
+        table[code] = (_TAGS.get(tag, f"DW_TAG_{tag:#x}"), children, specs)
+    if len(_SPECS) > 20_000:
+        _SPECS.clear()
+    _SPECS[key] = table
+    return table
+
+
+def _decoded_shapes(cu: Any, find: str) -> dict[int, tuple[bool, list[int], str, int]]:
     """Per abbreviation code: (has children, how to skip each attribute, tag, which
-    attribute is DW_AT_name (-1: none))."""
+    attribute is ``find`` (-1: none; DW_AT_name only in a string form))."""
     shapes = {}
-    table = cu.get_abbrev_table()
-    for code in table._abbrev_map:
-        decl = table.get_abbrev(code)
+    for code, (tag, children, specs) in _specs(cu).items():
         sizes: list[int] = []
         name_at = -1
-        for name, form in decl.iter_attr_specs():
-            if name == "DW_AT_name" and form in ("DW_FORM_string", "DW_FORM_strp"):
+        for name, form in specs:
+            if name == find and (find != "DW_AT_name" or form in ("DW_FORM_string", "DW_FORM_strp")):
                 name_at = len(sizes)
             if form in _FIXED:
                 size = _FIXED[form]
@@ -119,5 +264,5 @@ def _shapes(cu: Any) -> dict[int, tuple[bool, list[int], str, int]]:
                 sizes.append(-10 - _BLOCK[form])
             else:
                 raise CannotScan(f"form {form}")
-        shapes[code] = (decl.has_children(), sizes, decl["tag"], name_at)
+        shapes[code] = (children, sizes, tag, name_at)
     return shapes

@@ -26,9 +26,10 @@ def column_stats(rows: pd.DataFrame, name: str) -> Stats:
     if present.dtype == object:  # an empty cell is no value (another probe's row, a failed read)
         present = present[present.astype(str) != ""]
     stats: Stats = {"rows": len(rows), "errors": int(failed.sum()), "values": len(present)}
-    stats["first"] = _plain(present.iloc[0]) if len(present) else None
-    stats["last"] = _plain(present.iloc[-1]) if len(present) else None
     numbers = numeric(present)
+    shown = numbers if numbers is not None else present  # numbers as numbers, in --json too
+    stats["first"] = _plain(shown.iloc[0]) if len(shown) else None
+    stats["last"] = _plain(shown.iloc[-1]) if len(shown) else None
     if numbers is None or numbers.empty:
         stats["numeric"] = False
         return stats
@@ -79,6 +80,14 @@ def runs(table: Table) -> list[tuple[str, int, pd.DataFrame]]:
     return found
 
 
+def probe_of(rows: pd.DataFrame) -> str | None:
+    """The probe all of a run's rows came from, when the run is one probe's rows of several."""
+    if PROBE not in rows.columns or rows.empty:
+        return None
+    probes = set(rows[PROBE].astype(str))
+    return next(iter(probes)) if len(probes) == 1 and probes != {""} else None
+
+
 def report(table: Table, by_s: float | None = None) -> dict[str, Any]:
     """Per run (a PID in a file; several runs or processes stay apart): the statistics of every
     column, and with ``by_s`` of every window of that many seconds."""
@@ -87,6 +96,7 @@ def report(table: Table, by_s: float | None = None) -> dict[str, Any]:
         entry: dict[str, Any] = {
             "pid": pid,
             "run": key,
+            "probe": probe_of(rows) if key.endswith(f" at {probe_of(rows)}") else None,
             "files": sorted(set(rows["file"])),
             "rows": len(rows),
             "seconds": float(rows["elapsed_s"].max() - rows["elapsed_s"].min()),
@@ -138,7 +148,7 @@ def render(result: dict[str, Any]) -> str:
     lines: list[str] = []
     keys = ("rows", "errors", "min", "p50", "p95", "p99", "max", "mean", "first", "last", "changes")
     for entry in result["pids"].values():
-        at = entry["run"].split(" at ", 1)[1] if " at " in entry["run"] else ""
+        at = entry.get("probe")
         lines.append(f"PID {entry['pid']}{f' at {at}' if at else ''}: {entry['rows']} rows, "
                      f"{entry['seconds']:.1f} s in {', '.join(entry['files'])}")
         table = [["column", *keys]]

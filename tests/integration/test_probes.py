@@ -5,6 +5,7 @@ breakpoint, and several --at in one trace or attach, each row saying which."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -187,6 +188,8 @@ def test_several_probes_in_one_trace_count_every_call_of_each(start_target: Call
     scale = next(line.split() for line in gap.splitlines() if line.split()[0] == "scale")
     assert scale[1] == str(counts["ring_gap"]) and scale[3] == "0" and scale[7] == "3", gap  # rows, min, max
     assert " w " not in gap and " scale " not in slow and " turn " in gap and " turn " in slow, report.stdout
+    as_json = json.loads(sampler("report", str(out), "--json").stdout)["pids"]
+    assert isinstance(as_json[f"{target.pid} at ring_gap"]["columns"]["scale"]["first"], int), as_json
     target.assert_untouched()
     assert_code_matches_files(target.pid)
 
@@ -207,6 +210,12 @@ def test_attach_samples_every_probe_at_each_tick(start_target: Callable[..., Tar
             assert row["step"] in {"1", "3"} and int(row["w"]) > 0 and row["scale"] == "", row
         else:
             assert row["scale"] in {"0", "1", "2", "3"} and row["step"] == row["w"] == "", row
+    # AND --stop-when on the probe column ends the run at that row, before the tick's next probe
+    out = tmp_path / "stop.csv"
+    rows = rows_of(sampler("attach", "--pid", str(target.pid), "--at", "ring_gap", "--expr", "scale",
+                           "--at", "advance", "--expr", "step", "--count", "6", "--rate", "20",
+                           "--stop-when", 'probe == "ring_gap"', "--out", str(out), "--quiet"), out)
+    assert [row["probe"] for row in rows] == ["ring_gap"], rows
     target.assert_untouched()
 
 

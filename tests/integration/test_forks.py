@@ -32,6 +32,7 @@ from tests.integration.targets import (
     sampler,
     start_redis,
     start_sampler,
+    wait_for_rows,
     wait_until_patched,
 )
 
@@ -132,18 +133,24 @@ def test_worker_killed_mid_run_leaves_no_child_with_an_int3(start_target: Callab
 
 
 def test_an_exec_of_the_target_is_one_line(start_target: Callable[..., Target], tmp_path: Path) -> None:
-    # GIVEN Debian's python3 calling getpid in a loop, then running /bin/sleep with exec
-    code = ("import os, time\nprint('ready pid=%d' % os.getpid(), flush=True)\nend = time.time() + 2\n"
-            "while time.time() < end:\n    os.getpid(); time.sleep(0.001)\nos.execv('/bin/sleep', ['sleep', '30'])\n")
+    # GIVEN Debian's python3 calling getpid in a loop until SIGUSR1, then running /bin/sleep with
+    # exec (told when, not after a fixed time: a slow start of sampler must not miss the loop)
+    code = ("import os, signal, time\ngo = []\nsignal.signal(signal.SIGUSR1, lambda *_: go.append(1))\n"
+            "print('ready pid=%d' % os.getpid(), flush=True)\n"
+            "while not go:\n    os.getpid(); time.sleep(0.001)\nos.execv('/bin/sleep', ['sleep', '30'])\n")
     python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
     target = start_target(python, "-c", code, binary=False)
     out = tmp_path / "exec.csv"
-    # WHEN every call of getpid is traced across the exec
-    result = sampler("trace", "--pid", str(target.pid), "--at", "libc:getpid", "--expr", "$rip",
-                     "--duration", "20s", "--out", str(out), "--quiet")
+    # WHEN every call of getpid is traced, and the program execs once 10 rows are in (the
+    # signal passes through sampler's tracer to the program)
+    proc = start_sampler("trace", "--pid", str(target.pid), "--at", "libc:getpid", "--expr", "$rip",
+                         "--duration", "60s", "--out", str(out), "--quiet")
+    wait_for_rows(out, proc, 11)
+    os.kill(target.pid, signal.SIGUSR1)
+    _, stderr = finish(proc)
     # THEN one clear line, the rows kept, and the new program runs untouched
-    assert result.returncode == 1, result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 1, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "ran /usr/bin/sleep with exec" in lines[0], lines
     assert len(assert_csv_whole(out)) > 10
     assert target.proc.poll() is None and procfs.tracer_pid(target.pid) == 0

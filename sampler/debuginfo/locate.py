@@ -113,6 +113,11 @@ def resolve_all(modules: Modules, location: str) -> list[Place]:
         return [first]
     extra = _clones(modules, first.module, name, exclude=first.address - first.module.bias)
     copies = _inlined(modules, first.module, name, first.function) if _was_inlined(first.function) else []
+    # a copy inside the function's own code (or a clone's) is part of the same call: a breakpoint
+    # there would count each call twice (glibc's write has its own body inlined in it)
+    spans = [(p.function.low + p.module.bias, p.function.high + p.module.bias) for p in (first, *extra)
+             if p.function is not None and p.module is not None and p.function.high > p.function.low]
+    copies = [c for c in copies if not any(low <= c.address < high for low, high in spans)]
     _within_limit(name, 1 + len(extra) + len(copies))
     if extra or copies:
         shown = [p.symbol for p in extra] + ([f"{len(copies)} inlined copies"] if copies else [])

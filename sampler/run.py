@@ -56,7 +56,7 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
                        err=True)
         backend = _gone_is_exit(config.pid, lambda: build(choice, config, target))
         try:
-            if getattr(backend, "probe_column", False):  # several probes, or a function and its clones
+            if backend.probe_column:  # several probes, or a function and its clones
                 names = [PROBE, *names]
                 if rows is not None:
                     rows.name_columns(names)

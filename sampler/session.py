@@ -99,7 +99,7 @@ class Session:
                             return
                         while spin and time.monotonic() < tick.deadline and not self.stop.is_set():
                             pass  # the last moments awake: a sleep's wake-up came 1-1.5 ms late here
-                    turns = getattr(self.backend, "per_tick", 1)  # one sample of each probe
+                    turns = self.backend.per_tick  # one sample of each probe
                     if config.count is not None:
                         turns = min(turns, config.count - self.summary.samples)
                     for turn in range(turns):

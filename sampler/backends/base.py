@@ -21,6 +21,14 @@ class Backend(Protocol):
     name: ClassVar[str]
     capabilities: ClassVar[Capabilities]
 
+    @property
+    def probe_column(self) -> bool:
+        """Rows carry a 'probe' column first among their values (several breakpoints)."""
+
+    @property
+    def per_tick(self) -> int:
+        """Samples per tick: one of each probe."""
+
     def attach(self) -> None:
         """Attach and leave the target running; raise a SamplerError if it cannot."""
 

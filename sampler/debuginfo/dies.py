@@ -81,12 +81,16 @@ def origin(die: DIE, attribute: str) -> DIE | None:
     return die.get_DIE_from_attribute(attribute) if attribute in die.attributes else None
 
 
+def end_of(low: Any, high: Any) -> int:
+    """Where a DIE's code ends: DW_AT_high_pc is an address, or (DWARF 4+) a length from low."""
+    return int(high.value if high.form == "DW_FORM_addr" else low.value + high.value)
+
+
 def covers(die: DIE, pc: int) -> bool:
     low = die.attributes.get("DW_AT_low_pc")
     high = die.attributes.get("DW_AT_high_pc")
     if low is not None and high is not None:
-        end = high.value if high.form == "DW_FORM_addr" else low.value + high.value
-        return bool(low.value <= pc < end)
+        return bool(low.value <= pc < end_of(low, high))
     return "DW_AT_ranges" in die.attributes  # ranges: be generous, innermost names win anyway
 
 

@@ -22,7 +22,17 @@ from elftools.dwarf.ranges import BaseAddressEntry
 from elftools.elf.elffile import ELFFile
 
 from sampler.debuginfo.cfi import CallFrames
-from sampler.debuginfo.dies import Malformed, children, covers, descendants, file_names, name_of, origin, same_file
+from sampler.debuginfo.dies import (
+    Malformed,
+    children,
+    covers,
+    descendants,
+    end_of,
+    file_names,
+    name_of,
+    origin,
+    same_file,
+)
 from sampler.debuginfo.dwarfscan import CannotScan, referring, top_level, top_level_offsets
 from sampler.debuginfo.elffile import MAX_SECTION
 from sampler.debuginfo.locations import (
@@ -237,8 +247,7 @@ class Debug:
         name = _name_through(die)
         if not name:
             return None
-        end = high.value if high.form == "DW_FORM_addr" else low.value + high.value
-        return Function(name, low.value, end, die)
+        return Function(name, low.value, end_of(low, high), die)
 
     def inlined(self, name: str, function: Function | None = None) -> list[Function]:
         """Every copy of the function the compiler inlined into its callers, as a Function whose
@@ -286,8 +295,7 @@ class Debug:
             if start is None:
                 continue
             high = die.attributes.get("DW_AT_high_pc")
-            end = start + 1 if high is None or low is None else \
-                (high.value if high.form == "DW_FORM_addr" else low.value + high.value)
+            end = start + 1 if high is None or low is None else end_of(low, high)
             found.append(Function(name, start, max(end, start + 1), die))
         return found
 

@@ -68,31 +68,31 @@ def top_level(cu: Any, data: bytes, strings: bytes | None = None) -> list[tuple[
         children, sizes, tag, name_at = shape
         name = None
         for index, size in enumerate(sizes):
-            if index == name_at and depth == 1:
-                if size == STRING:
-                    name = data[at:data.index(b"\0", at)].decode("utf-8", "replace")
-                elif size == 4 and strings is not None:
-                    offset = int.from_bytes(data[at:at + 4], "little")
-                    name = strings[offset:strings.index(b"\0", offset)].decode("utf-8", "replace")
-            if size >= 0:
-                at += size
-            elif size == LEB:
-                while data[at] & 0x80:
-                    at += 1
-                at += 1
-            elif size == STRING:
-                at = data.index(b"\0", at) + 1
-            elif size == BLOCK_LEB:
-                length, at = uleb128(data, at)
-                at += length
-            else:  # a block with a fixed-size length: -10 - the length's size
-                width = -10 - size
-                at += width + int.from_bytes(data[at:at + width], "little")
+            if index == name_at and depth == 1:  # DW_AT_name is in place or in .debug_str (_shapes)
+                name = _string(data, at, "DW_FORM_string" if size == STRING else "DW_FORM_strp", strings)
+            at = _skip(data, at, size)
         if depth == 1:
             found.append((start, tag, name))
         if children:
             depth += 1
     return found
+
+
+def _skip(data: bytes, at: int, size: int) -> int:
+    """Past one attribute value of the given shape (a size from _shapes)."""
+    if size >= 0:
+        return at + size
+    if size == LEB:
+        while data[at] & 0x80:
+            at += 1
+        return at + 1
+    if size == STRING:
+        return data.index(b"\0", at) + 1
+    if size == BLOCK_LEB:
+        length, at = uleb128(data, at)
+        return at + length
+    width = -10 - size  # a block with a fixed-size length: -10 - the length's size
+    return at + width + int.from_bytes(data[at:at + width], "little")
 
 
 _REFERENCE = {"DW_FORM_ref1": 1, "DW_FORM_ref2": 2, "DW_FORM_ref4": 4, "DW_FORM_ref8": 8, "DW_FORM_ref_addr": 4}
@@ -141,20 +141,7 @@ def referring(cu: Any, data: bytes, tag: str, attribute: str, targets: set[int],
                     found.append(start)
             if forms is not None and die_tag == "DW_TAG_subprogram" and isinstance(forms[index], tuple):
                 name = _string(data, at, forms[index][1], strings)
-            if size >= 0:
-                at += size
-            elif size == LEB:
-                while data[at] & 0x80:
-                    at += 1
-                at += 1
-            elif size == STRING:
-                at = data.index(b"\0", at) + 1
-            elif size == BLOCK_LEB:
-                length, at = uleb128(data, at)
-                at += length
-            else:
-                width = -10 - size
-                at += width + int.from_bytes(data[at:at + width], "little")
+            at = _skip(data, at, size)
         if named is not None and name == named and inline_shapes.get(code, (0, 0, 0, -1))[3] >= 0:
             abstract.append(start)
         if children:

@@ -30,6 +30,8 @@ from sampler.target.process import TargetProcess
 class DelveBackend:
     name: ClassVar[str] = "delve"
     capabilities: ClassVar[Capabilities] = Capabilities(stops_all_threads=True, languages=("go",))
+    probe_column: ClassVar[bool] = False  # one --at (select.py gives several to ptrace)
+    per_tick: ClassVar[int] = 1
 
     def __init__(self, config: SessionConfig, terminal: DelveTerminal,
                  clock: Callable[[], float] = time.monotonic) -> None:

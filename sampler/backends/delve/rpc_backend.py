@@ -30,6 +30,8 @@ LOAD = {"FollowPointers": True, "MaxVariableRecurse": 1, "MaxStringLen": 64, "Ma
 class DelveRpcBackend:
     name: ClassVar[str] = "delve-rpc"
     capabilities: ClassVar[Capabilities] = Capabilities(stops_all_threads=True, languages=("go",))
+    probe_column: ClassVar[bool] = False  # one --at (select.py gives several to ptrace)
+    per_tick: ClassVar[int] = 1
 
     def __init__(self, config: SessionConfig, rpc: DelveRpc) -> None:
         self.config = config

@@ -116,7 +116,6 @@ class PtraceBackend:
             site.scope.check()  # without --at every name must be a global: others refused now
         if zero_stop:
             site = self.sites[0]
-            self.config = site.scope.config  # names the short form rewrote
             if site.scope.is_go:
                 site.scope.prepare_go(self.memory.read)
             site.evaluate(self.memory, None)
@@ -193,7 +192,7 @@ class PtraceBackend:
                 for site in sites:  # the hit one's byte is back already
                     tracer.disarm(site.address)  # type: ignore[arg-type]
             if caught is None:
-                return sites[0].missed(miss(stop, self.config.hit_timeout_s), (time.monotonic() - armed) * 1e6)
+                return self._missed(sites, stop, armed)
             tracer.let_run()
             caught_hit, snapshot = caught
             site = self._at[caught_hit.address]
@@ -208,8 +207,11 @@ class PtraceBackend:
             if hit is not None:
                 tracer.rewind(hit)  # and the thread onto its instruction, before anything else is read
         if hit is None:
-            return sites[0].missed(miss(stop, self.config.hit_timeout_s), (time.monotonic() - armed) * 1e6)
+            return self._missed(sites, stop, armed)
         return self._at[hit.address].read_hit(memory, hit, armed, self._resume)
+
+    def _missed(self, sites: list[Site], stop: StopFlag, armed: float) -> Reading:
+        return sites[0].missed(miss(stop, self.config.hit_timeout_s), (time.monotonic() - armed) * 1e6)
 
     def _resume(self, hit: Hit) -> None:
         assert self.tracer is not None

@@ -135,7 +135,7 @@ class PtraceBackend:
         journal = Journal(self.config.pid)
         if self.config.guardian:
             self.guardian = Guardian(PatchRescue(self.config.pid))
-        self.tracer = Tracer(self.config.pid, self.memory, journal, self.guardian)
+        self.tracer = Tracer(self.config.pid, self.memory, journal, self.guardian, go=self.sites[0].scope.is_go)
         self.tracer.seize()
 
     def _check_instruction(self, site: Site) -> None:

@@ -30,6 +30,34 @@ _readv.argtypes = [ctypes.c_int, ctypes.POINTER(_Iovec), ctypes.c_ulong, ctypes.
 _readv.restype = ctypes.c_ssize_t
 
 
+_writev = _libc.process_vm_writev
+_writev.argtypes = _readv.argtypes
+_writev.restype = ctypes.c_ssize_t
+
+
+def read_as_cpu(pid: int, address: int, size: int) -> bytes | None:
+    """SIZE bytes of the target's memory as its own instructions could read them (None where
+    they would fault): process_vm_readv honours the pages' protections, /proc/PID/mem does not."""
+    buffer = ctypes.create_string_buffer(size)
+    local, remote = _Iovec(ctypes.addressof(buffer), size), _Iovec(address, size)
+    try:
+        done = _readv(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+    except ctypes.ArgumentError:
+        return None
+    return buffer.raw if done == size else None
+
+
+def write_as_cpu(pid: int, address: int, data: bytes) -> bool:
+    """Write as the target's own instruction would (process_vm_writev: a read-only page is
+    refused, as the CPU would fault): only ever the stack slot of an emulated push."""
+    buffer = ctypes.create_string_buffer(data, len(data))
+    local, remote = _Iovec(ctypes.addressof(buffer), len(data)), _Iovec(address, len(data))
+    try:
+        return bool(_writev(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0) == len(data))
+    except ctypes.ArgumentError:
+        return False
+
+
 class UnreadableMemory(Exception):
     """An address the target has not mapped (a per-sample problem, not a session error)."""
 

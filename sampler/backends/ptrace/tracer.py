@@ -24,7 +24,7 @@ from ptrace.binding import func as ptrace_func  # type: ignore[import-untyped]
 from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
 from sampler import waits
-from sampler.backends.ptrace import calls
+from sampler.backends.ptrace import calls, emulate
 from sampler.backends.ptrace.children import ChildReleaser, shares_memory
 from sampler.backends.ptrace.instructions import kind_of
 from sampler.backends.ptrace.memory import Memory, UnreadableMemory
@@ -87,14 +87,20 @@ LET_RUN_S = 0.0 if os.environ.get("SAMPLER_LET_RUN") == "0" else 20e-6
 """How long the worker steps off the CPU after letting the hitting thread go (let_run);
 SAMPLER_LET_RUN=0 turns it off (for measuring what it is worth: bench/stall.py)."""
 SLEEP_SLICE_S = 0.1
+EMULATE = os.environ.get("SAMPLER_EMULATE") != "0"
+"""SAMPLER_EMULATE=0 single-steps every hit (for measuring what emulation is worth: bench/limit.py)."""
+CHECK_EMULATION = os.environ.get("SAMPLER_CHECK_EMULATION") == "1"
+"""Run every emulated instruction on the CPU too (a single-step) and compare (for the tests)."""
 TRAP_STOP = signal.SIGTRAP << 8 | 0x7F
 """waitpid's status of a thread stopped by a plain SIGTRAP (no ptrace event): a breakpoint's."""
 
 
 class Tracer:
     def __init__(self, pid: int, memory: Memory, journal: Journal | None = None,
-                 guardian: Guardian | None = None) -> None:
+                 guardian: Guardian | None = None, go: bool = False) -> None:
         self.pid = pid
+        self.go = go
+        """The target is a Go program (its stack check may be emulated: emulate.py)."""
         self.memory = memory
         self.journal = journal
         """Where each patched byte is noted before it is patched (for repair after a crash)."""
@@ -116,6 +122,14 @@ class Tracer:
         """Events of other threads taken while holding them for a step, served next."""
         self._displaced: dict[int, str] = {}
         """Breakpoint address -> what its instruction needs for a step (instructions.kind_of)."""
+        self._emulations: dict[int, emulate.Emulation | None] = {}
+        """Breakpoint address -> how its instruction runs without a step (None: it is stepped)."""
+        self.emulated = 0
+        """Every-hit hits whose instruction was emulated (no single-step)."""
+        self.stepped = 0
+        """Every-hit hits whose instruction was single-stepped."""
+        self.mismatches: list[str] = []
+        """With SAMPLER_CHECK_EMULATION=1: where an emulation differed from the CPU's step."""
         self._detaching = False
         self.trace_vfork_children = permission.can_ptrace()
         """A traced program's exec drops its set-user-ID and capabilities unless its tracer has
@@ -294,8 +308,27 @@ class Tracer:
 
     def step_over(self, hit: Hit) -> None:
         """Every-hit mode: run the hitting thread over the original instruction with the
-        breakpoint kept, and let it go. While it steps the original byte is in place, so
-        every other thread of the target is held meanwhile: none runs through uncounted."""
+        breakpoint kept, and let it go. Emulated when it can be (emulate.py: one stop, the
+        int3 never leaves); else single-stepped: while it steps the original byte is in place,
+        so every other thread of the target is held meanwhile: none runs through uncounted."""
+        address = hit.address
+        if address in self._emulations:
+            emulation = self._emulations[address]
+        else:
+            emulation = self._emulations[address] = self._emulation_at(address) if EMULATE else None
+        if emulation is not None and not CHECK_EMULATION:
+            registers = hit.registers
+            if emulation(registers, self.pid):
+                self.emulated += 1
+                hit.rewound = True  # past the instruction, as a step leaves it
+                hit.resumed = time.monotonic()
+                if calls.ptrace(calls.PTRACE_SETREGS, hit.tid, None, ctypes.addressof(registers)) != -1:
+                    self._request(calls.PTRACE_CONT, hit.tid)
+                else:
+                    self._set_registers(hit)  # for its error (ESRCH: gone)
+                return
+        self.stepped += 1
+        check = self._checker(hit, emulation) if emulation is not None else None
         kind = self._displaced.get(hit.address)
         if kind is None:
             kind = self._displaced[hit.address] = self._kind_at(hit.address)
@@ -305,9 +338,44 @@ class Tracer:
             return
         held = self._hold_others(hit.tid)
         try:
-            self._step_in_place(hit, repeat=kind == "repeat")
+            self._step_in_place(hit, repeat=kind == "repeat", check=check)
         finally:
             self._release(held)
+
+    def _emulation_at(self, address: int) -> emulate.Emulation | None:
+        try:
+            code = bytes([self.originals[address]]) + self.memory.read(address + 1, 15)
+        except UnreadableMemory:
+            return None
+        return emulate.emulation_for(code, address, self.go)
+
+    def _checker(self, hit: Hit, emulation: emulate.Emulation) -> Callable[[int], None] | None:
+        """With SAMPLER_CHECK_EMULATION=1: what the emulation would leave, to be compared with
+        what the CPU's single-step left (registers, and the stack slot of a push)."""
+        expected = emulate.copy(hit.registers)
+        slot = expected.rsp - 8
+        try:
+            before = self.memory.read(slot, 8)
+        except UnreadableMemory:
+            return None
+        if not emulation(expected, self.pid):
+            return None
+        wrote = None
+        if expected.rsp == slot:  # a push wrote its slot: put it back, the CPU's step writes it again
+            wrote = self.memory.read(slot, 8)
+            self.memory.write(slot, before)
+
+        def check(tid: int) -> None:
+            try:
+                stepped = calls.get_registers(tid)
+            except PtraceError:
+                return
+            found = emulate.differences(expected, stepped)
+            if wrote is not None and self.memory.read(stepped.rsp, 8) != wrote:
+                found.append("the pushed value")
+            if found:
+                self.mismatches.append(f"{hit.address:#x}: {', '.join(found)}")
+        return check
 
     def _kind_at(self, address: int) -> str:
         """What the instruction at a breakpoint is, for the step over it (instructions.kind_of)."""
@@ -366,7 +434,7 @@ class Tracer:
             else:
                 self._queue.append((tid, status))
 
-    def _step_in_place(self, hit: Hit, repeat: bool) -> None:
+    def _step_in_place(self, hit: Hit, repeat: bool, check: Callable[[int], None] | None = None) -> None:
         """Single-step the thread over the original instruction. A signal that comes first
         is held back and delivered once the instruction has run: delivered on the step, its
         handler would return onto the breakpoint, and the call would be counted twice (Go's
@@ -407,6 +475,8 @@ class Tracer:
                 info = calls.get_siginfo(hit.tid)  # kept whole: a timer's si_value, SIGCHLD's si_pid
             later.append(sig)  # held back until the instruction has run
             signum = 0
+        if check is not None and stepping:
+            check(hit.tid)
         self.armed[hit.address] = original
         self._write_int3(hit.address)
         hit.resumed = time.monotonic()

@@ -95,7 +95,7 @@ $(VENV)/.installed: pyproject.toml | system-deps
 
 targets: targets/bin/ringbuf-go targets/bin/ringbuf-go-stripped targets/bin/httpd-go targets/bin/httpd-go-stripped targets/bin/ringbuf-c targets/bin/ringbuf-c-O0 targets/bin/ringbuf-lib \
 	targets/bin/libplugin.so targets/bin/ringbuf-cpp targets/bin/ringbuf-rust targets/bin/ringbuf-c-exported \
-	targets/bin/forker targets/bin/callers targets/bin/spawner-go targets/bin/jailed targets/bin/jailed-nodebug \
+	targets/bin/forker targets/bin/callers targets/bin/emulate targets/bin/spawner-go targets/bin/jailed targets/bin/jailed-nodebug \
 	targets/bin/clones targets/bin/clones-cpp targets/bin/stall targets/bin/stall-go
 
 targets/bin/ringbuf-go: targets/ringbuf-go/main.go targets/ringbuf-go/go.mod | system-deps
@@ -196,6 +196,11 @@ targets/bin/spawner-go: targets/spawner-go/main.go targets/spawner-go/go.mod | s
 targets/bin/callers: targets/callers/callers.c | system-deps
 	mkdir -p targets/bin
 	$(CC) -O2 -g -pthread -o $@ $< -ldl
+
+# functions that start with each instruction the ptrace backend emulates (test_emulate.py); no -g
+targets/bin/emulate: targets/emulate/emulate.c | system-deps
+	mkdir -p targets/bin
+	$(CC) -O2 -pthread -o $@ $<
 
 clean:
 	rm -rf targets/bin $(VENV) .cache samples.csv

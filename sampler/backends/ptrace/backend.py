@@ -29,7 +29,7 @@ from sampler.backends.ptrace.plan import Snapshot
 from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.scope import Scope
 from sampler.backends.ptrace.site import Site
-from sampler.backends.ptrace.tracer import Hit, Tracer
+from sampler.backends.ptrace.tracer import CHECK_EMULATION, Hit, Tracer
 from sampler.config import Probe, SessionConfig
 from sampler.debuginfo.debugfiles import DebugFinder
 from sampler.debuginfo.locate import Place, resolve_all
@@ -90,6 +90,10 @@ class PtraceBackend:
         """Steps over the breakpoint while a thread could not be held (for the summary)."""
         self._vfork_windows = 0
         """Times the breakpoint was out for an untraced vfork child (for the summary)."""
+        self._steps = (0, 0)
+        """Every-hit hits whose instruction was emulated, and those single-stepped (for the summary)."""
+        self._checked: tuple[int, list[str]] | None = None
+        """With SAMPLER_CHECK_EMULATION=1: (hits checked, where the emulation differed from the CPU)."""
 
     @property
     def address(self) -> int | None:
@@ -257,6 +261,15 @@ class PtraceBackend:
             said.append(f"the breakpoint was out {self._vfork_windows} time(s) while a vfork child ran untraced "
                         "(sampler lacks CAP_SYS_PTRACE, and a traced exec would lose its set-user-ID): calls "
                         "other threads made then may have been missed")
+        emulated, stepped = self._steps
+        if (emulated or stepped) and not CHECK_EMULATION:
+            said.append(f"every hit: {emulated} ran on without a single-step, {stepped} single-stepped"
+                        + (" (the instruction under the breakpoint is not one sampler emulates: each hit "
+                           "stops the thread twice)" if stepped and not emulated else ""))
+        if self._checked is not None:
+            checked, differed = self._checked
+            said.append(f"emulation checked against the CPU at {checked} hit(s): {len(differed)} differed"
+                        + (f" (first: {differed[0]})" if differed else ""))
         return said
 
     def detach(self) -> None:
@@ -268,6 +281,9 @@ class PtraceBackend:
                 finally:
                     self._released, self._unsure = tracer.children.released, tracer.unsure
                     self._vfork_windows = tracer.vfork_windows
+                    self._steps = (tracer.emulated, tracer.stepped)
+                    if CHECK_EMULATION:
+                        self._checked = (tracer.checked, tracer.mismatches)
             if self.guardian is not None:  # only once every byte is back
                 guardian, self.guardian = self.guardian, None
                 guardian.dismiss()

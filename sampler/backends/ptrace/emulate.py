@@ -40,8 +40,35 @@ from capstone import x86_const as X
 
 from sampler.backends.ptrace.memory import read_as_cpu, write_as_cpu
 
-Emulation = Callable[[Any, int], bool]
-"""``emulation(registers, pid)``: set the registers (and the stack) to what the instruction
+
+class Access:
+    """The target's memory as its own instructions reach it (process_vm_readv/writev honour
+    the pages' protections, /proc/PID/mem does not)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def read(self, address: int, size: int) -> bytes | None:
+        return read_as_cpu(self.pid, address, size)
+
+    def write(self, address: int, data: bytes) -> bool:
+        return write_as_cpu(self.pid, address, data)
+
+
+class Recorder(Access):
+    """Reads the target, keeps the writes (for comparing an emulation with the CPU's step)."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(pid)
+        self.writes: list[tuple[int, bytes]] = []
+
+    def write(self, address: int, data: bytes) -> bool:
+        self.writes.append((address, data))
+        return True
+
+
+Emulation = Callable[[Any, Access], bool]
+"""``emulation(registers, memory)``: set the registers (and the stack) to what the instruction
 would leave; False when it cannot be done this time (nothing changed): single-step instead."""
 
 _DECODER = Cs(CS_ARCH_X86, CS_MODE_64)
@@ -55,16 +82,21 @@ _REGISTERS = {name: (name, 8) for name in (
     "rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15")}
 _REGISTERS.update({f"e{name[1:]}": (name, 4) for name in ("rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp")})
 _REGISTERS.update({f"r{n}d": (f"r{n}", 4) for n in range(8, 16)})
+_REGISTERS.update({f"{name[1]}l": (name, 1) for name in ("rax", "rbx", "rcx", "rdx")})
+_REGISTERS.update({f"{name[1:]}l": (name, 1) for name in ("rsi", "rdi", "rbp", "rsp")})
+_REGISTERS.update({f"r{n}b": (f"r{n}", 1) for n in range(8, 16)})
 MASK = {8: (1 << 64) - 1, 4: (1 << 32) - 1, 1: 0xFF}
 SIGN = {8: 1 << 63, 4: 1 << 31, 1: 1 << 7}
 SKIP = {X.X86_INS_ENDBR64, X.X86_INS_NOP}
 LOGIC = {X.X86_INS_AND, X.X86_INS_OR, X.X86_INS_XOR, X.X86_INS_TEST}
 ARITHMETIC = {X.X86_INS_ADD, X.X86_INS_SUB, X.X86_INS_CMP} | LOGIC
 FLAGS_ONLY = {X.X86_INS_CMP, X.X86_INS_TEST}
+MOVES = {X.X86_INS_MOV, X.X86_INS_MOVABS}
 
 
-def emulation_for(code: bytes, address: int, go: bool) -> Emulation | None:
-    """How to run the instruction at the start of CODE (at ADDRESS) without a step, or None."""
+def emulation_for(code: bytes, address: int, go: bool, shadow_stack: bool = False) -> Emulation | None:
+    """How to run the instruction at the start of CODE (at ADDRESS) without a step, or None.
+    ``shadow_stack``: the process keeps a CET shadow stack (a ret must pop it too: not emulated)."""
     try:
         decoded = next(_DECODER.disasm(code, address, 1), None)
     except CsError:
@@ -72,12 +104,12 @@ def emulation_for(code: bytes, address: int, go: bool) -> Emulation | None:
     if decoded is None or any(decoded.prefix[:2]) or decoded.prefix[3]:  # lock/rep, segment, address size
         return None
     try:
-        return _compile(decoded, address + decoded.size, go)
+        return _compile(decoded, address + decoded.size, go, shadow_stack)
     except (CsError, KeyError, ValueError):
         return None  # an operand this module does not know
 
 
-def _compile(insn: Any, after: int, go: bool) -> Emulation | None:
+def _compile(insn: Any, after: int, go: bool, shadow_stack: bool) -> Emulation | None:
     ops = insn.operands
     kind = insn.id
     if kind in SKIP:
@@ -85,12 +117,16 @@ def _compile(insn: Any, after: int, go: bool) -> Emulation | None:
     if kind == X.X86_INS_PUSH and len(ops) == 1 and ops[0].type == X.X86_OP_REG:
         field, width = _register(insn, ops[0].reg)
         return _push(field, after) if width == 8 else None
+    if kind == X.X86_INS_RET and not shadow_stack and all(op.type == X.X86_OP_IMM for op in ops):
+        return _return(ops[0].imm if ops else 0)
+    if kind in MOVES and len(ops) == 2 and X.X86_OP_MEM in (ops[0].type, ops[1].type):
+        return _frame_move(insn, after)
     if len(ops) != 2 or (ops[0].type != X.X86_OP_REG and kind not in FLAGS_ONLY):
         return None
     if kind == X.X86_INS_LEA and ops[1].type == X.X86_OP_MEM:
         field, width = _register(insn, ops[0].reg)
         return _assign(field, width, _address_of(insn, ops[1].mem, after), after)
-    if kind == X.X86_INS_MOV:
+    if kind in MOVES:
         field, width = _register(insn, ops[0].reg)
         return _assign(field, width, _source(insn, ops[1], width, after), after)
     if kind in ARITHMETIC:
@@ -144,31 +180,83 @@ def _address_of(insn: Any, mem: Any, after: int) -> Callable[[Any], int]:
 
 
 def _skip(after: int) -> Emulation:
-    def run(registers: Any, pid: int) -> bool:
+    def run(registers: Any, memory: Access) -> bool:
         registers.rip = after
         return True
     return run
 
 
 def _push(field: str, after: int) -> Emulation:
-    def run(registers: Any, pid: int) -> bool:
+    def run(registers: Any, memory: Access) -> bool:
         value, top = getattr(registers, field), registers.rsp
         slot = (top - 8) & MASK[8]
-        if slot // PAGE != top // PAGE or not write_as_cpu(pid, slot, value.to_bytes(8, "little")):
+        if slot // PAGE != top // PAGE or not memory.write(slot, value.to_bytes(8, "little")):
             return False
         registers.rsp, registers.rip = slot, after
         return True
     return run
 
 
-def _assign(field: str, width: int, source: Callable[[Any], int], after: int) -> Emulation:
-    mask = MASK[width]
+def _return(pop: int) -> Emulation:
+    """ret: the return address from the thread's own stack, as the CPU reads it."""
+    def run(registers: Any, memory: Access) -> bool:
+        top = registers.rsp
+        data = memory.read(top, 8)
+        if data is None:
+            return False
+        registers.rip, registers.rsp = int.from_bytes(data, "little"), (top + 8 + pop) & MASK[8]
+        return True
+    return run
 
-    def run(registers: Any, pid: int) -> bool:
-        setattr(registers, field, source(registers) & mask)  # a 32-bit result zero-extends
+
+def _frame_move(insn: Any, after: int) -> Emulation | None:
+    """mov between a 64- or 32-bit register (or an immediate, stored) and the thread's own
+    stack frame, at or above its stack pointer ([rsp+disp], disp >= 0)."""
+    target, source = insn.operands
+    memory = target if target.type == X.X86_OP_MEM else source
+    mem = memory.mem
+    if mem.segment or mem.index or not mem.base or insn.reg_name(mem.base) != "rsp" or mem.disp < 0 \
+            or memory.size not in (8, 4):
+        return None
+    width, disp = memory.size, mem.disp
+    if target is memory:
+        value = _source(insn, source, width, after)
+
+        def store(registers: Any, memory: Access) -> bool:
+            data = value(registers).to_bytes(width, "little")
+            if not memory.write((registers.rsp + disp) & MASK[8], data):
+                return False
+            registers.rip = after
+            return True
+        return store
+    field, register_width = _register(insn, target.reg)
+    if register_width != width:
+        return None
+
+    def load(registers: Any, memory: Access) -> bool:
+        data = memory.read((registers.rsp + disp) & MASK[8], width)
+        if data is None:
+            return False
+        setattr(registers, field, int.from_bytes(data, "little"))  # a 32-bit load zero-extends
+        registers.rip = after
+        return True
+    return load
+
+
+def _assign(field: str, width: int, source: Callable[[Any], int], after: int) -> Emulation:
+    def run(registers: Any, memory: Access) -> bool:
+        _put(registers, field, width, source(registers))
         registers.rip = after
         return True
     return run
+
+
+def _put(registers: Any, field: str, width: int, value: int) -> None:
+    """Write a register as the CPU does: a 32-bit result zero-extends, an 8-bit one replaces
+    the low byte only."""
+    if width == 1:
+        value = getattr(registers, field) & ~0xFF | value & 0xFF
+    setattr(registers, field, value & MASK[width] if width != 1 else value)
 
 
 def _arithmetic(insn: Any, kind: int, after: int, go: bool) -> Emulation | None:
@@ -197,7 +285,7 @@ def _arithmetic(insn: Any, kind: int, after: int, go: bool) -> Emulation | None:
         read_right = _from_register(right_field, width)
     else:
         immediate = right.imm & MASK[width]
-        read_right = lambda registers, pid: immediate  # noqa: E731
+        read_right = lambda registers, memory: immediate  # noqa: E731
     return _compute(kind, width, read_left, read_right, None if kind in FLAGS_ONLY else field, after)
 
 
@@ -206,26 +294,26 @@ def _stack_guard(insn: Any, mem: Any) -> bool:
     return bool(mem.base) and insn.reg_name(mem.base) == "r14" and not mem.index and not mem.segment
 
 
-def _from_register(field: str, width: int) -> Callable[[Any, int], int | None]:
+def _from_register(field: str, width: int) -> Callable[[Any, Access], int | None]:
     mask = MASK[width]
-    return lambda registers, pid: getattr(registers, field) & mask
+    return lambda registers, memory: getattr(registers, field) & mask
 
 
-def _from_memory(insn: Any, mem: Any, width: int, after: int) -> Callable[[Any, int], int | None]:
+def _from_memory(insn: Any, mem: Any, width: int, after: int) -> Callable[[Any, Access], int | None]:
     address_of = _address_of(insn, mem, after)
 
-    def read(registers: Any, pid: int) -> int | None:
-        data = read_as_cpu(pid, address_of(registers), width)
+    def read(registers: Any, memory: Access) -> int | None:
+        data = memory.read(address_of(registers), width)
         return None if data is None else int.from_bytes(data, "little")
     return read
 
 
-def _compute(kind: int, width: int, read_left: Callable[[Any, int], int | None],
-             read_right: Callable[[Any, int], int | None], field: str | None, after: int) -> Emulation:
+def _compute(kind: int, width: int, read_left: Callable[[Any, Access], int | None],
+             read_right: Callable[[Any, Access], int | None], field: str | None, after: int) -> Emulation:
     mask, sign = MASK[width], SIGN[width]
 
-    def run(registers: Any, pid: int) -> bool:
-        a, b = read_left(registers, pid), read_right(registers, pid)
+    def run(registers: Any, memory: Access) -> bool:
+        a, b = read_left(registers, memory), read_right(registers, memory)
         if a is None or b is None:
             return False  # memory the CPU could not read: it faults there, in a single-step
         if kind == X.X86_INS_ADD:
@@ -240,7 +328,7 @@ def _compute(kind: int, width: int, read_left: Callable[[Any, int], int | None],
             flags = 0
         flags |= _PARITY[result & 0xFF] | (ZF if result == 0 else 0) | (SF if result & sign else 0)
         if field is not None:
-            setattr(registers, field, result)  # a 32-bit result zero-extends
+            _put(registers, field, width, result)
         registers.eflags = registers.eflags & ~ARITHMETIC_FLAGS | flags
         registers.rip = after
         return True

@@ -124,10 +124,12 @@ class Tracer:
         """Breakpoint address -> what its instruction needs for a step (instructions.kind_of)."""
         self._emulations: dict[int, emulate.Emulation | None] = {}
         """Breakpoint address -> how its instruction runs without a step (None: it is stepped)."""
+        self._access = emulate.Access(pid)
         self.emulated = 0
         """Every-hit hits whose instruction was emulated (no single-step)."""
         self.stepped = 0
         """Every-hit hits whose instruction was single-stepped."""
+        self.checked = 0
         self.mismatches: list[str] = []
         """With SAMPLER_CHECK_EMULATION=1: where an emulation differed from the CPU's step."""
         self._detaching = False
@@ -318,7 +320,7 @@ class Tracer:
             emulation = self._emulations[address] = self._emulation_at(address) if EMULATE else None
         if emulation is not None and not CHECK_EMULATION:
             registers = hit.registers
-            if emulation(registers, self.pid):
+            if emulation(registers, self._access):
                 self.emulated += 1
                 hit.rewound = True  # past the instruction, as a step leaves it
                 hit.resumed = time.monotonic()
@@ -347,32 +349,30 @@ class Tracer:
             code = bytes([self.originals[address]]) + self.memory.read(address + 1, 15)
         except UnreadableMemory:
             return None
-        return emulate.emulation_for(code, address, self.go)
+        try:  # a CET shadow stack (kernel 6.6 and later, when the program asks for one)
+            shadow_stack = "shstk" in procfs.status(self.pid).get("x86_Thread_features", "")
+        except ProcessNotFound:
+            return None
+        return emulate.emulation_for(code, address, self.go, shadow_stack)
 
     def _checker(self, hit: Hit, emulation: emulate.Emulation) -> Callable[[int], None] | None:
         """With SAMPLER_CHECK_EMULATION=1: what the emulation would leave, to be compared with
         what the CPU's single-step left (registers, and the stack slot of a push)."""
         expected = emulate.copy(hit.registers)
-        slot = expected.rsp - 8
-        try:
-            before = self.memory.read(slot, 8)
-        except UnreadableMemory:
+        recorder = emulate.Recorder(self.pid)
+        if not emulation(expected, recorder):
             return None
-        if not emulation(expected, self.pid):
-            return None
-        wrote = None
-        if expected.rsp == slot:  # a push wrote its slot: put it back, the CPU's step writes it again
-            wrote = self.memory.read(slot, 8)
-            self.memory.write(slot, before)
 
         def check(tid: int) -> None:
             try:
                 stepped = calls.get_registers(tid)
             except PtraceError:
                 return
+            self.checked += 1
             found = emulate.differences(expected, stepped)
-            if wrote is not None and self.memory.read(stepped.rsp, 8) != wrote:
-                found.append("the pushed value")
+            for address, data in recorder.writes:
+                if recorder.read(address, len(data)) != data:
+                    found.append(f"the {len(data)} bytes it wrote at {address:#x}")
             if found:
                 self.mismatches.append(f"{hit.address:#x}: {', '.join(found)}")
         return check

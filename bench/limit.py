@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import re
 import shutil
 import statistics
@@ -45,6 +46,8 @@ from sampler.debuginfo.locate import resolve  # noqa: E402
 from sampler.debuginfo.modules import Modules  # noqa: E402
 
 REFERENCE = ROOT / "build" / "reftracer"
+STEPPED = "sampler, single-stepping"
+"""sampler in every-hit mode with its emulation off (SAMPLER_EMULATE=0): each hit stepped."""
 _RESULT = re.compile(r"samples=(\d+) median_pause_us=([\d.]+) p95_pause_us=([\d.]+) hits_per_s=([\d.]+)")
 
 
@@ -90,7 +93,10 @@ def run_reference(pid: int, address: int, target: Target, mode: Mode) -> dict[st
             "hits_per_s": float(found[4])}
 
 
-def run_sampler(pid: int, address: int, target: Target, mode: Mode, scratch: Path) -> dict[str, float]:
+def run_sampler(pid: int, address: int, target: Target, mode: Mode, scratch: Path,
+                emulate: bool = True) -> dict[str, float]:
+    """sampler's rows; with ``emulate=False`` every hit is single-stepped (SAMPLER_EMULATE=0),
+    as before the every-hit emulation."""
     out = scratch / "rows.csv"
     common = ["--pid", str(pid), "--backend", "ptrace", "--at", f"*{address:#x}", "--expr", f"delta={target.delta}",
               "--out", str(out), "--quiet"]
@@ -99,7 +105,8 @@ def run_sampler(pid: int, address: int, target: Target, mode: Mode, scratch: Pat
     else:
         argv = [sys.executable, "-m", "sampler", "attach", *common, "--rate", str(mode.rate),
                 "--count", str(mode.count)]
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    env = {**os.environ, "SAMPLER_EMULATE": "1" if emulate else "0"}
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
     if result.returncode != 0:
         raise SystemExit(f"sampler failed: {result.stderr}")
     with open(out, newline="") as f:
@@ -151,13 +158,14 @@ def main() -> None:
                         measured = {"reference (C)": run_reference(proc.pid, address, target, mode),
                                     "sampler": run_sampler(proc.pid, address, target, mode, Path(tmp))}
                         if mode.rate == 0:
+                            measured[STEPPED] = run_sampler(proc.pid, address, target, mode, Path(tmp), emulate=False)
                             bpf = run_bpftrace(proc.pid, target, mode.seconds)
                             if bpf is not None:
                                 measured["bpftrace (count only)"] = bpf
                         for tool, figures in measured.items():
                             rows.append({"target": target.label, "mode": mode.name, "tool": tool,
                                          "round": round_ + 1, **{k: round(v, 1) for k, v in figures.items()}})
-                            print(f"{target.label:6} {mode.name:9} {tool:22} "
+                            print(f"{target.label:6} {mode.name:9} {tool:26} "
                                   f"median {figures['median_pause_us']:7.1f} us  "
                                   f"p95 {figures['p95_pause_us']:7.1f} us  hits/s {figures['hits_per_s']:9.0f}",
                                   flush=True)
@@ -177,7 +185,8 @@ def summary(rows: list[dict[str, object]], rounds: int) -> str:
 
     lines = [f"# sampler's breakpoint sample against a minimal C tracer (medians of {rounds} alternating rounds)",
              "", "| target | mode | reference: median / p95 pause | sampler: median / p95 pause | pause ratio "
-             "| every hit: reference / sampler / bpftrace hits/s | rate ratios |", "|---|---|---|---|---|---|---|"]
+             "| every hit: reference / sampler / sampler single-stepping / bpftrace hits/s | rate ratios |",
+             "|---|---|---|---|---|---|---|"]
     for target in dict.fromkeys(str(r["target"]) for r in rows):
         for mode in dict.fromkeys(str(r["mode"]) for r in rows):
             ref_p, ref_95 = median(target, mode, "reference (C)", "median_pause_us"), \
@@ -191,7 +200,8 @@ def summary(rows: list[dict[str, object]], rounds: int) -> str:
                 ref_r = median(target, mode, "reference (C)", "hits_per_s") or 0.0
                 mine_r = median(target, mode, "sampler", "hits_per_s") or 0.0
                 bpf_r = median(target, mode, "bpftrace (count only)", "hits_per_s")
-                rates = f"{ref_r:,.0f} / {mine_r:,.0f} / {bpf_r:,.0f}" if bpf_r else f"{ref_r:,.0f} / {mine_r:,.0f} / -"
+                stepped_r = median(target, mode, STEPPED, "hits_per_s") or 0.0
+                rates = f"{ref_r:,.0f} / {mine_r:,.0f} / {stepped_r:,.0f} / " + (f"{bpf_r:,.0f}" if bpf_r else "-")
                 ratio = f"{mine_r / ref_r:.2f}x of the reference" + (f", 1/{bpf_r / mine_r:.0f} of bpftrace"
                                                                       if bpf_r and mine_r else "")
             lines.append(f"| {target} | {mode} | {ref_p:.0f} / {ref_95:.0f} us | {mine_p:.0f} / {mine_95:.0f} us | "

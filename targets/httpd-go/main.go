@@ -133,6 +133,10 @@ func main() {
 	}}
 	go func() { _ = server.Serve(listener) }()
 	url := "http://" + listener.Addr().String()
+	signals := make(chan os.Signal, 1)
+	if *burst > 0 { // before "ready": a SIGUSR1 that came first would end the program
+		signal.Notify(signals, syscall.SIGUSR1)
+	}
 	fmt.Printf("ready pid=%d url=%s\n", os.Getpid(), url)
 
 	var done uint64
@@ -156,7 +160,7 @@ func main() {
 		}()
 	}
 	if *burst > 0 {
-		go bursts(url, *burst, &connections)
+		go bursts(url, *burst, &connections, signals)
 	}
 	var last uint64
 	for second := 1; ; second++ {
@@ -172,9 +176,7 @@ func main() {
 
 // bursts makes n requests on new connections at each SIGUSR1, and says what the
 // server counted: connections accepted and requests served.
-func bursts(url string, n int, connections *uint64) {
-	signals := make(chan os.Signal, 1)
-	signal.Notify(signals, syscall.SIGUSR1)
+func bursts(url string, n int, connections *uint64, signals chan os.Signal) {
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	for range signals {
 		stats.mu.Lock()

@@ -13,6 +13,7 @@ import click
 
 from sampler import __version__, notice, run
 from sampler.backends.select import CHOICES
+from sampler.budget import parse_share
 from sampler.config import Probe, SessionConfig
 from sampler.durations import format_duration, parse_duration
 from sampler.errors import (
@@ -48,6 +49,21 @@ class Duration(click.ParamType):  # type: ignore[type-arg]
 DURATION = Duration()
 
 
+class Share(click.ParamType):  # type: ignore[type-arg]
+    name = "percent"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, float):
+            return value
+        try:
+            return parse_share(str(value))
+        except ValueError as e:
+            self.fail(f"{value!r}: {e}", param, ctx)
+
+
+SHARE = Share()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="sampler")
 def cli() -> None:
@@ -59,7 +75,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 SECTIONS = {
     "What to sample": ("--pid", "--pgrep", "--container", "--wait-target", "--expr"),
     "Where": ("--at", "--backend", "--debug-dir", "--symbols"),
-    "When": ("--interval", "--rate", "--count", "--max-events", "--duration", "--hit-timeout", "--stop-when"),
+    "When": ("--interval", "--rate", "--count", "--max-events", "--duration", "--hit-timeout", "--stop-when",
+             "--max-overhead"),
     "Output": ("--out", "--format", "--quiet", "--live", "--metrics", "--count-by", "--hist"),
 }
 
@@ -153,6 +170,11 @@ def target_options(command: F) -> F:
         click.option("--stop-when", "stop_when", metavar="CONDITION",
                      help="End the run after the first row where this holds, over the columns by name: "
                           "--stop-when 'delta > 20000'."),
+        click.option("--max-overhead", "max_overhead", type=SHARE, metavar="PERCENT",
+                     help="Keep the share of the target's time its samples stop it under this (1%): attach "
+                          "samples less often, trace takes the breakpoints out for a while (calls then are not "
+                          "traced, and the summary says so). Estimated from each pause and this host's wake-up "
+                          "latency."),
         click.option("--no-guardian", "no_guardian", is_flag=True, hidden=True,
                      help="No guardian process (for measuring what it is worth)."),
     ]):
@@ -235,6 +257,7 @@ def _config(ctx: click.Context, common: dict[str, Any], locations: Sequence[str]
                          backend=common["backend"], guardian=not common["no_guardian"],
                          debug_dirs=_debug_dirs(common["debug_dirs"]), symbols_file=common["symbols_file"],
                          quiet=common["quiet"], stop_when=_condition(common["stop_when"], names),
+                         max_overhead=common["max_overhead"],
                          **specific)
 
 

@@ -47,6 +47,8 @@ class SessionConfig:
     (``count`` then limits events; ``interval_s`` is unused)."""
     stop_when: Condition | None = None
     """--stop-when: end the run after the first row where this holds."""
+    max_overhead: float | None = None
+    """--max-overhead: the most of the target's time sampling may stop it (0.01: 1 %); None: no budget."""
     probes: tuple[Probe, ...] = ()
     """Several --at, each with its expressions (ptrace); ``location`` is then the first one's
     and ``expressions`` every column, each name once. Empty: one probe, (location, expressions)."""

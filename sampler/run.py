@@ -48,6 +48,9 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
             if fixed.restored or fixed.problem:
                 click.echo(f"sampler: an earlier run left PID {fixed.pid} patched: {fixed.note}", err=True)
         choice = pick(config, target)
+        if config.every_hit and config.max_overhead is not None and choice.name != "ptrace":
+            raise UsageError(f"--max-overhead with trace needs the ptrace backend ({choice.name} cannot take its "
+                             "breakpoint out for a while)", "give --backend ptrace, or use attach")
         if choice.name != "ptrace" and (config.debug_dirs or config.symbols_file):
             notice.say(f"--debug-dir and --symbols are used by the ptrace backend only; {choice.name} finds debug "
                  "info by its own rules (dlv's debug-info-directories)")
@@ -93,6 +96,8 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
         ended = f", stopped by {summary.stopped_by}" if summary.stopped_by else ""
         click.echo(f"sampler: {summary.samples} samples ({summary.misses} with errors) to "
                    f"{_where(out, output)}; median pause {median:.2f}ms{ended}; target left running", err=True)
+    if summary.overhead:  # said under --quiet too: it changes what the rows mean
+        notice.say(summary.overhead)
     for note in backend.notes():  # under --quiet only what changes what the rows mean
         if not quiet or "missed" in note:
             notice.say(note)

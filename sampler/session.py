@@ -16,7 +16,9 @@ from types import FrameType
 
 from sampler import notice, wakeups
 from sampler.backends.base import Backend
+from sampler.budget import Budget, wake_latency_s
 from sampler.config import SessionConfig
+from sampler.durations import format_duration
 from sampler.output import Writer
 from sampler.quantile import LogHistogram
 from sampler.sample import Reading, Sample, Value, format_value
@@ -45,6 +47,8 @@ class Summary:
     """The signal that ended the run, if one did."""
     pause_us: LogHistogram = field(default_factory=LogHistogram)
     """Every sample's pause, in bounded memory (for the median at the end)."""
+    overhead: str = ""
+    """With --max-overhead: what the budget did and the overhead reached (said even under --quiet)."""
 
 
 class Session:
@@ -58,6 +62,9 @@ class Session:
         self.clock = clock
         self.stop = StopFlag()
         self.summary = Summary()
+        self.budget = Budget(config.max_overhead, wake_latency_s()) if config.max_overhead else None
+        self._tick_cost_s = 0.0
+        self._stretch_said = False
 
     def run(self) -> Summary:
         """Attach, sample until count/duration/signal, detach. Errors propagate after detach.
@@ -71,10 +78,28 @@ class Session:
                 self.backend.attach()
                 for writer in self.writers:
                     writer.begin()
-                self._trace_loop() if self.config.every_hit else self._loop()
+                started = self.clock()
+                try:
+                    self._trace_loop() if self.config.every_hit else self._loop()
+                finally:
+                    if self.budget is not None:
+                        self.summary.overhead = self._overhead(self.budget, self.clock() - started)
             finally:
                 self.backend.detach()
         return self.summary
+
+    def _overhead(self, budget: Budget, elapsed_s: float) -> str:
+        """The summary's line on --max-overhead."""
+        said = (f"--max-overhead {budget.share:.2%}: the samples stopped the target about "
+                f"{budget.reached(elapsed_s):.2%} of the time (estimated: each pause and two wake-ups of "
+                f"{budget.wake_s * 1e6:.0f} us)")
+        if budget.stretched_to_s:
+            said += (f"; sampled every {format_duration(budget.stretched_to_s)} at the most, where every "
+                     f"{format_duration(self.config.interval_s)} was asked")
+        if budget.outs:
+            said += (f"; the breakpoints were out {budget.outs} time(s), {budget.out_s:.1f} s of "
+                     f"{elapsed_s:.1f} s in all: calls made then were not traced (missed)")
+        return said
 
     def _loop(self) -> None:
         config = self.config
@@ -104,14 +129,29 @@ class Session:
                         turns = min(turns, config.count - self.summary.samples)
                     for turn in range(turns):
                         if turn:  # the row before goes out first: --stop-when may end the run there
-                            self._emit(*taken.pop(), started_wall, tick.deadline - schedule.start)
+                            self._emit(*taken.pop(), started_wall, tick.deadline - schedule.origin)
                             if self.stop.is_set():
                                 break
                         late_s = schedule.lateness(tick)
                         taken.append((self.backend.sample(self.stop), late_s))
             finally:  # the probes sampled before one that ended the run keep their rows
                 for reading, late_s in taken:
-                    self._emit(reading, late_s, started_wall, tick.deadline - schedule.start)
+                    self._emit(reading, late_s, started_wall, tick.deadline - schedule.origin)
+            if self.budget is not None:
+                self._keep_budget(self.budget, schedule)
+
+    def _keep_budget(self, budget: Budget, schedule: Schedule) -> None:
+        """After a tick: sample less often when its stall would take more than the budget."""
+        interval = budget.interval_for(self._tick_cost_s, self.config.interval_s, schedule.interval_s)
+        self._tick_cost_s = 0.0
+        if interval != schedule.interval_s:
+            if not self._stretch_said and interval > self.config.interval_s:
+                self._stretch_said = True
+                say = notice.quiet if self.config.quiet else notice.say
+                say(f"--max-overhead {budget.share:.2%}: a tick stops the target about "
+                    f"{(budget.tick_cost_s or 0.0) * 1e6:.0f} us: sampling every {format_duration(interval)} "
+                    f"instead of every {format_duration(self.config.interval_s)}")
+            schedule.retime(interval)
 
     def _trace_loop(self) -> None:
         """A row for every hit, until count (events), duration or a signal."""
@@ -129,6 +169,19 @@ class Session:
             reading = self.backend.trace(self.stop, until)
             if reading is not None:
                 self._row(reading, started_wall, self.clock() - start, late_s=0.0)
+                if self.budget is not None:
+                    self._rest(self.budget, reading, start, end)
+
+    def _rest(self, budget: Budget, reading: Reading, start: float, end: float | None) -> None:
+        """After a traced hit: the breakpoints out for as long as the budget needs."""
+        now = self.clock()
+        rest = budget.rest_after(budget.cost_s(reading.pause_us), now - start)
+        if end is not None:
+            rest = min(rest, end - now)
+        if rest > 0 and not self.stop.is_set():
+            budget.outs += 1
+            budget.out_s += rest
+            self.backend.idle(rest, self.stop)
 
     def _emit(self, reading: Reading, late_s: float, started_wall: datetime, since_start: float) -> None:
         """A row; ``since_start``: its tick's deadline from the start (the row's time adds how late it was)."""
@@ -138,6 +191,8 @@ class Session:
         self.summary.samples += 1
         self.summary.misses += bool(reading.error)
         self.summary.pause_us.add(reading.pause_us)
+        if self.budget is not None and not self.config.every_hit:
+            self._tick_cost_s += self.budget.cost_s(reading.pause_us)
         sample = Sample(seq=self.summary.samples, time=started_wall + timedelta(seconds=elapsed),
                         elapsed_s=elapsed, pid=self.config.pid, reading=reading, late_us=late_s * 1e6)
         for writer in self.writers:

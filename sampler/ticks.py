@@ -33,7 +33,10 @@ class Schedule:
             raise ValueError("interval must be positive")
         self.interval_s = interval_s
         self.clock = clock
-        self.start = clock()
+        self.origin = clock()
+        """When the run's ticks began (rows' elapsed time counts from here)."""
+        self.start = self.origin
+        """Where the grid is anchored: the origin, or the tick where the interval last changed."""
         self.duration_s = duration_s
         self._next = 0
 
@@ -47,10 +50,18 @@ class Schedule:
             skipped = behind - index
             index = behind
         deadline = self.start + index * self.interval_s
-        if self.duration_s is not None and deadline - self.start >= self.duration_s - 1e-9:
+        if self.duration_s is not None and deadline - self.origin >= self.duration_s - 1e-9:
             return None
         self._next = index + 1
         return Tick(index, deadline, skipped)
+
+    def retime(self, interval_s: float) -> None:
+        """Go on at another interval from the last tick taken (--max-overhead)."""
+        if interval_s <= 0:
+            raise ValueError("interval must be positive")
+        self.start += max(0, self._next - 1) * self.interval_s
+        self.interval_s = interval_s
+        self._next = 1 if self._next else 0
 
     def lateness(self, tick: Tick) -> float:
         """Seconds between the tick's deadline and now (0 when on time)."""

@@ -235,6 +235,11 @@ class PtraceBackend:
             caught = tracer.catch(holds, until, stop, keep=True)
             if caught is None:
                 return None
+            if self.config.max_overhead is not None:
+                # the hit thread runs before the row is made: it waited 430-540 us a hit behind the
+                # worker without this, 190-210 us with it (bench/stall.py's target, 1 %); at full
+                # speed (no budget) the pause between hits costs the rate more than it saves
+                tracer.let_run()
             caught_hit, snapshot = caught
             site = self._at[caught_hit.address]
             return site.reading(memory, caught_hit, waiting, [None] * len(site.expressions), snapshot)
@@ -244,9 +249,14 @@ class PtraceBackend:
         return self._at[hit.address].read_hit(memory, hit, waiting, tracer.step_over)
 
     def idle(self, seconds: float, stop: StopFlag) -> None:
+        """Between samples (attach), or with the breakpoints out for a while (trace under
+        --max-overhead: the next trace() puts them back)."""
         if self.tracer is None:
             stop.wait(seconds)
         else:
+            if self.config.every_hit:
+                for site in self.sites:
+                    self.tracer.disarm(site.address)  # type: ignore[arg-type]
             self.tracer.serve_until(time.monotonic() + seconds, stop)
 
     def notes(self) -> list[str]:

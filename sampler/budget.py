@@ -72,8 +72,8 @@ class Budget:
             (1 - SMOOTHING) * self.tick_cost_s + SMOOTHING * tick_cost_s
         self.tick_cost_s = mean
         needed = max(asked_s, mean / self.share)
-        if abs(needed - current_s) <= STRETCH_TOLERANCE * current_s:
-            return current_s
+        if needed != asked_s and abs(needed - current_s) <= STRETCH_TOLERANCE * current_s:
+            return current_s  # near enough: the grid is not moved for a few percent
         if needed > asked_s:
             self.stretched_to_s = max(self.stretched_to_s, needed)
         return needed

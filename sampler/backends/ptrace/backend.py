@@ -246,7 +246,13 @@ class PtraceBackend:
         hit = tracer.wait_for_hit(until, stop)
         if hit is None:
             return None
-        return self._at[hit.address].read_hit(memory, hit, waiting, tracer.step_over)
+        return self._at[hit.address].read_hit(memory, hit, waiting, self._step_over)
+
+    def _step_over(self, hit: Hit) -> None:
+        assert self.tracer is not None
+        self.tracer.step_over(hit)
+        if self.config.max_overhead is not None:
+            self.tracer.let_run()  # as in trace()'s hot path
 
     def idle(self, seconds: float, stop: StopFlag) -> None:
         """Between samples (attach), or with the breakpoints out for a while (trace under

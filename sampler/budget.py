@@ -4,10 +4,14 @@ What a sample costs the program is not sampler's ``pause_us`` (waitpid's return 
 PTRACE_CONT) but the stall it sees: from the trap to the moment it runs again, which adds
 the tracer's wake-up on the trap and the thread's own wake-up after the resume. Clocked
 inside the target (bench/stall.py), the stall was 3-10x the pause on this project's 2-core
-VM. sampler cannot see those two wake-ups, so it measures what one costs here: at attach,
-it sleeps a few hundred microseconds a dozen times and takes the median lateness of its
-own wake-up. A sample's cost is then ``pause_us + 2 * wake``; a miss (no hit) and a
-zero-stop read stop nothing and cost nothing.
+VM, and with every core busy its tail reached milliseconds: the resumed thread waits for a
+core. sampler cannot see those two wake-ups, so it stands in for them with what it sees of
+its own: at attach it sleeps a few hundred microseconds a dozen times and takes the median
+lateness of its wake-up (the wake-up on the trap), and during the run it keeps the running
+mean of how late its own wake-ups come under the load of the moment (the ticks' lateness in
+attach, the end of each rest in trace: the thread's return to a core). A sample's cost is
+``pause_us + wake + late``; a miss (no hit) and a zero-stop read stop nothing and cost
+nothing.
 
 - attach: after each tick, the interval is stretched so that the mean cost of the recent
   ticks over the interval stays within the budget (never shorter than asked), and comes
@@ -55,6 +59,8 @@ class Budget:
     """The estimated stall of every sample so far."""
     tick_cost_s: float | None = None
     """Running mean of a tick's estimated stall (attach)."""
+    late_s: float | None = None
+    """Running mean of how late sampler's own wake-ups came during the run."""
     stretched_to_s: float = 0.0
     """The longest interval the budget asked for (attach), 0 when none."""
     out_s: float = 0.0
@@ -63,7 +69,13 @@ class Budget:
 
     def cost_s(self, pause_us: float) -> float:
         """The stall one sample cost the thread it stopped: its pause and two wake-ups."""
-        return pause_us / 1e6 + 2 * self.wake_s if pause_us > 0 else 0.0
+        if pause_us <= 0:
+            return 0.0
+        return pause_us / 1e6 + self.wake_s + (self.wake_s if self.late_s is None else max(self.wake_s, self.late_s))
+
+    def observe_late(self, late_s: float) -> None:
+        """One of sampler's own wake-ups came this late."""
+        self.late_s = late_s if self.late_s is None else (1 - SMOOTHING) * self.late_s + SMOOTHING * late_s
 
     def interval_for(self, tick_cost_s: float, asked_s: float, current_s: float) -> float:
         """After a tick that cost ``tick_cost_s``: the interval to sample at from now on."""

@@ -91,8 +91,9 @@ class Session:
     def _overhead(self, budget: Budget, elapsed_s: float) -> str:
         """The summary's line on --max-overhead."""
         said = (f"--max-overhead {budget.share:.2%}: the samples stopped the target about "
-                f"{budget.reached(elapsed_s):.2%} of the time (estimated: each pause and two wake-ups of "
-                f"{budget.wake_s * 1e6:.0f} us)")
+                f"{budget.reached(elapsed_s):.2%} of the time (estimated: each pause, a wake-up of "
+                f"{budget.wake_s * 1e6:.0f} us and the lateness of sampler's own wake-ups, "
+                f"{(budget.late_s or 0.0) * 1e6:.0f} us at the end)")
         if budget.stretched_to_s:
             said += (f"; sampled every {format_duration(budget.stretched_to_s)} at the most, where every "
                      f"{format_duration(self.config.interval_s)} was asked")
@@ -182,6 +183,8 @@ class Session:
             budget.outs += 1
             budget.out_s += rest
             self.backend.idle(rest, self.stop)
+            if not self.stop.is_set():
+                budget.observe_late(max(0.0, self.clock() - now - rest))
 
     def _emit(self, reading: Reading, late_s: float, started_wall: datetime, since_start: float) -> None:
         """A row; ``since_start``: its tick's deadline from the start (the row's time adds how late it was)."""
@@ -192,6 +195,7 @@ class Session:
         self.summary.misses += bool(reading.error)
         self.summary.pause_us.add(reading.pause_us)
         if self.budget is not None and not self.config.every_hit:
+            self.budget.observe_late(late_s)
             self._tick_cost_s += self.budget.cost_s(reading.pause_us)
         sample = Sample(seq=self.summary.samples, time=started_wall + timedelta(seconds=elapsed),
                         elapsed_s=elapsed, pid=self.config.pid, reading=reading, late_us=late_s * 1e6)

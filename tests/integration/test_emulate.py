@@ -7,6 +7,7 @@ server's stack checks while its goroutines' stacks grow."""
 
 from __future__ import annotations
 
+import csv
 import os
 import re
 import signal
@@ -37,11 +38,13 @@ _CHECKED = re.compile(r"emulation checked against the CPU at (\d+) hit\(s\): (\d
 _STEPS = re.compile(r"every hit: (\d+) ran on without a single-step, (\d+) single-stepped")
 
 
-def _trace(target: Target, places: list[str], out: Path, check: bool) -> subprocess.Popen[str]:
+def _trace(target: Target, places: list[str], out: Path, check: bool, exprs: tuple[str, ...] = ()
+           ) -> subprocess.Popen[str]:
     """sampler's trace, its stderr (a line per row) into a file next to OUT: a pipe nobody
     reads would fill and hold sampler, and the target with it."""
     env = {**SAMPLER_ENV, "SAMPLER_CHECK_EMULATION": "1" if check else "0"}
-    args = [arg for place in places for arg in ("--at", place)]
+    args = [arg for expression in exprs for arg in ("--expr", expression)] + \
+        [arg for place in places for arg in ("--at", place)]
     with open(out.with_suffix(".err"), "w") as err:
         return subprocess.Popen([sys.executable, "-m", "sampler", "trace", "--backend", "ptrace", "--pid",
                                  str(target.pid), *args, "--duration", "300s", "--out", str(out)],
@@ -66,10 +69,10 @@ def _int3s(pid: int) -> int:
 
 
 def _run(target: Target, places: list[str], out: Path, check: bool, start: Callable[[], None],
-         done: Callable[[str], int | None]) -> tuple[int, Counter[str], str]:
+         done: Callable[[str], int | None], exprs: tuple[str, ...] = ()) -> tuple[int, Counter[str], str]:
     """Trace ``places`` while ``start()`` makes the target call them; (the target's count,
     rows per probe, sampler's stderr)."""
-    proc = _trace(target, places, out, check)
+    proc = _trace(target, places, out, check, exprs)
     deadline = time.monotonic() + 60
     while _int3s(target.pid) < len(places):
         assert proc.poll() is None, finish(proc)
@@ -86,6 +89,15 @@ def _run(target: Target, places: list[str], out: Path, check: bool, start: Calla
     assert proc.returncode == 0, stderr
     rows = assert_csv_whole(out)
     return made, Counter(row["probe"] if "probe" in row else places[0] for row in rows), stderr
+
+
+def _entries(pid: int) -> dict[str, int]:
+    """Each function's run-time address in the target (its symbol and the program's load bias)."""
+    exe = os.readlink(f"/proc/{pid}/exe")
+    bias = min(int(line.split("-")[0], 16) for line in Path(f"/proc/{pid}/maps").read_text().splitlines()
+               if line.endswith(exe) and int(line.split()[2], 16) == 0)
+    symbols = subprocess.run(["nm", exe], capture_output=True, text=True, check=True).stdout.splitlines()
+    return {fields[2]: int(fields[0], 16) + bias for fields in map(str.split, symbols) if len(fields) == 3}
 
 
 def _calls(line: str) -> int | None:
@@ -114,13 +126,23 @@ def test_eight_threads_are_counted_exactly_with_no_single_step(start_target: Cal
                                                                 tmp_path: Path) -> None:
     # GIVEN eight threads calling functions that start with emulated instructions at once
     target = start_target("emulate", "8", "400")
-    places = ["f_push", "f_sub_rsp", "f_cmpb_mem", "f_ret"]
-    # WHEN every call is traced (no check: the emulation alone)
-    made, rows, stderr = _run(target, places, tmp_path / "count.csv", False,
-                              lambda: target.proc.send_signal(signal.SIGUSR1), _calls)
-    # THEN each function's rows are exactly the program's count, none single-stepped
+    places = ["f_push", "f_sub_rsp", "f_xor", "f_ret"]
+    # WHEN every call is traced (no check: the emulation alone), reading the registers the
+    # emulated instructions change
+    out = tmp_path / "count.csv"
+    made, rows, stderr = _run(target, places, out, False, lambda: target.proc.send_signal(signal.SIGUSR1), _calls,
+                              ("pc=$rip", "sp=$rsp", "ax=$rax"))
+    # THEN each function's rows are exactly the program's count, none single-stepped, and
+    # every row reads the registers as they were at the breakpoint: $rip its address, $rsp
+    # as the call left it (8 past a multiple of 16), and after xor eax, eax a rax not always 0
     assert made == 3200
     assert rows == dict.fromkeys(places, made), rows
+    entries = _entries(target.pid)
+    with open(out, newline="") as f:
+        read = list(csv.DictReader(f))
+    assert all(int(row["pc"], 0) == entries[row["probe"]] for row in read), read[0]
+    assert all(int(row["sp"], 0) % 16 == 8 for row in read), read[0]
+    assert any(int(row["ax"], 0) != 0 for row in read if row["probe"] == "f_xor")
     steps = _STEPS.search(stderr)
     assert steps and (int(steps.group(1)), int(steps.group(2))) == (made * len(places), 0), stderr
     assert "missed" not in stderr

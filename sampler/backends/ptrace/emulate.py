@@ -63,6 +63,11 @@ class Recorder(Access):
         self.writes: list[tuple[int, bytes]] = []
 
     def write(self, address: int, data: bytes) -> bool:
+        """Refused where the real write would be (the bytes there written back as they are, to
+        find out); kept, not written."""
+        now = self.read(address, len(data))
+        if now is None or not write_as_cpu(self.pid, address, now):
+            return False
         self.writes.append((address, data))
         return True
 
@@ -102,6 +107,8 @@ def emulation_for(code: bytes, address: int, go: bool, shadow_stack: bool = Fals
     except CsError:
         return None
     if decoded is None or any(decoded.prefix[:2]) or decoded.prefix[3]:  # lock/rep, segment, address size
+        return None
+    if decoded.prefix[2] and decoded.id not in SKIP:  # operand size (66): a 16-bit form (ret pops 2 bytes)
         return None
     try:
         return _compile(decoded, address + decoded.size, go, shadow_stack)
@@ -204,7 +211,10 @@ def _return(pop: int) -> Emulation:
         data = memory.read(top, 8)
         if data is None:
             return False
-        registers.rip, registers.rsp = int.from_bytes(data, "little"), (top + 8 + pop) & MASK[8]
+        to = int.from_bytes(data, "little")
+        if to >> 47 not in (0, (1 << 17) - 1):
+            return False  # not canonical: the CPU faults at the ret itself (#GP), in a single-step
+        registers.rip, registers.rsp = to, (top + 8 + pop) & MASK[8]
         return True
     return run
 
@@ -224,8 +234,9 @@ def _frame_move(insn: Any, after: int) -> Emulation | None:
 
         def store(registers: Any, memory: Access) -> bool:
             data = value(registers).to_bytes(width, "little")
-            if not memory.write((registers.rsp + disp) & MASK[8], data):
-                return False
+            at = (registers.rsp + disp) & MASK[8]
+            if at // PAGE != (at + width - 1) // PAGE or not memory.write(at, data):
+                return False  # across two pages, a write could stop half done where the CPU writes nothing
             registers.rip = after
             return True
         return store

@@ -125,6 +125,8 @@ class Tracer:
         self._emulations: dict[int, emulate.Emulation | None] = {}
         """Breakpoint address -> how its instruction runs without a step (None: it is stepped)."""
         self._access = emulate.Access(pid)
+        self._after = calls.user_regs_struct()
+        """Where an emulation computes the registers it leaves (made once, not during a hit)."""
         self.emulated = 0
         """Every-hit hits whose instruction was emulated (no single-step)."""
         self.stepped = 0
@@ -263,6 +265,8 @@ class Tracer:
             self.guardian.note_patch(address, original[0])
         self.armed[address] = original
         self.originals[address] = original[0]
+        self._emulations.pop(address, None)  # decoded again: the code there may have changed
+        self._displaced.pop(address, None)
         self._write_int3(address)
 
     def _write_int3(self, address: int) -> None:
@@ -319,7 +323,8 @@ class Tracer:
         else:
             emulation = self._emulations[address] = self._emulation_at(address) if EMULATE else None
         if emulation is not None and not CHECK_EMULATION:
-            registers = hit.registers
+            registers = self._after  # hit.registers stay as at the hit: the row is read from them
+            ctypes.memmove(ctypes.addressof(registers), ctypes.addressof(hit.registers), ctypes.sizeof(registers))
             if emulation(registers, self._access):
                 self.emulated += 1
                 hit.rewound = True  # past the instruction, as a step leaves it
@@ -330,7 +335,6 @@ class Tracer:
                     self._set_registers(hit)  # for its error (ESRCH: gone)
                 return
         self.stepped += 1
-        check = self._checker(hit, emulation) if emulation is not None else None
         kind = self._displaced.get(hit.address)
         if kind is None:
             kind = self._displaced[hit.address] = self._kind_at(hit.address)
@@ -339,7 +343,8 @@ class Tracer:
             self._step_in_place(hit, repeat=False)
             return
         held = self._hold_others(hit.tid)
-        try:
+        try:  # the check's reads once the others are held: what the step itself will see
+            check = self._checker(hit, emulation) if emulation is not None and CHECK_EMULATION else None
             self._step_in_place(hit, repeat=kind == "repeat", check=check)
         finally:
             self._release(held)

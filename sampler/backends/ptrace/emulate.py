@@ -13,8 +13,10 @@ What is emulated is only what is exact and safe, decoded once per breakpoint (ca
 - ``push r64``: 8 bytes onto the thread's own stack, only when they fall in the page its
   stack pointer is in (a page the call that got here just wrote): a stack overflow still
   faults as the CPU would make it;
-- ``mov`` and ``lea`` into a 64- or 32-bit register (32-bit results zero-extend), from a
-  register, an immediate or an address computed from registers (``rip`` included);
+- ``mov`` and ``lea`` into a 64-, 32- or 8-bit register (32-bit results zero-extend, 8-bit
+  ones keep the rest), from a register, an immediate or an address computed from registers
+  (``rip`` included); ``mov`` between a register and the thread's own frame (``[rsp+N]``,
+  within one page); ``ret`` (to a canonical address, without a CET shadow stack);
 - ``add``, ``sub``, ``cmp``, ``and``, ``or``, ``xor``, ``test`` between 64- or 32-bit
   registers and immediates, with the six arithmetic flags as the CPU sets them (AF, which
   the logic instructions leave undefined, cleared as this CPU does);
@@ -24,8 +26,10 @@ What is emulated is only what is exact and safe, decoded once per breakpoint (ca
   can read, unlike /proc/PID/mem); a byte is read whole, and any value of Go's stack guard
   leads the function to a correct path.
 
-Everything else (memory written or read wider, a lock prefix, a segment, flags read,
-control flow, system calls, vector registers) is single-stepped as before. Test:
+Everything else (memory written or read wider, a lock or operand-size prefix, a segment,
+flags read, other control flow, system calls, vector registers) is single-stepped as before.
+Not covered: memory protection keys (process_vm_readv/writev do not check them, the CPU
+does) and 32-bit processes (decoded as x86-64). Test:
 ``SAMPLER_CHECK_EMULATION=1`` runs every emulated instruction on the CPU too (a single-step)
 and compares registers and memory (tests/integration/test_emulate.py).
 """

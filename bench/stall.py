@@ -218,9 +218,8 @@ def main() -> None:
                             print(f"stall: {program.label} {load} {mode.rate} Hz round {round_ + 1} {tracer}: "
                                   f"{len(matched)}/{len(indexes)} matched, median "
                                   f"{rows[-1]['median_stall_us']} us", file=sys.stderr)
-                    for command in ("attach", "trace"):
-                        got = budget_run(command, program, target, address, 2 if args.quick else 5,
-                                         Path(scratch))
+                    for command in () if args.quick else ("attach", "trace"):  # the tests: test_budget.py
+                        got = budget_run(command, program, target, address, 5, Path(scratch))
                         budget_rows.append({"program": program.label, "load": load, "command": command,
                                             "round": round_ + 1, **got})
                         print(f"stall: {program.label} {load} --max-overhead {BUDGET} {command}: "
@@ -228,9 +227,10 @@ def main() -> None:
             finally:
                 target.stop()
     write_results(args.results, "stall", rows, report(rows, rounds))
-    write_results(args.results, "budget", budget_rows, budget_report(budget_rows))
     print((args.results / "STALL.md").read_text())
-    print((args.results / "BUDGET.md").read_text())
+    if budget_rows:
+        write_results(args.results, "budget", budget_rows, budget_report(budget_rows))
+        print((args.results / "BUDGET.md").read_text())
 
 
 def report(rows: list[dict[str, object]], rounds: int) -> str:

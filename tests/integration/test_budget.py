@@ -43,15 +43,15 @@ def test_attach_samples_less_often_to_keep_the_budget(start_target: Callable[...
     # GIVEN a program that clocks every call of the sampled function
     target = start_target("stall")
     out = tmp_path / "budget.csv"
-    # WHEN it is sampled at 1 kHz for 3 s within 1 % of its time
+    # WHEN it is sampled at 1 kHz for 2 s within 1 % of its time
     result = sampler("attach", "--backend", "ptrace", "--pid", str(target.pid), "--at", "probe", "--expr", "n=b->w",
-                     "--rate", "1000", "--duration", "3s", "--max-overhead", "1%", "--out", str(out))
+                     "--rate", "1000", "--duration", "2s", "--max-overhead", "1%", "--out", str(out))
     assert result.returncode == 0, result.stderr
     rows, share, span = _share(out, target)
     # THEN it sampled far less often than asked, said so, and the stall the target clocked
     # stayed near the budget (1 kHz unbudgeted: 8-25 %)
     assert "sampling every" in result.stderr and "instead of every 1ms" in result.stderr, result.stderr
-    assert 3 <= rows < 900, rows
+    assert 3 <= rows < 600, rows
     reached = _REACHED.search(result.stderr)
     assert reached and float(reached.group(1)) <= 1.2, result.stderr
     assert share < 0.03, (share, rows, span)
@@ -63,16 +63,16 @@ def test_trace_takes_its_breakpoint_out_and_says_the_calls_were_not_traced(
     # GIVEN a program calling the traced function about a million times a second
     target = start_target("stall")
     out = tmp_path / "trace.csv"
-    # WHEN every hit is traced for 3 s within 1 % of its time
+    # WHEN every hit is traced for 2 s within 1 % of its time
     result = sampler("trace", "--backend", "ptrace", "--pid", str(target.pid), "--at", "probe", "--expr", "n=b->w",
-                     "--duration", "3s", "--max-overhead", "1%", "--out", str(out), "--quiet")
+                     "--duration", "2s", "--max-overhead", "1%", "--out", str(out), "--quiet")
     assert result.returncode == 0, result.stderr
     rows, share, _ = _share(out, target)
     # THEN the breakpoint was out most of the time, the summary says calls were not traced
     # (under --quiet too), and the stall the target clocked stayed near the budget (every hit
     # unbudgeted: nearly all of its time)
     assert "the breakpoints were out" in result.stderr and "not traced" in result.stderr, result.stderr
-    assert 10 < rows < 3000, rows
+    assert 5 <= rows < 2000, rows
     assert share < 0.03, (share, rows)
     assert_code_matches_files(target.pid)
 

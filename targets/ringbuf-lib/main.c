@@ -56,7 +56,9 @@ int main(int argc, char **argv)
         if (work != NULL)
             work(round);
         clock_gettime(CLOCK_MONOTONIC, &now);
-        if (now.tv_sec > last.tv_sec && now.tv_nsec >= last.tv_nsec) {
+        /* a second since the last line (comparing the nanoseconds alone printed almost never
+         * once the last line fell near the end of a second) */
+        if ((now.tv_sec - last.tv_sec) * 1000000000L + (now.tv_nsec - last.tv_nsec) >= 1000000000L) {
             printf("reads/s=%llu writes/s=%llu\n", (unsigned long long)reads, (unsigned long long)writes);
             reads = writes = 0;
             last = now;

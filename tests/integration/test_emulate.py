@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,6 +29,8 @@ from tests.integration.targets import (
     assert_csv_whole,
     finish,
     have_delve,
+    redis_cli,
+    start_redis,
 )
 
 FUNCTIONS = ["f_endbr", "f_nop", "f_push", "f_push_r15", "f_sub_rsp", "f_mov", "f_mov32", "f_mov8", "f_mov_imm",
@@ -180,3 +183,41 @@ def test_a_go_servers_stack_checks_are_emulated_as_its_stacks_grow(start_target:
     assert int(checked.group(1)) == sum(rows.values()), (rows, stderr)
     assert rows[places[0]] == made and rows[places[1]] == rows[places[2]] >= made, rows
     assert_code_matches_files(target.pid)
+
+
+def test_debians_redis_is_counted_exactly_and_every_emulation_matches_the_cpu(
+        start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN Debian's redis-server (stripped: breakpoints at the entries of its exported
+    # functions: push, xor, cmp, movabs) under redis-benchmark
+    target, port = start_redis(start_target, "--loglevel", "warning")
+    if not shutil.which("redis-benchmark"):
+        pytest.fail("redis-benchmark is missing: make setup installs redis-server with it")
+
+    def benchmark() -> None:
+        subprocess.run(["redis-benchmark", "-p", str(port), "-n", "600", "-c", "4", "-t", "set,get,incr", "-q"],
+                       capture_output=True, timeout=120, check=True)
+        target.lines.append("benchmark done")
+
+    done: Callable[[str], int | None] = lambda line: 0 if line == "benchmark done" else None  # noqa: E731
+    # WHEN its hot functions are traced with each emulated hit checked against the CPU's step
+    checked_places = ["dictFind", "lookupKeyRead", "createStringObject", "zmalloc"]
+    _, rows, stderr = _run(target, checked_places, tmp_path / "check.csv", True, benchmark, done, ())
+    # THEN none differed, and all were checked
+    checked = _CHECKED.search(stderr)
+    assert checked and int(checked.group(2)) == 0 and int(checked.group(1)) == sum(rows.values()) > 1000, stderr
+    # AND WHEN the commands are counted where redis processes each one, without the check
+    before = _commands(port)
+    _, rows, stderr = _run(target, ["processCommand", "call"], tmp_path / "count.csv", False, benchmark, done, ())
+    # THEN the rows are redis' own count of the commands it ran, none single-stepped
+    made = _commands(port) - before - 1  # the INFO that took ``before`` ran untraced
+    assert made == 1800 + 2, made  # and redis-benchmark's two CONFIG GETs
+    assert rows == {"processCommand": made, "call": made}, rows
+    steps = _STEPS.search(stderr)
+    assert steps and int(steps.group(2)) == 0, stderr
+    assert redis_cli(port, "PING").strip() == "PONG"
+    assert_code_matches_files(target.pid)
+
+
+def _commands(port: int) -> int:
+    """The commands redis ran so far, by its own count (INFO commandstats, the INFO itself not yet in)."""
+    return sum(int(n) for n in re.findall(r"calls=(\d+)", redis_cli(port, "INFO", "commandstats")))

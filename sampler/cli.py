@@ -73,7 +73,7 @@ def cli() -> None:
 F = TypeVar("F", bound=Callable[..., Any])
 
 SECTIONS = {
-    "What to sample": ("--pid", "--pgrep", "--container", "--wait-target", "--expr"),
+    "What to sample": ("--pid", "--pgrep", "--all", "--container", "--wait-target", "--expr"),
     "Where": ("--at", "--backend", "--debug-dir", "--symbols"),
     "When": ("--interval", "--rate", "--count", "--max-events", "--duration", "--hit-timeout", "--stop-when",
              "--max-overhead"),
@@ -128,10 +128,14 @@ class SectionedCommand(click.Command):
 def target_options(command: F) -> F:
     """The options attach and trace share."""
     for option in reversed([
-        click.option("--pid", type=int, help="The process to sample."),
+        click.option("--pid", "pids", type=int, multiple=True,
+                     help="The process to sample; repeatable: several processes in one run (ptrace), a row "
+                          "per process per tick, each with its pid."),
         click.option("--pgrep", metavar="PATTERN",
                      help="The process to sample by its name, else its command line (a regular expression; "
-                          "it must match one process): for containers and pods, where PIDs differ."),
+                          "it must match one process, or give --all): for containers and pods, where PIDs differ."),
+        click.option("--all", "every_match", is_flag=True,
+                     help="With --pgrep or --container: every process that matches, in one run (ptrace)."),
         click.option("--wait-target", type=DURATION, metavar="DURATION",
                      help="With --pgrep or --container: wait this long for the process to appear (a sidecar "
                           "that starts with the program)."),
@@ -250,9 +254,14 @@ def _config(ctx: click.Context, common: dict[str, Any], locations: Sequence[str]
                              "place)", "give --backend ptrace, or one --at")
     else:
         expressions = _expressions(common["exprs"])
-    pid = _target(common["pid"], common["pgrep"], common["container"], common["wait_target"])
+    pids = _targets(common["pids"], common["pgrep"], common["container"], common["wait_target"],
+                    common["every_match"])
+    if len(pids) > 1 and common["backend"] in ("delve", "delve-rpc"):
+        raise UsageError(f"several processes need the ptrace backend (--backend {common['backend']}: one dlv "
+                         "follows one process)", "give --backend ptrace, or one process")
     names = [e.name for e in expressions] + ([PROBE] if locations else [])  # checked again once it is known
-    return SessionConfig(pid=pid, expressions=expressions, location=locations[0] if locations else None,
+    return SessionConfig(pid=pids[0], pids=pids if len(pids) > 1 else (), expressions=expressions,
+                         location=locations[0] if locations else None,
                          probes=probes, duration_s=common["duration"],
                          backend=common["backend"], guardian=not common["no_guardian"],
                          debug_dirs=_debug_dirs(common["debug_dirs"]), symbols_file=common["symbols_file"],
@@ -350,18 +359,22 @@ def _expressions(texts: Sequence[str], taken: Sequence[str] = ()) -> tuple[expr.
     return expressions
 
 
-def _target(pid: int | None, pattern: str | None, container: str | None, wait: float | None) -> int:
-    if pid is not None and (pattern is not None or container is not None or wait is not None):
+def _targets(pids: Sequence[int], pattern: str | None, container: str | None, wait: float | None,
+             every: bool) -> tuple[int, ...]:
+    """The processes of the run: --pid, each once, or what --pgrep/--container find (--all: every match)."""
+    if pids and (pattern is not None or container is not None or wait is not None):
         raise UsageError("--pid excludes --pgrep, --container and --wait-target", "give the target one way")
-    if pid is None and pattern is None and container is None:
+    if not pids and pattern is None and container is None:
         raise UsageError("give the target with --pid PID, --pgrep PATTERN or --container ID",
                          "e.g. --pid 4242 or --pgrep ringbuf")
-    if pid is not None:
-        return pid
+    if every and pattern is None and container is None:
+        raise UsageError("--all goes with --pgrep or --container", "e.g. --pgrep nginx --all, or --pid again")
+    if pids:
+        return tuple(dict.fromkeys(pids))
     deadline = time.monotonic() + (wait or 0.0)
     while True:
         try:
-            return pgrep.find(pattern, container)
+            return tuple(pgrep.find_all(pattern, container)) if every else (pgrep.find(pattern, container),)
         except ProcessNotFound:
             if time.monotonic() >= deadline:
                 raise
@@ -406,7 +419,7 @@ def _run(config: SessionConfig, common: dict[str, Any], how: str) -> int:
         supervisor.release_signals()  # a Ctrl-C since the fork is raised here, inside _exit_code
         return run.sample(config, output, how)
 
-    return supervisor.run_in_worker(lambda: _exit_code(guarded), config.pid, config.guardian)
+    return supervisor.run_in_worker(lambda: _exit_code(guarded), config.targets, config.guardian)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

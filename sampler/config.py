@@ -19,7 +19,7 @@ class Probe:
 @dataclass(frozen=True)
 class SessionConfig:
     pid: int
-    """The process to sample."""
+    """The process to sample (in a run of many, the first)."""
     expressions: tuple[Expression, ...]
     """What to evaluate at each sample; one output column each."""
     location: str | None = None
@@ -52,6 +52,14 @@ class SessionConfig:
     probes: tuple[Probe, ...] = ()
     """Several --at, each with its expressions (ptrace); ``location`` is then the first one's
     and ``expressions`` every column, each name once. Empty: one probe, (location, expressions)."""
+
+    pids: tuple[int, ...] = ()
+    """A run of many processes (--pid given again, --all): every one, ``pid`` first. Empty: ``pid`` alone."""
+
+    @property
+    def targets(self) -> tuple[int, ...]:
+        """Every process of the run."""
+        return self.pids or (self.pid,)
 
     def probe_list(self) -> tuple[Probe, ...]:
         """Every probe of the run; none for zero-stop reads."""

@@ -6,8 +6,22 @@ import sys
 
 from sampler.printable import printable
 
+_said: set[str] | None = None
+"""In a run of many processes: the lines said so far, each said once (``once``)."""
+
+
+def once() -> None:
+    """From now on a line said before is not said again (the same note about each of 50 processes
+    of one program is one line)."""
+    global _said
+    _said = set()
+
 
 def say(line: str) -> None:
+    if _said is not None:
+        if line in _said:
+            return
+        _said.add(line)
     try:
         print(f"sampler: {printable(line)}", file=sys.stderr, flush=True)  # names the target chose, escaped
     except OSError:

@@ -9,6 +9,8 @@ module puts them together.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import signal
 from collections.abc import Callable
 from typing import TypeVar
@@ -16,9 +18,10 @@ from typing import TypeVar
 import click
 
 from sampler import notice
+from sampler.backends.base import Backend
 from sampler.backends.select import build, pick
 from sampler.config import SessionConfig
-from sampler.errors import ExpressionError, SamplerError, TargetExited, UsageError
+from sampler.errors import ExpressionError, LocationNotFound, SamplerError, TargetExited, UsageError
 from sampler.language.condition import Condition
 from sampler.output import Output, Writer
 from sampler.output.aggregate import Aggregate
@@ -38,26 +41,16 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
     """Check the target, repair what an earlier run left, pick the backend, open the
     writers, run the session, print the summary and the backend's notes."""
     out, quiet = output.out, output.quiet
-    target = process.inspect(config.pid)  # refuses a traced target: no live sampler holds it
+    target = process.inspect(config.pid) if not config.pids else None  # refuses a traced target
     names = [e.name for e in config.expressions]
     # a bad --out is refused before any work; counting in sampler writes rows only to a file named
     rows = writer_for(out, names, output.format) if out != "-" or not output.aggregating else None
     writers: list[Writer] = [rows] if rows is not None else []
     try:
-        for fixed in repair_journal(config.pid):
-            if fixed.restored or fixed.problem:
-                click.echo(f"sampler: an earlier run left PID {fixed.pid} patched: {fixed.note}", err=True)
-        choice = pick(config, target)
-        if config.every_hit and config.max_overhead is not None and choice.name != "ptrace":
-            raise UsageError(f"--max-overhead with trace needs the ptrace backend ({choice.name} cannot take its "
-                             "breakpoint out for a while)", "give --backend ptrace, or use attach")
-        if choice.name != "ptrace" and (config.debug_dirs or config.symbols_file):
-            notice.say(f"--debug-dir and --symbols are used by the ptrace backend only; {choice.name} finds debug "
-                 "info by its own rules (dlv's debug-info-directories)")
-        if not quiet:
-            click.echo(f"sampler: {choice.name} backend ({choice.reason}); sampling PID {config.pid} {how}",
-                       err=True)
-        backend = _gone_is_exit(config.pid, lambda: build(choice, config, target))
+        if target is None:
+            backend: Backend = _fleet(config, quiet, how)
+        else:
+            backend = _one(config, target, quiet, how)
         try:
             if backend.probe_column:  # several probes, or a function and its clones
                 names = [PROBE, *names]
@@ -95,13 +88,73 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
         median = summary.pause_us.median() / 1000
         ended = f", stopped by {summary.stopped_by}" if summary.stopped_by else ""
         click.echo(f"sampler: {summary.samples} samples ({summary.misses} with errors) to "
-                   f"{_where(out, output)}; median pause {median:.2f}ms{ended}; target left running", err=True)
+                   f"{_where(out, output)}; median pause {median:.2f}ms{ended}; "
+                   f"{'targets' if config.pids else 'target'} left running", err=True)
     if summary.overhead:  # said under --quiet too: it changes what the rows mean
         notice.say(summary.overhead)
     for note in backend.notes():  # under --quiet only what changes what the rows mean
         if not quiet or "missed" in note:
             notice.say(note)
     return 0
+
+
+def _one(config: SessionConfig, target: process.TargetProcess, quiet: bool, how: str) -> Backend:
+    """The backend for a run of one process: an earlier run's bytes put back, the backend picked."""
+    _repair(config.pid)
+    choice = pick(config, target)
+    if config.every_hit and config.max_overhead is not None and choice.name != "ptrace":
+        raise UsageError(f"--max-overhead with trace needs the ptrace backend ({choice.name} cannot take its "
+                         "breakpoint out for a while)", "give --backend ptrace, or use attach")
+    if choice.name != "ptrace" and (config.debug_dirs or config.symbols_file):
+        notice.say(f"--debug-dir and --symbols are used by the ptrace backend only; {choice.name} finds debug "
+             "info by its own rules (dlv's debug-info-directories)")
+    if not quiet:
+        click.echo(f"sampler: {choice.name} backend ({choice.reason}); sampling PID {config.pid} {how}",
+                   err=True)
+    return _gone_is_exit(config.pid, lambda: build(choice, config, target))
+
+
+def _fleet(config: SessionConfig, quiet: bool, how: str) -> Backend:
+    """A run of many processes (ptrace): each checked, repaired and built on its own; one that
+    cannot be is left out with one line, and the run goes on with the others."""
+    from sampler.backends.ptrace.backend import PtraceBackend
+    from sampler.backends.ptrace.fleet import Fleet
+
+    members: list[PtraceBackend] = []
+    failed: list[tuple[int, SamplerError]] = []
+    notice.once()  # what is true of each process of one program is said once
+    for pid in config.pids:
+        try:
+            target = process.inspect(pid)
+            _repair(pid)
+            one = dataclasses.replace(config, pid=pid, pids=())
+            members.append(_gone_is_exit(pid, functools.partial(PtraceBackend.create, one, target)))
+        except (ExpressionError, LocationNotFound):
+            for member in members:
+                member.detach()
+            raise  # a question wrong for the program: as wrong for the others
+        except SamplerError as e:
+            failed.append((pid, e))
+    if not members:  # one line for all
+        error = failed[-1][1]
+        shown = "; ".join(f"PID {pid}: {why.message}" for pid, why in failed[:3])
+        error.message = f"none of the {len(config.pids)} processes can be sampled ({shown}" + \
+            (f"; and {len(failed) - 3} more)" if len(failed) > 3 else ")")
+        raise error
+    for pid, why in failed:
+        notice.say(f"PID {pid}: {why.message}; not sampled")
+    if not quiet:
+        shown = ", ".join(str(member.config.pid) for member in members[:8])
+        more = f" and {len(members) - 8} more" if len(members) > 8 else ""
+        click.echo(f"sampler: ptrace backend (several processes: one tracer for all); sampling {len(members)} "
+                   f"processes (PID {shown}{more}) {how}", err=True)
+    return Fleet(config, members)
+
+
+def _repair(pid: int) -> None:
+    for fixed in repair_journal(pid):
+        if fixed.restored or fixed.problem:
+            click.echo(f"sampler: an earlier run left PID {fixed.pid} patched: {fixed.note}", err=True)
 
 
 def _more_writers(output: Output, names: list[str], pid: int) -> list[Writer]:

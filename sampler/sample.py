@@ -37,6 +37,11 @@ class Reading:
     """From resuming with the breakpoint set until it was hit."""
     error: str = ""
     """What went wrong with this sample; sampling goes on."""
+    pid: int = 0
+    """The process it was taken in, in a run of many (0: the run's one target)."""
+    began: float = 0.0
+    """When its sample began (monotonic seconds), where that was before the backend handed it
+    over (a run of many arms every process at once); 0: when it was asked for."""
 
 
 @dataclass(frozen=True)

@@ -134,7 +134,10 @@ class Session:
                             if self.stop.is_set():
                                 break
                         late_s = schedule.lateness(tick)
-                        taken.append((self.backend.sample(self.stop), late_s))
+                        reading = self.backend.sample(self.stop)
+                        if reading.began:  # several processes at once: the moment they were all armed
+                            late_s = max(0.0, reading.began - tick.deadline)
+                        taken.append((reading, late_s))
             finally:  # the probes sampled before one that ended the run keep their rows
                 for reading, late_s in taken:
                     self._emit(reading, late_s, started_wall, tick.deadline - schedule.origin)
@@ -198,7 +201,7 @@ class Session:
             self.budget.observe_late(late_s)
             self._tick_cost_s += self.budget.cost_s(reading.pause_us)
         sample = Sample(seq=self.summary.samples, time=started_wall + timedelta(seconds=elapsed),
-                        elapsed_s=elapsed, pid=self.config.pid, reading=reading, late_us=late_s * 1e6)
+                        elapsed_s=elapsed, pid=reading.pid or self.config.pid, reading=reading, late_us=late_s * 1e6)
         for writer in self.writers:
             writer.write(sample)
         condition = self.config.stop_when

@@ -35,6 +35,7 @@ PATCH = b"P"
 CHILD = b"C"
 CHILD_DONE = b"c"
 FORGET = b"F"
+WATCH = b"W"
 DONE = b"done\n"
 LOG_ENV = "SAMPLER_GUARDIAN_LOG"
 """When set, the guardian appends 'eof T' and 'rescued T' (CLOCK_MONOTONIC seconds) to this file:
@@ -49,11 +50,16 @@ class Rescue(Protocol):
     def ready(self) -> None:
         """In the guardian, before it waits: open what ``run`` will need."""
 
-    def run(self, patches: dict[int, int], children: set[int]) -> None:
+    def run(self, patches: dict[int, dict[int, int]], children: dict[int, int]) -> None:
         """The worker died without saying done: leave the target as sampler would have.
 
-        ``patches``: address -> original byte of every byte the worker said it patched;
-        ``children``: processes the worker was cleaning of those bytes when it died."""
+        ``patches``: per process (0: the run's one target), address -> original byte of every
+        byte the worker said it patched; ``children``: processes the worker was cleaning of
+        those bytes when it died -> the process whose bytes they copied (0 as above)."""
+
+    def watch(self, pid: int) -> None:
+        """In the guardian, while the worker lives: a run of many processes took in ``pid``
+        (open what ``run`` will need for it)."""
 
     def cleanup(self) -> None:
         """After ``run``, with no hurry: tidy up (journal entries, a debugger's leftovers)."""
@@ -62,7 +68,7 @@ class Rescue(Protocol):
 class Guardian:
     def __init__(self, rescue: Rescue) -> None:
         read_end, self._write_end = os.pipe()
-        self._noted: set[tuple[int, int]] = set()
+        self._noted: set[tuple[int, int, int]] = set()
         self.pid = os.fork()
         if self.pid == 0:  # the guardian
             code = 1
@@ -78,29 +84,35 @@ class Guardian:
                 os._exit(code)
         os.close(read_end)
 
-    def note_patch(self, address: int, original: int) -> None:
-        """Before patching ``address``: tell the guardian its original byte (once per byte)."""
-        if (address, original) in self._noted:
+    def note_patch(self, address: int, original: int, pid: int = 0) -> None:
+        """Before patching ``address`` (of process ``pid``, 0: the run's one target): tell the
+        guardian its original byte (once per byte)."""
+        if (pid, address, original) in self._noted:
             return
-        self._noted.add((address, original))
+        self._noted.add((pid, address, original))
         try:
-            os.write(self._write_end, b"%s %x %d\n" % (PATCH, address, original))
+            os.write(self._write_end, b"%s %x %d %d\n" % (PATCH, address, original, pid))
         except OSError:
             pass  # the guardian itself was killed: the journal still lets repair put the byte back
 
-    def note_child(self, pid: int) -> None:
-        """Before cleaning a forked child of the patched bytes: it holds copies of them."""
-        self._say(b"%s %d\n" % (CHILD, pid))
+    def watch(self, pid: int) -> None:
+        """A run of many processes took in ``pid`` (before any byte of it is patched)."""
+        self._say(b"%s %d\n" % (WATCH, pid))
+
+    def note_child(self, pid: int, parent: int = 0) -> None:
+        """Before cleaning a forked child of the patched bytes (of ``parent``, 0: the run's one
+        target): it holds copies of them."""
+        self._say(b"%s %d %d\n" % (CHILD, pid, parent))
 
     def child_done(self, pid: int) -> None:
         """The child's bytes are back and it is let go."""
         self._say(b"%s %d\n" % (CHILD_DONE, pid))
 
-    def forget_patches(self) -> None:
-        """The target ran a new program (exec): the patched bytes went with the old one, and
-        an int3 at one of those addresses now is the new program's own."""
-        self._noted.clear()
-        self._say(FORGET + b"\n")
+    def forget_patches(self, pid: int = 0) -> None:
+        """The target (``pid``, 0: the run's one) ran a new program (exec): the patched bytes
+        went with the old one, and an int3 at one of those addresses now is the new program's own."""
+        self._noted = {noted for noted in self._noted if noted[0] != pid}
+        self._say(b"%s %d\n" % (FORGET, pid))
 
     def _say(self, line: bytes) -> None:
         try:
@@ -124,11 +136,32 @@ class Guardian:
                 pass  # reaped already
 
 
+class Ward:
+    """The guardian as the tracer of one process sees it, in a run of many: what it says
+    carries that process's PID."""
+
+    def __init__(self, guardian: Guardian, pid: int) -> None:
+        self.guardian, self.pid = guardian, pid
+        guardian.watch(pid)
+
+    def note_patch(self, address: int, original: int) -> None:
+        self.guardian.note_patch(address, original, self.pid)
+
+    def note_child(self, pid: int) -> None:
+        self.guardian.note_child(pid, self.pid)
+
+    def child_done(self, pid: int) -> None:
+        self.guardian.child_done(pid)
+
+    def forget_patches(self) -> None:
+        self.guardian.forget_patches(self.pid)
+
+
 def _watch(fd: int, rescue: Rescue) -> int:
     _raise_priority()
     rescue.ready()
-    patches: dict[int, int] = {}
-    children: set[int] = set()
+    patches: dict[int, dict[int, int]] = {}
+    children: dict[int, int] = {}
     said = b""
     while True:
         chunk = os.read(fd, 65536)
@@ -137,15 +170,17 @@ def _watch(fd: int, rescue: Rescue) -> int:
         said += chunk
         *lines, said = said.split(b"\n")
         for line in lines:
+            fields = line.split()
             if line.startswith(PATCH):
-                _, address, original = line.split()
-                patches[int(address, 16)] = int(original)
+                patches.setdefault(int(fields[3]), {})[int(fields[1], 16)] = int(fields[2])
             elif line.startswith(CHILD + b" "):
-                children.add(int(line.split()[1]))
+                children[int(fields[1])] = int(fields[2])
             elif line.startswith(CHILD_DONE + b" "):
-                children.discard(int(line.split()[1]))
-            elif line == FORGET:
-                patches.clear()
+                children.pop(int(fields[1]), None)
+            elif line.startswith(FORGET + b" "):
+                patches.pop(int(fields[1]), None)
+            elif line.startswith(WATCH + b" "):
+                rescue.watch(int(fields[1]))
             elif line == DONE.strip():
                 return 0
     log = os.environ.get(LOG_ENV)

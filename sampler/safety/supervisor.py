@@ -19,7 +19,7 @@ import ctypes
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 PR_SET_PDEATHSIG = 1
 PR_SET_NAME = 15
@@ -49,8 +49,8 @@ def release_signals() -> None:
         raise KeyboardInterrupt
 
 
-def run_in_worker(work: Callable[[], int], target: int, guarded: bool = True) -> int:
-    """Run ``work`` (sampling PID ``target``) in a forked worker; return its exit code (in the front).
+def run_in_worker(work: Callable[[], int], targets: Sequence[int], guarded: bool = True) -> int:
+    """Run ``work`` (sampling the processes ``targets``) in a forked worker; return its exit code (in the front).
     In the worker, SIGINT, SIGTERM and SIGHUP are held (recorded, not acted on) until ``work``
     calls :func:`release_signals`: a Ctrl-C passed on at once can then never land between the
     fork and the guard that turns it into one line."""
@@ -99,7 +99,9 @@ def run_in_worker(work: Callable[[], int], target: int, guarded: bool = True) ->
     if code >= 0:
         return code
     name = signal.Signals(-code).name
-    then = f"its guardian puts back what it left in PID {target}; to check" if guarded else "no guardian: run"
-    print(f"sampler: the sampling process (PID {worker}) was killed by {name}; {then}: sampler repair --pid "
-          f"{target}", file=sys.stderr, flush=True)
+    where = f"PID {targets[0]}" if len(targets) == 1 else f"the {len(targets)} processes"
+    then = f"its guardian puts back what it left in {where}; to check" if guarded else "no guardian: run"
+    command = f"--pid {targets[0]}" if len(targets) == 1 else "--all"
+    print(f"sampler: the sampling process (PID {worker}) was killed by {name}; {then}: sampler repair {command}",
+          file=sys.stderr, flush=True)
     return 128 - code

@@ -19,6 +19,24 @@ def find(pattern: str | None, container: str | None = None) -> int:
     regular expression, searched); sampler itself and its ancestors never match. With
     ``container`` (a container runtime's ID, or its first 12 characters or more), only that
     container's processes count, by their cgroup; without a pattern, its first process."""
+    matched = _matches(pattern, container)
+    if pattern is None:
+        return min(matched, key=lambda p: (procfs.start_time(p[0]) or 0, p[0]))[0]
+    if len(matched) > 1:
+        listed = "; ".join(f"{pid} {name} ({line[:60]})" for pid, name, line in matched[:SHOWN])
+        more = f" and {len(matched) - SHOWN} more" if len(matched) > SHOWN else ""
+        raise UsageError(f"--pgrep {pattern!r} matches {len(matched)} processes: {listed}{more}",
+                         "make the pattern match one (e.g. '^name$'), give --pid, or add --all to sample them all")
+    return matched[0][0]
+
+
+def find_all(pattern: str | None, container: str | None = None) -> list[int]:
+    """Every process ``find`` would choose among (--all): by name, else by command line, in
+    ``container`` when given (without a pattern, all of its processes)."""
+    return sorted(pid for pid, _, _ in _matches(pattern, container))
+
+
+def _matches(pattern: str | None, container: str | None) -> list[tuple[int, str, str]]:
     try:
         wanted = re.compile(pattern or "")
     except re.error as e:
@@ -36,18 +54,13 @@ def find(pattern: str | None, container: str | None = None) -> int:
             raise ProcessNotFound(f"--container {container}: no process of this machine is in that container",
                                   "check the ID (kubectl get pod -o jsonpath='{..containerID}') and the node")
         if pattern is None:
-            return min(processes, key=lambda p: (procfs.start_time(p[0]) or 0, p[0]))[0]
+            return processes
     matched = [p for p in processes if wanted.search(p[1])] or [p for p in processes if wanted.search(p[2])]
     if not matched:
         inside = f" in container {container}" if container else ""
         raise ProcessNotFound(f"--pgrep {pattern!r}: no process{inside} has a name or command line that matches",
                               "check the name with ps -e, or give --pid")
-    if len(matched) > 1:
-        listed = "; ".join(f"{pid} {name} ({line[:60]})" for pid, name, line in matched[:SHOWN])
-        more = f" and {len(matched) - SHOWN} more" if len(matched) > SHOWN else ""
-        raise UsageError(f"--pgrep {pattern!r} matches {len(matched)} processes: {listed}{more}",
-                         "make the pattern match one (e.g. '^name$'), or give --pid")
-    return matched[0][0]
+    return matched
 
 
 def _cgroup(pid: int) -> str:

@@ -131,6 +131,16 @@ def is_thread_of(pid: int, tid: int) -> bool:
     return os.path.exists(f"/proc/{pid}/task/{tid}")
 
 
+def group_and_parent(tid: int) -> tuple[int, int]:
+    """The process (thread group) task ``tid`` belongs to, and its parent process; (0, 0)
+    when it is gone."""
+    try:
+        fields = status(tid)
+        return int(fields.get("Tgid", "0")), int(fields.get("PPid", "0"))
+    except (ProcessNotFound, ValueError, OSError):
+        return 0, 0
+
+
 def children(pid: int) -> list[int]:
     """Child processes of ``pid`` (of its main thread); empty when it is gone."""
     try:

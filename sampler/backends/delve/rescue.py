@@ -131,7 +131,10 @@ class DlvRescue:
     def ready(self) -> None:
         pass
 
-    def run(self, patches: dict[int, int], children: set[int]) -> None:
+    def watch(self, pid: int) -> None:
+        pass
+
+    def run(self, patches: dict[int, dict[int, int]], children: dict[int, int]) -> None:
         if not self.leave():
             kill_dlv(self.dlv_pid, self.pid)
 

@@ -18,6 +18,7 @@ import gc
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import ClassVar
 
 from sampler import notice
@@ -27,6 +28,7 @@ from sampler.backends.ptrace.instructions import MAX_FUNCTION, starts_instructio
 from sampler.backends.ptrace.memory import Memory, UnreadableMemory
 from sampler.backends.ptrace.plan import Snapshot
 from sampler.backends.ptrace.rescue import PatchRescue
+from sampler.backends.ptrace.router import Router
 from sampler.backends.ptrace.scope import Scope
 from sampler.backends.ptrace.site import Site
 from sampler.backends.ptrace.tracer import CHECK_EMULATION, Hit, Tracer
@@ -35,7 +37,7 @@ from sampler.debuginfo.debugfiles import DebugFinder
 from sampler.debuginfo.locate import Place, resolve_all
 from sampler.debuginfo.modules import Modules
 from sampler.errors import LocationNotFound, UsageError
-from sampler.safety.guardian import Guardian
+from sampler.safety.guardian import Guardian, Ward
 from sampler.safety.journal import Journal
 from sampler.sample import Reading
 from sampler.stop import StopFlag
@@ -49,6 +51,9 @@ class PtraceBackend:
 
     def __init__(self, config: SessionConfig, modules: Modules, is_go: bool = False) -> None:
         self.config = config
+        self.router: Router | None = None
+        """In a run of many processes (fleet.py): what routes the events, and the run's guardian."""
+        self.shared_guardian: Guardian | None = None
         self.modules = modules
         probes = config.probe_list()
         placed = [(probe, resolve_all(modules, probe.location)) for probe in probes]
@@ -137,9 +142,13 @@ class PtraceBackend:
         gc.collect()
         gc.freeze()
         journal = Journal(self.config.pid)
-        if self.config.guardian:
-            self.guardian = Guardian(PatchRescue(self.config.pid))
-        self.tracer = Tracer(self.config.pid, self.memory, journal, self.guardian, go=self.sites[0].scope.is_go)
+        guardian: Guardian | Ward | None = None
+        if self.shared_guardian is not None:
+            guardian = Ward(self.shared_guardian, self.config.pid)
+        elif self.config.guardian and self.router is None:
+            guardian = self.guardian = Guardian(PatchRescue(self.config.pid))
+        self.tracer = Tracer(self.config.pid, self.memory, journal, guardian, go=self.sites[0].scope.is_go,
+                             router=self.router)
         self.tracer.seize()
 
     def _check_instruction(self, site: Site) -> None:
@@ -169,14 +178,27 @@ class PtraceBackend:
                                    "corrupted: give a function name, another line, or *ADDR of an instruction")
 
     def sample(self, stop: StopFlag) -> Reading:
+        if self.tracer is None or self.address is None:
+            return self.read_globals()
+        turn = self.begin_turn()
+        reading = self.take_turn(turn, turn.armed + self.config.hit_timeout_s, stop)
+        return reading if reading is not None else self.end_turn(turn, stop)
+
+    def read_globals(self) -> Reading:
+        """Zero-stop reads: nothing stops."""
         memory = self.memory
         assert memory is not None
-        if self.tracer is None or self.address is None:
-            values, errors = self.sites[0].evaluate(memory, None)
-            if errors:  # reads fail once it is gone
-                memory.check_alive()
-            return Reading(values, error="; ".join(errors))
+        values, errors = self.sites[0].evaluate(memory, None)
+        if errors:  # reads fail once it is gone
+            memory.check_alive()
+        return Reading(values, error="; ".join(errors))
+
+    # a sample in three steps, for a run of many processes (fleet.py) that waits for all at once
+
+    def begin_turn(self) -> Turn:
+        """Arm the next probe's breakpoints."""
         tracer = self.tracer
+        assert tracer is not None
         sites = self.probes[self._turn]
         self._turn = (self._turn + 1) % len(self.probes)
         holds = _holds(sites)
@@ -186,33 +208,59 @@ class PtraceBackend:
                     tracer.warm(site.runner, site.warm)
         for site in sites:
             tracer.arm(site.address)  # type: ignore[arg-type]  # journaled at the first sample: not in wait_us
-        armed = time.monotonic()
-        deadline = armed + self.config.hit_timeout_s
-        if holds is not None:  # the hot path: only the plans' reads while the thread waits
-            caught: tuple[Hit, Snapshot] | None = None
+        return Turn(sites, holds, time.monotonic())
+
+    def take_turn(self, turn: Turn, deadline: float, stop: StopFlag) -> Reading | None:
+        """Serve the target until a thread hits one of the turn's breakpoints (its reading, the
+        breakpoints out) or ``deadline`` (None, the breakpoints still in: a deadline passed
+        already only serves the events there are)."""
+        tracer, memory, sites = self.tracer, self.memory, turn.sites
+        assert tracer is not None and memory is not None
+        if turn.holds is not None:  # the hot path: only the plans' reads while the thread waits
             try:
-                caught = tracer.catch(holds, deadline, stop)
-            finally:
-                for site in sites:  # the hit one's byte is back already
-                    tracer.disarm(site.address)  # type: ignore[arg-type]
+                caught = tracer.catch(turn.holds, deadline, stop)
+            except BaseException:
+                self._disarm(sites)
+                raise
             if caught is None:
-                return self._missed(sites, stop, armed)
+                return None
+            self._disarm(sites)  # the hit one's byte is back already
             tracer.let_run()
             caught_hit, snapshot = caught
             site = self._at[caught_hit.address]
             site.warm = caught_hit
-            return site.reading(memory, caught_hit, armed, [None] * len(site.expressions), snapshot)
-        hit: Hit | None = None
+            return site.reading(memory, caught_hit, turn.armed, [None] * len(site.expressions), snapshot)
         try:
             hit = tracer.wait_for_hit(deadline, stop)
-        finally:
-            for site in sites:
-                tracer.disarm(site.address)  # type: ignore[arg-type]  # the bytes go back before the thread does
-            if hit is not None:
-                tracer.rewind(hit)  # and the thread onto its instruction, before anything else is read
+        except BaseException:
+            self._disarm(sites)
+            raise
         if hit is None:
-            return self._missed(sites, stop, armed)
-        return self._at[hit.address].read_hit(memory, hit, armed, self._resume)
+            return None
+        try:
+            self._disarm(sites)  # the bytes go back before the thread does
+        finally:
+            tracer.rewind(hit)  # and the thread onto its instruction, before anything else is read
+        return self._at[hit.address].read_hit(memory, hit, turn.armed, self._resume)
+
+    def end_turn(self, turn: Turn, stop: StopFlag) -> Reading:
+        """No hit by the deadline: the breakpoints out, a miss."""
+        self._disarm(turn.sites)
+        return self._missed(turn.sites, stop, turn.armed)
+
+    def arm_all(self) -> None:
+        """Tracing: every breakpoint in (fleet.py; trace() does it itself)."""
+        assert self.tracer is not None
+        for site in self.sites:
+            self.tracer.arm(site.address)  # type: ignore[arg-type]
+
+    def disarm_all(self) -> None:
+        self._disarm(self.sites)
+
+    def _disarm(self, sites: list[Site]) -> None:
+        assert self.tracer is not None
+        for site in sites:
+            self.tracer.disarm(site.address)  # type: ignore[arg-type]
 
     def _missed(self, sites: list[Site], stop: StopFlag, armed: float) -> Reading:
         return sites[0].missed(miss(stop, self.config.hit_timeout_s), (time.monotonic() - armed) * 1e6)
@@ -308,6 +356,16 @@ class PtraceBackend:
                 self.memory.close()
                 self.memory = None
             self.modules.close()
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One probe's breakpoints armed for a sample."""
+
+    sites: list[Site]
+    holds: dict[int, Callable[[object], Snapshot]] | None
+    armed: float
+    """When (monotonic seconds): the sample's wait starts there."""
 
 
 def _holds(sites: list[Site]) -> dict[int, Callable[[object], Snapshot]] | None:

@@ -27,7 +27,7 @@ from ptrace.error import PtraceError  # type: ignore[import-untyped]
 from sampler.backends.ptrace import calls
 from sampler.errors import JournalError, ProcessNotFound
 from sampler.safety import repair
-from sampler.safety.guardian import Guardian
+from sampler.safety.guardian import Guardian, Ward
 from sampler.safety.journal import Journal
 
 PTRACE_DETACH = 17
@@ -50,7 +50,7 @@ def shares_memory(pid: int, child: int) -> bool:
 class ChildReleaser:
     """Cleans forked children of the target's breakpoints and lets them go."""
 
-    def __init__(self, guardian: Guardian | None, journaled: bool) -> None:
+    def __init__(self, guardian: Guardian | Ward | None, journaled: bool) -> None:
         self.guardian = guardian
         self.journaled = journaled
         """Whether the children get journal entries of their own (the target has one)."""

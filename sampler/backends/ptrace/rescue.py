@@ -16,29 +16,40 @@ from sampler.safety import repair
 
 
 class PatchRescue:
+    """For one process, or (``watch``) each process of a run of many."""
+
     def __init__(self, pid: int) -> None:
         self.pid = pid
-        self._fd = -1
+        """The run's first target: the process of patches said without a PID (0)."""
+        self._fds: dict[int, int] = {}
         self._children: set[int] = set()
 
     def ready(self) -> None:
-        try:
-            self._fd = os.open(f"/proc/{self.pid}/mem", os.O_RDWR | os.O_CLOEXEC)
-        except OSError:
-            self._fd = -1  # gone already: cleanup's repair finds nothing to do either
+        self.watch(self.pid)
 
-    def run(self, patches: dict[int, int], children: set[int]) -> None:
-        if self._fd >= 0:
-            repair.put_back_through(self._fd, patches)
-        for child in children:
-            repair.put_back(child, patches)
-        self._children = children
+    def watch(self, pid: int) -> None:
+        if pid in self._fds:
+            return
+        try:
+            self._fds[pid] = os.open(f"/proc/{pid}/mem", os.O_RDWR | os.O_CLOEXEC)
+        except OSError:
+            pass  # gone already: cleanup's repair finds nothing to do either
+
+    def run(self, patches: dict[int, dict[int, int]], children: dict[int, int]) -> None:
+        for pid, theirs in patches.items():
+            fd = self._fds.get(pid or self.pid, -1)
+            if fd >= 0:
+                repair.put_back_through(fd, theirs)
+        for child, parent in children.items():
+            repair.put_back(child, patches.get(parent, {}))
+        self._children = set(children)
 
     def cleanup(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-        for pid in (self.pid, *self._children):
+        for fd in self._fds.values():
+            os.close(fd)
+        pids = set(self._fds) | {self.pid}
+        self._fds.clear()
+        for pid in (*sorted(pids), *self._children):
             try:
                 repair.repair(pid)  # the journal entry: its bytes are back, it is dropped
             except SamplerError:

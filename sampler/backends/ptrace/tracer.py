@@ -23,13 +23,13 @@ from typing import Any, TypeVar
 from ptrace.binding import func as ptrace_func  # type: ignore[import-untyped]
 from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
-from sampler import waits
 from sampler.backends.ptrace import calls, emulate
 from sampler.backends.ptrace.children import ChildReleaser, shares_memory
 from sampler.backends.ptrace.instructions import kind_of
 from sampler.backends.ptrace.memory import Memory, UnreadableMemory
+from sampler.backends.ptrace.router import Router, Wakeups
 from sampler.errors import DebuggerError, ProcessNotFound, SamplerError, TargetExeced, TargetExited
-from sampler.safety.guardian import Guardian
+from sampler.safety.guardian import Guardian, Ward
 from sampler.safety.journal import Journal
 from sampler.stop import StopFlag
 from sampler.target import permission, procfs
@@ -97,7 +97,7 @@ TRAP_STOP = signal.SIGTRAP << 8 | 0x7F
 
 class Tracer:
     def __init__(self, pid: int, memory: Memory, journal: Journal | None = None,
-                 guardian: Guardian | None = None, go: bool = False) -> None:
+                 guardian: Guardian | Ward | None = None, go: bool = False, router: Router | None = None) -> None:
         self.pid = pid
         self.go = go
         """The target is a Go program (its stack check may be emulated: emulate.py)."""
@@ -151,8 +151,9 @@ class Tracer:
         self.exit_status: int | None = None
         self._seen = 0.0
         """When the last event came out of waitpid (monotonic seconds)."""
-        self._wake_r = self._wake_w = self._child_fd = -1
-        self._previous: tuple[Any, int, Any] | None = None
+        self.router = router
+        """In a run of many processes, what hands this tracer its tasks' events (router.py)."""
+        self._wakeups = router.wakeups if router is not None else Wakeups()
 
     # -- attach and detach ----------------------------------------------------
 
@@ -402,10 +403,7 @@ class Tracer:
         deadline = time.monotonic() + HOLD_TIMEOUT_S
         polls = 0
         while waiting:
-            try:
-                got, status = os.waitpid(-1, WNOHANG_WALL)
-            except ChildProcessError:
-                break
+            got, status = self._poll()
             if got:
                 if got not in waiting:
                     self._queue.append((got, status))  # a new thread or child: served after the step
@@ -534,11 +532,16 @@ class Tracer:
         registers = calls.user_regs_struct()  # made before the hit, not during it
         reference = ctypes.addressof(registers)
         ptrace, waitpid, monotonic, fd = calls.ptrace, os.waitpid, time.monotonic, self.memory.fd
+        router = self.router
         hit = None
         while hit is None:
             while True:
                 if self._queue:
                     tid, status = self._queue.pop(0)
+                elif router is not None:
+                    tid, status = router.poll(self)
+                    if tid == 0:
+                        break
                 else:
                     try:
                         tid, status = waitpid(-1, WNOHANG_WALL)
@@ -766,14 +769,40 @@ class Tracer:
             self._seen = time.monotonic()
             yield self._queue.pop(0)
         while True:
-            try:
-                tid, status = os.waitpid(-1, WNOHANG_WALL)
-            except ChildProcessError:
-                return
+            tid, status = self._poll()
             if tid == 0:
                 return
             self._seen = time.monotonic()  # a hit's pause starts here, with the kernel's word of it
             yield tid, status
+
+    def _poll(self) -> tuple[int, int]:
+        """The next event of this tracer's tasks from the kernel; (0, 0) when there is none now."""
+        if self.router is not None:
+            return self.router.poll(self)
+        try:
+            return os.waitpid(-1, WNOHANG_WALL)
+        except ChildProcessError:
+            return 0, 0
+
+    # -- in a run of many processes (router.py) --------------------------------
+
+    def owns(self, tid: int) -> bool:
+        """``tid`` is one of this tracer's tasks (a thread, a vfork child, a new process not yet
+        announced by its parent's fork event)."""
+        return tid == self.pid or tid in self.threads or tid in self.sharing or tid in self._early
+
+    def take_later(self, tid: int, status: int) -> None:
+        """An event of one of this tracer's tasks that the router took while serving another:
+        served at this tracer's next call. A new process's first stop is kept as ``_handle``
+        keeps it (its parent's fork event looks for it there)."""
+        if tid not in self.threads and os.WIFSTOPPED(status) and status >> 16 == PTRACE_EVENT_STOP \
+                and tid != self.pid and not procfs.is_thread_of(self.pid, tid):
+            self._early[tid] = status
+        else:
+            self._queue.append((tid, status))
+
+    def has_events(self) -> bool:
+        return bool(self._queue)
 
     def _request(self, request: int, tid: int, addr: int = 0, data: int = 0) -> bool:
         """A ptrace request that tolerates a thread that has just vanished."""
@@ -785,52 +814,22 @@ class Tracer:
                 return False
             raise DebuggerError(f"ptrace request {request:#x} on thread {tid} failed: {e}") from None
 
-    # -- sleeping until something happens --------------------------------------------
-    # SIGCHLD (a thread stopped) is blocked in this thread and read from a signalfd: a
-    # handler would run inside every ptrace request that wakes a thread which soon stops
-    # again (every-hit mode: 5-7 us per request). Where other threads leave it unblocked
-    # (a program that runs the tracer in-process, as the tests do), the kernel hands it to
-    # one of them; the handler and the wakeup pipe then wake the select as before. The
-    # session's stop signals write to the wakeup pipe too.
+    # -- sleeping until something happens (router.Wakeups) ---------------------------
 
     def _start_wakeups(self) -> None:
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
-        previous_handler = signal.signal(signal.SIGCHLD, lambda *_: None)
-        previous_fd = signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
-        self._previous = (previous_handler, previous_fd, mask)
-        try:
-            self._child_fd = calls.signalfd({signal.SIGCHLD})
-        except OSError:
-            self._stop_wakeups()  # the handler, the wakeup fd and the mask as they were
-            raise
+        if self.router is None:
+            self._wakeups.start()
+        else:
+            self.router.add(self)
 
     def _stop_wakeups(self) -> None:
-        if self._previous is not None:
-            handler, fd, mask = self._previous
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-            signal.set_wakeup_fd(fd)
-            signal.signal(signal.SIGCHLD, handler)
-            self._previous = None
-        for fd in (self._wake_r, self._wake_w, self._child_fd):
-            if fd >= 0:
-                os.close(fd)
-        self._wake_r = self._wake_w = self._child_fd = -1
+        if self.router is None:
+            self._wakeups.stop()
+        else:
+            self.router.remove(self)
 
     def _sleep(self, timeout: float) -> None:
-        """Until a signal comes or ``timeout``; at most SLEEP_SLICE_S, so that a wake-up the
-        kernel gave to another thread costs a slice, not the whole wait."""
-        if timeout <= 0:
-            return
-        ready = waits.readable([self._wake_r, self._child_fd], min(timeout, SLEEP_SLICE_S))
-        for fd in ready:
-            try:
-                while os.read(fd, 1024):
-                    pass
-            except BlockingIOError:
-                pass
+        self._wakeups.sleep(timeout)
 
 
 def _tasks(pid: int) -> list[int]:

@@ -1,0 +1,259 @@
+"""Many processes in one run: one tracing worker, one ptrace backend per process.
+
+Each process keeps everything a run of one has (its modules and load bias, breakpoints,
+journal entry, plans, children let go clean); the router (router.py) hands each its
+tasks' events, and one guardian covers them all, told which process each byte is in.
+
+A tick arms the probe's breakpoints in every process, then serves all of them until each
+has been hit once or the hit timeout passed: one row per process per probe, each with its
+``pid``. Tracing, every breakpoint of every process stays armed and each hit is a row.
+Between ticks every process's signals are passed on at once, whichever is waiting.
+
+A process that ends (exits, execs, cannot be attached or read) ends its part of the run
+with one line; the others go on. The run ends when none is left.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import ClassVar, TypeVar
+
+from sampler import notice
+from sampler.backends.base import Capabilities
+from sampler.backends.ptrace.backend import PtraceBackend, Turn
+from sampler.backends.ptrace.rescue import PatchRescue
+from sampler.backends.ptrace.router import Router
+from sampler.config import SessionConfig
+from sampler.errors import ExpressionError, LocationNotFound, SamplerError, TargetExited, UsageError
+from sampler.safety.guardian import Guardian
+from sampler.sample import Reading
+from sampler.stop import StopFlag
+
+T = TypeVar("T")
+ENDS_A_PROCESS = (SamplerError, ProcessLookupError, FileNotFoundError)
+"""What ends one process's part (in a run of one they end the run)."""
+ENDS_THE_RUN = (ExpressionError, LocationNotFound)
+"""A question wrong for the program: asked of the others it would be as wrong."""
+
+
+class Fleet:
+    name: ClassVar[str] = "ptrace"
+    capabilities: ClassVar[Capabilities] = PtraceBackend.capabilities
+
+    def __init__(self, config: SessionConfig, members: list[PtraceBackend]) -> None:
+        self.config = config
+        self.members = list(members)
+        """The processes still sampled, in the order given."""
+        self._all = list(members)
+        """Every process of the run (for the notes)."""
+        self.router = Router()
+        self.guardian: Guardian | None = None
+        self.probe_column = any(member.probe_column for member in members)
+        self._ready: list[Reading] = []
+        """The rest of the tick's readings: sample() hands them out one at a time."""
+        self._next = 0
+        """Where trace() looks first for a hit (each process in turn comes first)."""
+        self.ended: list[tuple[int, str]] = []
+        """(PID, why) of each process whose part ended before the run did."""
+        self._notes: list[str] = []
+        self._zero_stop = members[0].address is None
+        self._armed = False
+        """Tracing: every process's breakpoints are in."""
+        self._last_error: BaseException | None = None
+        self._began = 0.0
+        """When the tick's samples began (every process armed at once)."""
+
+    @property
+    def per_tick(self) -> int:
+        return len(self.members) * self.members[0].per_tick if self.members else 1
+
+    @property
+    def pids(self) -> list[int]:
+        return [member.config.pid for member in self.members]
+
+    # -- the Backend interface -------------------------------------------------
+
+    def attach(self) -> None:
+        if not self._zero_stop and self.config.guardian:
+            self.guardian = Guardian(PatchRescue(self.members[0].config.pid))
+        for member in list(self.members):
+            member.router, member.shared_guardian = self.router, self.guardian
+            self._each(member, member.attach, at_attach=True)
+        if not self.members:
+            raise self._none_left()
+
+    def sample(self, stop: StopFlag) -> Reading:
+        if not self._ready:
+            self._check_left()
+            self._ready = self._tick(stop)
+        return self._ready.pop(0)
+
+    def _check_left(self) -> None:
+        if not self.members:
+            raise self._none_left()
+
+    def _tick(self, stop: StopFlag) -> list[Reading]:
+        """One probe's sample in every process at once."""
+        members = list(self.members)
+        self._began = time.monotonic()
+        if self._zero_stop:
+            read = {member: self._each(member, member.read_globals) for member in members}
+            return [self._tagged(member, read[member]) for member in members]
+        turns: dict[PtraceBackend, Turn] = {}
+        readings: dict[PtraceBackend, Reading] = {}
+        self._began = time.monotonic()
+        for member in members:
+            turn = self._each(member, member.begin_turn)
+            if turn is not None:
+                turns[member] = turn
+        deadline = time.monotonic() + self.config.hit_timeout_s
+        while turns and not stop.is_set():
+            self.router.drain()
+            for member in self._with_events(list(turns)):
+                reading = self._each(member, partial(member.take_turn, turns[member], 0.0, stop))
+                if reading is not None or member not in self.members:
+                    turns.pop(member)
+                    if reading is not None:
+                        readings[member] = reading
+            self._serve(exclude=turns)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            if turns and not self.router.busy():
+                self.router.sleep(remaining)
+        for member, turn in turns.items():
+            reading = self._each(member, partial(member.end_turn, turn, stop))
+            if reading is not None:
+                readings[member] = reading
+        return [self._tagged(member, readings.get(member)) for member in members]
+
+    def _tagged(self, member: PtraceBackend, reading: Reading | None) -> Reading:
+        """The reading with its process's PID (and the probe column, where other processes
+        have one); a process whose part ended in the tick gets a row that says why."""
+        if reading is None:
+            width = len(self.config.expressions) + (1 if self.probe_column else 0)
+            why = next((why for pid, why in self.ended if pid == member.config.pid), "its part of the run ended")
+            return Reading((None,) * width, error=why, pid=member.config.pid, began=self._began)
+        if self.probe_column and not member.probe_column:
+            reading = dataclasses.replace(reading, values=(member.config.location, *reading.values))
+        return dataclasses.replace(reading, pid=member.config.pid, began=self._began)
+
+    def _with_events(self, waiting: list[PtraceBackend]) -> list[PtraceBackend]:
+        """Of ``waiting``, those with events to serve (a hit among them)."""
+        return [member for member in waiting if member.tracer is not None and member.tracer.has_events()]
+
+    def _serve(self, exclude: dict[PtraceBackend, Turn] | None = None) -> None:
+        """Pass on the signals and follow the new tasks of every process not waiting for a hit."""
+        for member in list(self.members):
+            if (exclude is None or member not in exclude) and member.tracer is not None \
+                    and member.tracer.has_events():
+                self._each(member, partial(member.tracer.serve_until, 0.0, StopFlag()))
+
+    def trace(self, stop: StopFlag, until: float) -> Reading | None:
+        if self._zero_stop:
+            raise UsageError("every-hit tracing needs --at")
+        if not self._armed:  # at the start, and after the breakpoints were out for a while
+            for member in list(self.members):
+                self._each(member, member.arm_all)
+            self._armed = True
+        while not stop.is_set() and self.members:
+            self.router.drain()
+            members = self.members[self._next:] + self.members[:self._next]
+            for member in self._with_events(members):
+                reading = self._each(member, partial(member.trace, stop, 0.0))
+                if reading is not None:
+                    self._next = (self.members.index(member) + 1) % len(self.members) \
+                        if member in self.members else 0
+                    return self._tagged(member, reading)
+            remaining = until - time.monotonic()
+            if remaining <= 0:
+                return None
+            if not self.router.busy():
+                self.router.sleep(remaining)
+        self._check_left()
+        return None
+
+    def idle(self, seconds: float, stop: StopFlag) -> None:
+        self._check_left()
+        if self._zero_stop:
+            stop.wait(seconds)
+            return
+        if self.config.every_hit:  # the breakpoints out for a while (--max-overhead)
+            for member in list(self.members):
+                self._each(member, member.disarm_all)
+            self._armed = False
+        deadline = time.monotonic() + seconds
+        while not stop.is_set():
+            self.router.drain()
+            self._serve()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            if not self.router.busy():
+                self.router.sleep(remaining)
+
+    def detach(self) -> None:
+        try:
+            for member in list(self.members):
+                try:
+                    member.detach()
+                except ENDS_A_PROCESS as e:
+                    self._notes.append(f"PID {member.config.pid}: {_said(e)}")
+            self.members.clear()
+        finally:
+            if self.guardian is not None:  # only once every byte is back
+                guardian, self.guardian = self.guardian, None
+                guardian.dismiss()
+
+    def notes(self) -> list[str]:
+        said = list(self._notes)
+        for member in self._all:
+            said += [f"PID {member.config.pid}: {note}" for note in member.notes()]
+        if self.ended:
+            said.append(f"{len(self.ended)} of {len(self._all)} process(es) ended before the run did: "
+                        + "; ".join(f"{pid} ({why})" for pid, why in self.ended[:5])
+                        + (f" and {len(self.ended) - 5} more" if len(self.ended) > 5 else ""))
+        return said
+
+    # -- one process's part ------------------------------------------------------
+
+    def _each(self, member: PtraceBackend, call: Callable[[], T], at_attach: bool = False) -> T | None:
+        """``call()`` for one process; what ends its part ends only its part (one line)."""
+        try:
+            return call()
+        except ENDS_A_PROCESS as e:
+            if isinstance(e, ENDS_THE_RUN) or (isinstance(e, UsageError) and not at_attach):
+                raise
+            self._end(member, e)
+            return None
+
+    def _end(self, member: PtraceBackend, error: BaseException) -> None:
+        why = _said(error)
+        if member in self.members:
+            self.members.remove(member)
+        try:
+            member.detach()
+        except ENDS_A_PROCESS as e:
+            why += f"; then {_said(e)}"
+        self.ended.append((member.config.pid, why))
+        self._last_error = error
+        if self.members:
+            notice.say(f"PID {member.config.pid}: {why}; sampling goes on in {len(self.members)} other process(es)")
+
+    def _none_left(self) -> SamplerError:
+        error = self._last_error
+        if isinstance(error, SamplerError) and len(self._all) == 1:
+            return error
+        if isinstance(error, SamplerError):
+            error.message = f"none of the {len(self._all)} processes is left (the last: {error.message})"
+            return error
+        return TargetExited(f"none of the {len(self._all)} processes is left")
+
+
+def _said(error: BaseException) -> str:
+    if isinstance(error, SamplerError):
+        return error.message
+    return f"{type(error).__name__}: {error}"

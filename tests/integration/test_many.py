@@ -1,0 +1,196 @@
+"""Many processes in one run (--pid again, --pgrep --all): one tracer, a row per process,
+each process's part ending alone, and every process left as it was on every way out."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.integration.targets import (
+    ROOT,
+    Target,
+    assert_code_matches_files,
+    assert_csv_whole,
+    code_differs,
+    finish,
+    one_line_error,
+    sampler,
+    start_sampler,
+    wait_for_rows,
+)
+
+
+def pids(*targets: Target) -> list[str]:
+    return [arg for target in targets for arg in ("--pid", str(target.pid))]
+
+
+def untouched(*targets: Target) -> None:
+    for target in targets:
+        target.assert_untouched()
+        assert_code_matches_files(target.pid)
+
+
+def test_attach_samples_every_process_at_each_tick(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN three ring buffers
+    targets = [start_target("ringbuf-c") for _ in range(3)]
+    out = tmp_path / "s.csv"
+    # WHEN one run samples all three at a breakpoint, 4 ticks
+    result = sampler("attach", "--backend", "ptrace", *pids(*targets), "--at", "ring_read",
+                     "--expr", "delta=b->w - b->r", "--interval", "100ms", "--count", "12", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    rows = assert_csv_whole(out)
+    # THEN a row per process per tick, each with its own pid, each a hit of that process
+    assert collections.Counter(row["pid"] for row in rows) == {str(t.pid): 4 for t in targets}
+    assert [row["pid"] for row in rows[:3]] == [str(t.pid) for t in targets]  # the order given, each tick
+    for row in rows:
+        assert not row["error"], row
+        assert 0 <= int(row["delta"]) <= 20000
+        assert row["thread"] and 0 < float(row["pause_us"]) < 1e6
+    assert "sampling 3 processes" in result.stderr
+    assert result.stderr.count("debug info in the file itself") == 1, result.stderr  # said once, not per process
+    untouched(*targets)
+
+
+def test_trace_counts_every_call_of_each_process(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN three programs whose 2 threads call hot() 200 times each once its breakpoint is in
+    targets = [start_target("callers", "2", "200", "hot") for _ in range(3)]
+    out = tmp_path / "t.csv"
+    # WHEN one run traces hot() in all three
+    proc = start_sampler("trace", "--backend", "ptrace", *pids(*targets), "--at", "hot", "--expr", "i",
+                         "--duration", "120s", "--out", str(out), "--quiet")
+    for target in targets:
+        target.wait_for(lambda t=target: any(line.startswith("done calls=") for line in t.lines), 60,
+                        "the target did not finish its calls")
+    wait_for_rows(out, proc, 1200)
+    time.sleep(0.2)  # and none after
+    proc.send_signal(signal.SIGINT)
+    _, stderr = finish(proc)
+    assert proc.returncode == 0, stderr
+    # THEN each process's rows are exactly the calls it counted itself
+    made = {str(t.pid): int(next(line for line in t.lines if line.startswith("done calls=")).split("=")[1])
+            for t in targets}
+    counted = collections.Counter(row["pid"] for row in assert_csv_whole(out))
+    assert made == {str(t.pid): 400 for t in targets}
+    assert counted == made, (counted, stderr)
+    assert "missed" not in stderr
+    for target in targets:
+        assert_code_matches_files(target.pid)
+
+
+def test_pgrep_all_takes_every_match(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN two ring buffers started as one program
+    targets = [start_target("ringbuf-c-O0") for _ in range(2)]
+    out = tmp_path / "z.csv"
+    # WHEN --pgrep matches both: without --all, one line naming them; with it, both sampled (zero-stop)
+    one = sampler("attach", "--pgrep", "^ringbuf-c-O0$", "--expr", "ring.w", "--count", "2")
+    assert one.returncode == 2 and "--all" in one_line_error(one)
+    result = sampler("attach", "--pgrep", "^ringbuf-c-O0$", "--all", "--expr", "w=ring.w",
+                     "--interval", "100ms", "--count", "6", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    rows = assert_csv_whole(out)
+    # THEN three rows of each, their values the write index of each (growing)
+    assert collections.Counter(row["pid"] for row in rows) == {str(t.pid): 3 for t in targets}
+    for target in targets:
+        written = [int(row["w"]) for row in rows if row["pid"] == str(target.pid)]
+        assert written == sorted(written) and written[-1] > written[0] > 0, written
+    untouched(*targets)
+
+
+def test_a_process_that_exits_ends_only_its_part(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN two ring buffers sampled at 10 Hz in one run
+    first, second = start_target("ringbuf-c"), start_target("ringbuf-c")
+    out = tmp_path / "e.csv"
+    proc = start_sampler("attach", "--backend", "ptrace", *pids(first, second), "--at", "ring_read",
+                         "--expr", "delta=b->w - b->r", "--interval", "100ms", "--duration", "60s",
+                         "--out", str(out), "--quiet")
+    wait_for_rows(out, proc, 6)
+    # WHEN one of them is killed
+    first.proc.kill()
+    first.proc.wait(5)
+    before = len(assert_csv_whole(out))
+    wait_for_rows(out, proc, before + 10)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = finish(proc)
+    # THEN its part ends with one line, the other's goes on, and the run ends as asked
+    assert proc.returncode == 0, stderr
+    assert f"PID {first.pid}: target process {first.pid} exited" in stderr, stderr
+    assert "sampling goes on in 1 other process(es)" in stderr
+    rows = assert_csv_whole(out)
+    after = rows[before + 4:]  # the tick it died in may still have its row
+    assert after and all(row["pid"] == str(second.pid) for row in after), after[:3]
+    assert all(not row["error"] for row in after)
+    untouched(second)
+
+
+def test_a_process_that_cannot_be_sampled_is_left_out(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN a ring buffer and a PID that is no process
+    target = start_target("ringbuf-c")
+    missing = 4_000_000
+    # WHEN both are given
+    result = sampler("attach", "--backend", "ptrace", *pids(target), "--pid", str(missing), "--at", "ring_read",
+                     "--expr", "b->w", "--count", "2", "--out", str(tmp_path / "m.csv"))
+    # THEN the missing one is said in one line, the other sampled
+    assert result.returncode == 0, result.stderr
+    assert f"PID {missing}: no process with PID {missing}; not sampled" in result.stderr
+    assert {row["pid"] for row in assert_csv_whole(tmp_path / "m.csv")} == {str(target.pid)}
+    # AND with none that can be, one line and a non-zero exit
+    none = sampler("attach", "--pid", str(missing), "--pid", str(missing + 1), "--expr", "x", "--count", "1")
+    assert none.returncode != 0 and "none of the 2 processes can be sampled" in one_line_error(none)
+    untouched(target)
+
+
+def test_delve_is_refused_for_several_processes(start_target: Callable[..., Target]) -> None:
+    target = start_target("ringbuf-c")
+    result = sampler("attach", "--backend", "delve", *pids(target), "--pid", "1", "--expr", "x")
+    assert result.returncode == 2
+    assert "several processes need the ptrace backend" in one_line_error(result)
+    untouched(target)
+
+
+def test_the_guardian_restores_every_process_when_the_worker_is_killed(
+        start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN three processes, each with a breakpoint that stays in (never hit)
+    targets = [start_target("ringbuf-c") for _ in range(3)]
+    proc = subprocess.Popen([sys.executable, "-m", "sampler", "attach", "--backend", "ptrace", *pids(*targets),
+                             "--at", "never", "--expr", "b->w", "--hit-timeout", "20s",
+                             "--out", str(tmp_path / "k.csv"), "--quiet"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not all(code_differs(t.pid) for t in targets):
+        assert proc.poll() is None and time.monotonic() < deadline, "the breakpoints never went in"
+        time.sleep(0.05)
+    # WHEN its tracing worker is killed with SIGKILL
+    worker = int(Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()[0])
+    os.kill(worker, signal.SIGKILL)
+    assert proc.wait(10) == 128 + signal.SIGKILL
+    assert proc.stderr is not None
+    said = proc.stderr.read()
+    proc.stderr.close()
+    assert "the 3 processes" in said and "sampler repair --all" in said, said
+    # THEN the guardian put every byte back in every process, and none is traced or stopped
+    for target in targets:
+        target.wait_for(lambda t=target: not code_differs(t.pid), 5, "the guardian did not restore the code")
+    untouched(*targets)
+
+
+def test_ctrl_c_during_a_trace_of_many_leaves_every_process_clean(start_target: Callable[..., Target],
+                                                                 tmp_path: Path) -> None:
+    # GIVEN three ring buffers traced at their hot read function
+    targets = [start_target("ringbuf-c") for _ in range(3)]
+    out = tmp_path / "c.csv"
+    proc = start_sampler("trace", "--backend", "ptrace", *pids(*targets), "--at", "ring_read",
+                         "--expr", "r=b->r", "--duration", "60s", "--out", str(out), "--quiet")
+    wait_for_rows(out, proc, 3000)
+    # WHEN it is stopped with Ctrl-C
+    proc.send_signal(signal.SIGINT)
+    _, stderr = finish(proc)
+    # THEN exit 0, rows of all three, and every process running, untraced, its code as its file
+    assert proc.returncode == 0, stderr
+    assert {row["pid"] for row in assert_csv_whole(out)} == {str(t.pid) for t in targets}
+    untouched(*targets)

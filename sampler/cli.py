@@ -73,7 +73,7 @@ def cli() -> None:
 F = TypeVar("F", bound=Callable[..., Any])
 
 SECTIONS = {
-    "What to sample": ("--pid", "--pgrep", "--all", "--container", "--wait-target", "--expr"),
+    "What to sample": ("--pid", "--pgrep", "--all", "--container", "--follow-forks", "--wait-target", "--expr"),
     "Where": ("--at", "--backend", "--debug-dir", "--symbols"),
     "When": ("--interval", "--rate", "--count", "--max-events", "--duration", "--hit-timeout", "--stop-when",
              "--max-overhead"),
@@ -136,6 +136,10 @@ def target_options(command: F) -> F:
                           "it must match one process, or give --all): for containers and pods, where PIDs differ."),
         click.option("--all", "every_match", is_flag=True,
                      help="With --pgrep or --container: every process that matches, in one run (ptrace)."),
+        click.option("--follow-forks", "follow_forks", is_flag=True,
+                     help="Sample the child processes the targets fork during the run too, from their first "
+                          "instruction, as strace -f does; their rows carry their own pid (ptrace). Without it, "
+                          "children are let go with sampler's breakpoints taken out."),
         click.option("--wait-target", type=DURATION, metavar="DURATION",
                      help="With --pgrep or --container: wait this long for the process to appear (a sidecar "
                           "that starts with the program)."),
@@ -256,11 +260,14 @@ def _config(ctx: click.Context, common: dict[str, Any], locations: Sequence[str]
         expressions = _expressions(common["exprs"])
     pids = _targets(common["pids"], common["pgrep"], common["container"], common["wait_target"],
                     common["every_match"])
-    if len(pids) > 1 and common["backend"] in ("delve", "delve-rpc"):
-        raise UsageError(f"several processes need the ptrace backend (--backend {common['backend']}: one dlv "
-                         "follows one process)", "give --backend ptrace, or one process")
+    many = len(pids) > 1 or common["follow_forks"]
+    if many and common["backend"] in ("delve", "delve-rpc"):
+        raise UsageError(f"{'--follow-forks' if len(pids) == 1 else 'several processes'} need the ptrace backend "
+                         f"(--backend {common['backend']}: one dlv follows one process)",
+                         "give --backend ptrace, or one process")
     names = [e.name for e in expressions] + ([PROBE] if locations else [])  # checked again once it is known
-    return SessionConfig(pid=pids[0], pids=pids if len(pids) > 1 else (), expressions=expressions,
+    return SessionConfig(pid=pids[0], pids=pids if many else (), follow_forks=common["follow_forks"],
+                         expressions=expressions,
                          location=locations[0] if locations else None,
                          probes=probes, duration_s=common["duration"],
                          backend=common["backend"], guardian=not common["no_guardian"],

@@ -146,8 +146,10 @@ def _fleet(config: SessionConfig, quiet: bool, how: str) -> Backend:
     if not quiet:
         shown = ", ".join(str(member.config.pid) for member in members[:8])
         more = f" and {len(members) - 8} more" if len(members) > 8 else ""
-        click.echo(f"sampler: ptrace backend (several processes: one tracer for all); sampling {len(members)} "
-                   f"processes (PID {shown}{more}) {how}", err=True)
+        which = f"{len(members)} processes (PID {shown}{more})" if len(members) > 1 else f"PID {shown}"
+        children = " and the children they fork" if config.follow_forks else ""
+        click.echo(f"sampler: ptrace backend (one tracer for every process); sampling {which}{children} {how}",
+                   err=True)
     return Fleet(config, members)
 
 

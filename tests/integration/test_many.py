@@ -194,3 +194,31 @@ def test_ctrl_c_during_a_trace_of_many_leaves_every_process_clean(start_target: 
     assert proc.returncode == 0, stderr
     assert {row["pid"] for row in assert_csv_whole(out)} == {str(t.pid) for t in targets}
     untouched(*targets)
+
+
+def test_follow_forks_traces_every_child_from_its_first_instruction(start_target: Callable[..., Target],
+                                                                   tmp_path: Path) -> None:
+    # GIVEN a program that forks a child every 20 ms; each child calls child_only(i) three times
+    target = start_target("forker", "fork", "20", "60")
+    out = tmp_path / "f.csv"
+    # WHEN child_only is traced for 2 s with --follow-forks (the parent never calls it)
+    result = sampler("trace", "--backend", "ptrace", "--pid", str(target.pid), "--at", "child_only",
+                     "--expr", "i", "--follow-forks", "--duration", "2s", "--out", str(out), "--quiet")
+    assert result.returncode == 0, result.stderr
+    rows = assert_csv_whole(out)
+    per_child = collections.defaultdict(list)
+    for row in rows:
+        per_child[row["pid"]].append(int(row["i"]))
+    # THEN every child forked during the run has its three calls, with its own pid and its own i
+    assert str(target.pid) not in per_child
+    assert len(per_child) >= 20, len(per_child)
+    whole = [calls for calls in per_child.values() if len(calls) == 3]
+    assert len(whole) >= len(per_child) - 2, per_child  # the first and the last may be cut by the run's ends
+    assert all(len(set(calls)) == 1 for calls in per_child.values())
+    assert len({calls[0] for calls in per_child.values()}) == len(per_child)  # one child per i
+    # AND the children lived their lives: none went bad, the parent untouched
+    target.proc.send_signal(signal.SIGUSR1)
+    target.wait_for(lambda: any(line.startswith("children forked=") for line in target.lines), 30,
+                    "the forker did not finish")
+    summary = next(line for line in target.lines if line.startswith("children forked="))
+    assert summary.endswith("bad=0"), target.lines[-8:]

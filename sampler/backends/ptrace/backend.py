@@ -18,7 +18,7 @@ import gc
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from sampler import notice
@@ -54,6 +54,9 @@ class PtraceBackend:
         self.router: Router | None = None
         """In a run of many processes (fleet.py): what routes the events, and the run's guardian."""
         self.shared_guardian: Guardian | None = None
+        self.closes_modules = True
+        """False in a run of many, where processes of one program share their modules."""
+        self.is_go = is_go
         self.modules = modules
         probes = config.probe_list()
         placed = [(probe, resolve_all(modules, probe.location)) for probe in probes]
@@ -89,16 +92,8 @@ class PtraceBackend:
         self.memory: Memory | None = None
         self.tracer: Tracer | None = None
         self.guardian: Guardian | None = None
-        self._released = 0
-        """Forked children let go clean (for the summary)."""
-        self._unsure = 0
-        """Steps over the breakpoint while a thread could not be held (for the summary)."""
-        self._vfork_windows = 0
-        """Times the breakpoint was out for an untraced vfork child (for the summary)."""
-        self._steps = (0, 0)
-        """Every-hit hits whose instruction was emulated, and those single-stepped (for the summary)."""
-        self._checked: tuple[int, list[str]] | None = None
-        """With SAMPLER_CHECK_EMULATION=1: (hits checked, where the emulation differed from the CPU)."""
+        self.tally = Tally()
+        """What the summary says, counted at detach."""
 
     @property
     def address(self) -> int | None:
@@ -118,7 +113,9 @@ class PtraceBackend:
 
     # -- the Backend interface -------------------------------------------------
 
-    def attach(self) -> None:
+    def attach(self, forked: bool = False) -> None:
+        """``forked``: the process is a child a traced process just forked, traced and stopped
+        already (--follow-forks): taken over, not seized."""
         zero_stop = self.address is None
         self.memory = Memory(self.config.pid, writable=not zero_stop)
         for site in self.sites:
@@ -137,19 +134,19 @@ class PtraceBackend:
             self._at[site.address] = site
         if len(self._at) < len(self.sites):
             raise UsageError("two --at give the same breakpoint address", "give each place once")
-        # what the DWARF parse left behind: collected now, and frozen so that no collection
-        # of those objects falls inside a pause
-        gc.collect()
-        gc.freeze()
+        if not forked:  # (a forked child's parent waits at its fork event meanwhile)
+            # what the DWARF parse left behind: collected now, and frozen so that no collection
+            # of those objects falls inside a pause
+            gc.collect()
+            gc.freeze()
         journal = Journal(self.config.pid)
         guardian: Guardian | Ward | None = None
         if self.shared_guardian is not None:
             guardian = Ward(self.shared_guardian, self.config.pid)
         elif self.config.guardian and self.router is None:
             guardian = self.guardian = Guardian(PatchRescue(self.config.pid))
-        self.tracer = Tracer(self.config.pid, self.memory, journal, guardian, go=self.sites[0].scope.is_go,
-                             router=self.router)
-        self.tracer.seize()
+        self.tracer = Tracer(self.config.pid, self.memory, journal, guardian, go=self.is_go, router=self.router)
+        self.tracer.take_over() if forked else self.tracer.seize()
 
     def _check_instruction(self, site: Site) -> None:
         """Refuse a breakpoint address that does not start an instruction of its function
@@ -314,27 +311,7 @@ class PtraceBackend:
             self.tracer.serve_until(time.monotonic() + seconds, stop)
 
     def notes(self) -> list[str]:
-        said = []
-        if self._released:
-            said.append(f"{self._released} child process(es) the target forked were let go with "
-                        "sampler's breakpoints taken out of their copy of its memory")
-        if self._unsure:
-            said.append(f"in {self._unsure} step(s) over the breakpoint a thread of the target could not be "
-                        "held: calls it made then may have been missed (at most one each)")
-        if self._vfork_windows and self.config.every_hit:
-            said.append(f"the breakpoint was out {self._vfork_windows} time(s) while a vfork child ran untraced "
-                        "(sampler lacks CAP_SYS_PTRACE, and a traced exec would lose its set-user-ID): calls "
-                        "other threads made then may have been missed")
-        emulated, stepped = self._steps
-        if (emulated or stepped) and not CHECK_EMULATION:
-            said.append(f"every hit: {emulated} ran on without a single-step, {stepped} single-stepped"
-                        + (" (the instruction under the breakpoint is not one sampler emulates: each hit "
-                           "stops the thread twice)" if stepped and not emulated else ""))
-        if self._checked is not None:
-            checked, differed = self._checked
-            said.append(f"emulation checked against the CPU at {checked} hit(s): {len(differed)} differed"
-                        + (f" (first: {differed[0]})" if differed else ""))
-        return said
+        return self.tally.notes(self.config.every_hit)
 
     def detach(self) -> None:
         try:
@@ -343,11 +320,9 @@ class PtraceBackend:
                 try:
                     tracer.detach()
                 finally:
-                    self._released, self._unsure = tracer.children.released, tracer.unsure
-                    self._vfork_windows = tracer.vfork_windows
-                    self._steps = (tracer.emulated, tracer.stepped)
-                    if CHECK_EMULATION:
-                        self._checked = (tracer.checked, tracer.mismatches)
+                    self.tally = Tally(tracer.children.released, tracer.unsure, tracer.vfork_windows,
+                                       tracer.emulated, tracer.stepped,
+                                       tracer.checked if CHECK_EMULATION else None, list(tracer.mismatches))
             if self.guardian is not None:  # only once every byte is back
                 guardian, self.guardian = self.guardian, None
                 guardian.dismiss()
@@ -355,7 +330,56 @@ class PtraceBackend:
             if self.memory is not None:
                 self.memory.close()
                 self.memory = None
-            self.modules.close()
+            if self.closes_modules:
+                self.modules.close()
+
+
+@dataclass
+class Tally:
+    """What a run's summary says of the processes it traced (summed over a run of many)."""
+
+    released: int = 0
+    """Forked children let go clean."""
+    unsure: int = 0
+    """Steps over the breakpoint while a thread could not be held."""
+    vfork_windows: int = 0
+    """Times the breakpoint was out for an untraced vfork child."""
+    emulated: int = 0
+    """Every-hit hits whose instruction was emulated."""
+    stepped: int = 0
+    """Every-hit hits single-stepped."""
+    checked: int | None = None
+    """With SAMPLER_CHECK_EMULATION=1: hits checked."""
+    differed: list[str] = field(default_factory=list)
+    """Where the emulation differed from the CPU."""
+
+    def __add__(self, other: Tally) -> Tally:
+        checked = None if self.checked is None and other.checked is None else \
+            (self.checked or 0) + (other.checked or 0)
+        return Tally(self.released + other.released, self.unsure + other.unsure,
+                     self.vfork_windows + other.vfork_windows, self.emulated + other.emulated,
+                     self.stepped + other.stepped, checked, self.differed + other.differed)
+
+    def notes(self, every_hit: bool) -> list[str]:
+        said = []
+        if self.released:
+            said.append(f"{self.released} child process(es) the target forked were let go with "
+                        "sampler's breakpoints taken out of their copy of its memory")
+        if self.unsure:
+            said.append(f"in {self.unsure} step(s) over the breakpoint a thread of the target could not be "
+                        "held: calls it made then may have been missed (at most one each)")
+        if self.vfork_windows and every_hit:
+            said.append(f"the breakpoint was out {self.vfork_windows} time(s) while a vfork child ran untraced "
+                        "(sampler lacks CAP_SYS_PTRACE, and a traced exec would lose its set-user-ID): calls "
+                        "other threads made then may have been missed")
+        if (self.emulated or self.stepped) and self.checked is None:
+            said.append(f"every hit: {self.emulated} ran on without a single-step, {self.stepped} single-stepped"
+                        + (" (the instruction under the breakpoint is not one sampler emulates: each hit "
+                           "stops the thread twice)" if self.stepped and not self.emulated else ""))
+        if self.checked is not None:
+            said.append(f"emulation checked against the CPU at {self.checked} hit(s): {len(self.differed)} differed"
+                        + (f" (first: {self.differed[0]})" if self.differed else ""))
+        return said
 
 
 @dataclass(frozen=True)

@@ -59,13 +59,15 @@ class ChildReleaser:
         self.cleaned = 0
         """Of those, children that had at least one int3 put back."""
 
-    def release(self, child: int, originals: dict[int, int], first_stop_seen: bool) -> None:
+    def release(self, child: int, originals: dict[int, int], first_stop_seen: bool, keep: bool = False) -> bool:
         """``child`` is stopped (or about to report its first stop): put back ``originals``
-        (address -> byte) where an int3 stands in its memory, then detach it. The guardian and
+        (address -> byte) where an int3 stands in its memory, then detach it (with ``keep``, it
+        stays traced and stopped: a run that follows forks takes it in). The guardian and
         a journal entry hear of it only when it holds an int3 (a fork while nothing was armed
-        costs two reads); a journal that cannot be written does not keep it stopped."""
+        costs two reads); a journal that cannot be written does not keep it stopped. False when
+        it died before it ran."""
         if not first_stop_seen and not _first_stop(child):
-            return  # it died before it ran (SIGKILL): nothing to clean
+            return False  # it died before it ran (SIGKILL): nothing to clean
         try:
             fd = os.open(f"/proc/{child}/mem", os.O_RDWR | os.O_CLOEXEC)
         except OSError:
@@ -82,7 +84,8 @@ class ChildReleaser:
                 restored, _ = repair.put_back_through(fd, patched) if patched else (0, [])
                 self.cleaned += restored > 0
                 try:
-                    calls.request(PTRACE_DETACH, child)
+                    if not keep:
+                        calls.request(PTRACE_DETACH, child)
                 except PtraceError as e:
                     if e.errno != errno.ESRCH:
                         raise
@@ -97,7 +100,8 @@ class ChildReleaser:
         finally:
             if fd >= 0:
                 os.close(fd)
-        self.released += 1
+        self.released += not keep
+        return True
 
     def _journal(self, child: int, originals: dict[int, int]) -> Journal | None:
         if not self.journaled:

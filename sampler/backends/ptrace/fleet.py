@@ -23,7 +23,7 @@ from typing import ClassVar, TypeVar
 
 from sampler import notice
 from sampler.backends.base import Capabilities
-from sampler.backends.ptrace.backend import PtraceBackend, Turn
+from sampler.backends.ptrace.backend import PtraceBackend, Tally, Turn
 from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.router import Router
 from sampler.config import SessionConfig
@@ -45,6 +45,8 @@ class Fleet:
 
     def __init__(self, config: SessionConfig, members: list[PtraceBackend]) -> None:
         self.config = config
+        for member in members:
+            member.closes_modules = False  # shared with the children it forks: closed at the end
         self.members = list(members)
         """The processes still sampled, in the order given."""
         self._all = list(members)
@@ -65,6 +67,11 @@ class Fleet:
         self._last_error: BaseException | None = None
         self._began = 0.0
         """When the tick's samples began (every process armed at once)."""
+        self.followed: set[PtraceBackend] = set()
+        """--follow-forks: the children taken in."""
+        self.followed_ended = 0
+        self.not_followed = 0
+        """Children that could not be taken in (let go clean)."""
 
     @property
     def per_tick(self) -> int:
@@ -82,8 +89,36 @@ class Fleet:
         for member in list(self.members):
             member.router, member.shared_guardian = self.router, self.guardian
             self._each(member, member.attach, at_attach=True)
+            self._follow(member)
         if not self.members:
             raise self._none_left()
+
+    def _follow(self, member: PtraceBackend) -> None:
+        if self.config.follow_forks and member.tracer is not None and member in self.members:
+            member.tracer.adopt = partial(self._adopt, member)
+
+    def _adopt(self, parent: PtraceBackend, child: int) -> bool:
+        """--follow-forks: ``parent``'s process forked ``child`` (stopped before its first
+        instruction, cleaned of sampler's bytes, waiting with its parent): sample it too, with
+        the parent's modules (the same program, mapped at the same addresses)."""
+        member = PtraceBackend(dataclasses.replace(parent.config, pid=child), parent.modules, parent.is_go)
+        member.closes_modules = False
+        member.router, member.shared_guardian = self.router, self.guardian
+        try:
+            member.attach(forked=True)
+            if self.config.every_hit and self._armed:
+                member.arm_all()  # before it runs: none of its calls is missed
+        except ENDS_A_PROCESS:
+            member.detach()
+            self.not_followed += 1
+            return False
+        assert member.tracer is not None
+        member.tracer.resume_first_stop()
+        self.members.append(member)
+        self._all.append(member)
+        self.followed.add(member)
+        self._follow(member)
+        return True
 
     def sample(self, stop: StopFlag) -> Reading:
         if not self._ready:
@@ -96,16 +131,24 @@ class Fleet:
             raise self._none_left()
 
     def _tick(self, stop: StopFlag) -> list[Reading]:
-        """One probe's sample in every process at once."""
+        """A sample of each probe in every process (a child followed meanwhile joins at the next)."""
         members = list(self.members)
+        readings: list[Reading] = []
+        for _ in range(self.members[0].per_tick):
+            readings += self._turn(members, stop)
+        return readings
+
+    def _turn(self, members: list[PtraceBackend], stop: StopFlag) -> list[Reading]:
+        """One probe's sample in each of ``members`` at once."""
         self._began = time.monotonic()
         if self._zero_stop:
             read = {member: self._each(member, member.read_globals) for member in members}
             return [self._tagged(member, read[member]) for member in members]
         turns: dict[PtraceBackend, Turn] = {}
         readings: dict[PtraceBackend, Reading] = {}
-        self._began = time.monotonic()
         for member in members:
+            if member not in self.members:
+                continue  # its part ended in the tick's turn before
             turn = self._each(member, member.begin_turn)
             if turn is not None:
                 turns[member] = turn
@@ -204,14 +247,22 @@ class Fleet:
                     self._notes.append(f"PID {member.config.pid}: {_said(e)}")
             self.members.clear()
         finally:
-            if self.guardian is not None:  # only once every byte is back
-                guardian, self.guardian = self.guardian, None
-                guardian.dismiss()
+            try:
+                if self.guardian is not None:  # only once every byte is back
+                    guardian, self.guardian = self.guardian, None
+                    guardian.dismiss()
+            finally:
+                for modules in {id(member.modules): member.modules for member in self._all}.values():
+                    modules.close()
 
     def notes(self) -> list[str]:
         said = list(self._notes)
-        for member in self._all:
-            said += [f"PID {member.config.pid}: {note}" for note in member.notes()]
+        said += sum((member.tally for member in self._all), Tally()).notes(self.config.every_hit)
+        if self.config.follow_forks:
+            said.append(f"--follow-forks: {len(self.followed)} child process(es) followed from their first "
+                        f"instruction, {self.followed_ended} of them ended before the run did"
+                        + (f"; {self.not_followed} could not be and were let go clean (calls in them were not "
+                           "traced: missed)" if self.not_followed else ""))
         if self.ended:
             said.append(f"{len(self.ended)} of {len(self._all)} process(es) ended before the run did: "
                         + "; ".join(f"{pid} ({why})" for pid, why in self.ended[:5])
@@ -238,8 +289,11 @@ class Fleet:
             member.detach()
         except ENDS_A_PROCESS as e:
             why += f"; then {_said(e)}"
-        self.ended.append((member.config.pid, why))
         self._last_error = error
+        if member in self.followed:  # a worker's exit is no news: counted for the summary
+            self.followed_ended += 1
+            return
+        self.ended.append((member.config.pid, why))
         if self.members:
             notice.say(f"PID {member.config.pid}: {why}; sampling goes on in {len(self.members)} other process(es)")
 

@@ -151,6 +151,9 @@ class Tracer:
         self.exit_status: int | None = None
         self._seen = 0.0
         """When the last event came out of waitpid (monotonic seconds)."""
+        self.adopt: Callable[[int], bool] | None = None
+        """--follow-forks: offered each forked child, stopped before its first instruction and
+        cleaned of sampler's bytes; True when it was taken in (it is then its own tracer's)."""
         self.router = router
         """In a run of many processes, what hands this tracer its tasks' events (router.py)."""
         self._wakeups = router.wakeups if router is not None else Wakeups()
@@ -170,6 +173,16 @@ class Tracer:
         except BaseException:
             self.detach()
             raise
+
+    def take_over(self) -> None:
+        """Instead of ``seize``: the process is a child a traced process forked, traced already
+        (with this tracer's options) and stopped before its first instruction (--follow-forks)."""
+        self._start_wakeups()
+        self.threads.add(self.pid)
+
+    def resume_first_stop(self) -> None:
+        """After ``take_over``: let the child run its first instruction."""
+        self._request(ptrace_func.PTRACE_CONT, self.pid, 0, 0)
 
     def _seize(self, tid: int) -> None:
         try:
@@ -703,7 +716,11 @@ class Tracer:
             self.sharing.add(child)
         else:
             early = self._early.pop(child, None)
-            self.children.release(child, self.originals, first_stop_seen=early is not None)
+            if self.adopt is None or self._detaching:
+                self.children.release(child, self.originals, first_stop_seen=early is not None)
+            elif self.children.release(child, self.originals, first_stop_seen=early is not None, keep=True) \
+                    and not self.adopt(child):
+                self._request(ptrace_func.PTRACE_DETACH, child, 0, 0)  # not taken in: let go, clean
             return None
         self.threads.add(child)
         early = self._early.pop(child, None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -73,7 +74,8 @@ def cli() -> None:
 F = TypeVar("F", bound=Callable[..., Any])
 
 SECTIONS = {
-    "What to sample": ("--pid", "--pgrep", "--all", "--container", "--follow-forks", "--wait-target", "--expr"),
+    "What to sample": ("--pid", "--pgrep", "--all", "--container", "--exe", "--follow-forks", "--wait-target",
+                       "--expr"),
     "Where": ("--at", "--backend", "--debug-dir", "--symbols"),
     "When": ("--interval", "--rate", "--count", "--max-events", "--duration", "--hit-timeout", "--stop-when",
              "--max-overhead"),
@@ -136,12 +138,16 @@ def target_options(command: F) -> F:
                           "it must match one process, or give --all): for containers and pods, where PIDs differ."),
         click.option("--all", "every_match", is_flag=True,
                      help="With --pgrep or --container: every process that matches, in one run (ptrace)."),
+        click.option("--exe", metavar="PATH",
+                     help="Every process running this program file (a path, or a name found on PATH), and each "
+                          "that starts during the run, picked up at the next tick (ptrace), as a uprobe on a "
+                          "binary covers them."),
         click.option("--follow-forks", "follow_forks", is_flag=True,
                      help="Sample the child processes the targets fork during the run too, from their first "
                           "instruction, as strace -f does; their rows carry their own pid (ptrace). Without it, "
                           "children are let go with sampler's breakpoints taken out."),
         click.option("--wait-target", type=DURATION, metavar="DURATION",
-                     help="With --pgrep or --container: wait this long for the process to appear (a sidecar "
+                     help="With --pgrep, --container or --exe: wait this long for the process to appear (a sidecar "
                           "that starts with the program)."),
         click.option("--container", metavar="ID",
                      help="Only the processes of this container (its runtime ID, found in /proc/PID/cgroup); "
@@ -258,15 +264,21 @@ def _config(ctx: click.Context, common: dict[str, Any], locations: Sequence[str]
                              "place)", "give --backend ptrace, or one --at")
     else:
         expressions = _expressions(common["exprs"])
-    pids = _targets(common["pids"], common["pgrep"], common["container"], common["wait_target"],
-                    common["every_match"])
-    many = len(pids) > 1 or common["follow_forks"]
+    exe = _program(common["exe"]) if common["exe"] is not None else None
+    if exe is not None:
+        if common["pids"] or common["pgrep"] is not None or common["container"] is not None:
+            raise UsageError("--exe excludes --pid, --pgrep and --container", "give the target one way")
+        pids = _running(exe, common["wait_target"])
+    else:
+        pids = _targets(common["pids"], common["pgrep"], common["container"], common["wait_target"],
+                        common["every_match"])
+    many = len(pids) > 1 or common["follow_forks"] or exe is not None
     if many and common["backend"] in ("delve", "delve-rpc"):
         raise UsageError(f"{'--follow-forks' if len(pids) == 1 else 'several processes'} need the ptrace backend "
                          f"(--backend {common['backend']}: one dlv follows one process)",
                          "give --backend ptrace, or one process")
     names = [e.name for e in expressions] + ([PROBE] if locations else [])  # checked again once it is known
-    return SessionConfig(pid=pids[0], pids=pids if many else (), follow_forks=common["follow_forks"],
+    return SessionConfig(pid=pids[0], pids=pids if many else (), follow_forks=common["follow_forks"], exe=exe,
                          expressions=expressions,
                          location=locations[0] if locations else None,
                          probes=probes, duration_s=common["duration"],
@@ -386,6 +398,27 @@ def _targets(pids: Sequence[int], pattern: str | None, container: str | None, wa
             if time.monotonic() >= deadline:
                 raise
             time.sleep(0.1)
+
+
+def _program(given: str) -> str:
+    """--exe: the program file, by its path or (no slash) a name on PATH."""
+    path = given if "/" in given else shutil.which(given)
+    if path is None or not os.path.isfile(path):
+        raise UsageError(f"--exe {given}: no such program file", "give its path, e.g. --exe /usr/sbin/nginx")
+    return os.path.realpath(path)
+
+
+def _running(exe: str, wait: float | None) -> tuple[int, ...]:
+    """The processes running ``exe`` now, waiting up to ``wait`` for the first."""
+    deadline = time.monotonic() + (wait or 0.0)
+    while True:
+        found = pgrep.running(exe)
+        if found:
+            return tuple(found)
+        if time.monotonic() >= deadline:
+            raise ProcessNotFound(f"--exe {exe}: no process runs it",
+                                  "start it, or give --wait-target DURATION to wait for the first")
+        time.sleep(0.1)
 
 
 def _condition(text: str | None, names: Sequence[str]) -> Condition | None:

@@ -53,6 +53,8 @@ class SessionConfig:
     """Several --at, each with its expressions (ptrace); ``location`` is then the first one's
     and ``expressions`` every column, each name once. Empty: one probe, (location, expressions)."""
 
+    exe: str | None = None
+    """--exe: every process running this program file, those that start during the run too."""
     follow_forks: bool = False
     """--follow-forks: the children the processes fork are sampled too, from their first instruction."""
     pids: tuple[int, ...] = ()

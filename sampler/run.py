@@ -123,12 +123,16 @@ def _fleet(config: SessionConfig, quiet: bool, how: str) -> Backend:
     members: list[PtraceBackend] = []
     failed: list[tuple[int, SamplerError]] = []
     notice.once()  # what is true of each process of one program is said once
+
+    def make(pid: int) -> PtraceBackend:
+        target = process.inspect(pid)
+        _repair(pid)
+        one = dataclasses.replace(config, pid=pid, pids=())
+        return _gone_is_exit(pid, functools.partial(PtraceBackend.create, one, target))
+
     for pid in config.pids:
         try:
-            target = process.inspect(pid)
-            _repair(pid)
-            one = dataclasses.replace(config, pid=pid, pids=())
-            members.append(_gone_is_exit(pid, functools.partial(PtraceBackend.create, one, target)))
+            members.append(make(pid))
         except (ExpressionError, LocationNotFound):
             for member in members:
                 member.detach()
@@ -148,9 +152,10 @@ def _fleet(config: SessionConfig, quiet: bool, how: str) -> Backend:
         more = f" and {len(members) - 8} more" if len(members) > 8 else ""
         which = f"{len(members)} processes (PID {shown}{more})" if len(members) > 1 else f"PID {shown}"
         children = " and the children they fork" if config.follow_forks else ""
-        click.echo(f"sampler: ptrace backend (one tracer for every process); sampling {which}{children} {how}",
-                   err=True)
-    return Fleet(config, members)
+        later = f" and every process of {config.exe} that starts" if config.exe else ""
+        click.echo(f"sampler: ptrace backend (one tracer for every process); sampling {which}{children}{later} "
+                   f"{how}", err=True)
+    return Fleet(config, members, make)
 
 
 def _repair(pid: int) -> None:

@@ -36,6 +36,42 @@ def find_all(pattern: str | None, container: str | None = None) -> list[int]:
     return sorted(pid for pid, _, _ in _matches(pattern, container))
 
 
+def running(path: str, judged: set[int] | None = None) -> list[int]:
+    """Every process whose program is the file ``path`` (the same file: device and inode, so a
+    process in a container that maps it by another path counts); sampler, its ancestors and its
+    own children (the guardian) excepted.
+    ``judged``: PIDs looked at before, not looked at again (kept to those still there, and
+    added to: a scan every tick costs a listing of /proc and a stat of each new process)."""
+    try:
+        wanted = os.stat(path)
+    except OSError as e:
+        raise UsageError(f"--exe {path}: {e.strerror}", "give the path of a program file") from None
+    own = _own_line()
+    found = []
+    pids = _pids()
+    if judged is not None:
+        judged &= set(pids)
+    for pid in pids:
+        if pid in own or (judged is not None and pid in judged):
+            continue
+        if judged is not None:
+            judged.add(pid)
+        try:
+            exe = os.stat(f"/proc/{pid}/exe")
+        except OSError:
+            continue  # a kernel thread, gone, or not ours to see
+        if (exe.st_dev, exe.st_ino) == (wanted.st_dev, wanted.st_ino) and _parent(pid) != os.getpid():
+            found.append(pid)
+    return found
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def _matches(pattern: str | None, container: str | None) -> list[tuple[int, str, str]]:
     try:
         wanted = re.compile(pattern or "")
@@ -87,9 +123,5 @@ def _own_line() -> set[int]:
     found, pid = set(), os.getpid()
     while pid > 1 and pid not in found:
         found.add(pid)
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            pid = int(stat.rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            break
+        pid = _parent(pid)
     return found

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.integration.targets import (
+    BIN,
     ROOT,
     Target,
     assert_code_matches_files,
@@ -222,3 +224,43 @@ def test_follow_forks_traces_every_child_from_its_first_instruction(start_target
                     "the forker did not finish")
     summary = next(line for line in target.lines if line.startswith("children forked="))
     assert summary.endswith("bad=0"), target.lines[-8:]
+
+
+def test_exe_takes_in_a_process_that_starts_during_the_run(start_target: Callable[..., Target],
+                                                           tmp_path: Path) -> None:
+    # GIVEN a program file of its own, one process running it
+    program = tmp_path / "ring"
+    shutil.copy(BIN / "ringbuf-c", program)
+    first = start_target(str(program), binary=False)
+    out = tmp_path / "x.csv"
+    proc = start_sampler("attach", "--exe", str(program), "--at", "ring_read", "--expr", "delta=b->w - b->r",
+                         "--interval", "200ms", "--duration", "60s", "--out", str(out))
+    wait_for_rows(out, proc, 3)
+    # WHEN a second process starts running it
+    second = start_target(str(program), binary=False)
+    started = time.monotonic()
+    deadline = started + 20
+    while not any(row["pid"] == str(second.pid) for row in assert_csv_whole(out)):
+        assert time.monotonic() < deadline and proc.poll() is None, "the new process was not taken in"
+        time.sleep(0.05)
+    taken_in_s = time.monotonic() - started
+    wait_for_rows(out, proc, len(assert_csv_whole(out)) + 6)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = finish(proc)
+    # THEN it was sampled too, from the tick after it started, each tick a row of each process
+    assert proc.returncode == 0, stderr
+    assert f"PID {second.pid} started running {program}: sampling it too" in stderr
+    assert taken_in_s < 5, taken_in_s  # an interval and the parse of its program, with room for a busy host
+    rows = assert_csv_whole(out)
+    since = [row["pid"] for row in rows[[row["pid"] for row in rows].index(str(second.pid)):]]
+    assert abs(since.count(str(first.pid)) - since.count(str(second.pid))) <= 1, since
+    untouched(first, second)
+
+
+def test_exe_refuses_a_program_nobody_runs(tmp_path: Path) -> None:
+    program = tmp_path / "idle"
+    shutil.copy(BIN / "ringbuf-c", program)
+    result = sampler("attach", "--exe", str(program), "--expr", "x")
+    assert "no process runs it" in one_line_error(result)
+    assert "no such program file" in one_line_error(sampler("attach", "--exe", str(tmp_path / "none"),
+                                                            "--expr", "x"))

@@ -31,8 +31,11 @@ from sampler.errors import ExpressionError, LocationNotFound, SamplerError, Targ
 from sampler.safety.guardian import Guardian
 from sampler.sample import Reading
 from sampler.stop import StopFlag
+from sampler.target import pgrep
 
 T = TypeVar("T")
+DISCOVER_EVERY_S = 0.2
+"""Tracing with --exe: how often /proc is looked at for new processes of the program."""
 ENDS_A_PROCESS = (SamplerError, ProcessLookupError, FileNotFoundError)
 """What ends one process's part (in a run of one they end the run)."""
 ENDS_THE_RUN = (ExpressionError, LocationNotFound)
@@ -43,8 +46,14 @@ class Fleet:
     name: ClassVar[str] = "ptrace"
     capabilities: ClassVar[Capabilities] = PtraceBackend.capabilities
 
-    def __init__(self, config: SessionConfig, members: list[PtraceBackend]) -> None:
+    def __init__(self, config: SessionConfig, members: list[PtraceBackend],
+                 make: Callable[[int], PtraceBackend] | None = None) -> None:
         self.config = config
+        self.make = make
+        """--exe: builds the backend of a process that started running the program (checked, repaired)."""
+        self._judged: set[int] = set(config.targets)
+        """--exe: the PIDs looked at (pgrep.running)."""
+        self._scanned = 0.0
         for member in members:
             member.closes_modules = False  # shared with the children it forks: closed at the end
         self.members = list(members)
@@ -61,7 +70,9 @@ class Fleet:
         self.ended: list[tuple[int, str]] = []
         """(PID, why) of each process whose part ended before the run did."""
         self._notes: list[str] = []
-        self._zero_stop = members[0].address is None
+        self._zero_stop = not config.probe_list()
+        self._probes = max(1, len(config.probe_list()))
+        """Samples of each process per tick: one of each probe."""
         self._armed = False
         """Tracing: every process's breakpoints are in."""
         self._last_error: BaseException | None = None
@@ -75,7 +86,10 @@ class Fleet:
 
     @property
     def per_tick(self) -> int:
-        return len(self.members) * self.members[0].per_tick if self.members else 1
+        """Read by the session once, at the start of each tick: a process that started running
+        the program (--exe) joins here, so that the count is the tick's own."""
+        self._discover()
+        return len(self.members) * self._probes
 
     @property
     def pids(self) -> list[int]:
@@ -127,14 +141,41 @@ class Fleet:
         return self._ready.pop(0)
 
     def _check_left(self) -> None:
-        if not self.members:
+        if not self.members and self.config.exe is None:
             raise self._none_left()
+
+    def _discover(self, every_s: float = 0.0) -> None:
+        """--exe: take in each process that started running the program (at most every ``every_s``)."""
+        if self.config.exe is None or self.make is None or time.monotonic() - self._scanned < every_s:
+            return
+        self._scanned = time.monotonic()
+        for pid in pgrep.running(self.config.exe, self._judged):
+            if any(member.config.pid == pid for member in self.members):
+                continue  # a child followed at its fork
+            try:
+                member = self.make(pid)
+            except ENDS_A_PROCESS as e:
+                notice.say(f"PID {pid} (started running {self.config.exe}): {_said(e)}; not sampled")
+                continue
+            self._take_in(member)
+            if member in self.members and not self.config.quiet:
+                notice.say(f"PID {pid} started running {self.config.exe}: sampling it too")
+
+    def _take_in(self, member: PtraceBackend) -> None:
+        member.closes_modules = False
+        member.router, member.shared_guardian = self.router, self.guardian
+        self.members.append(member)
+        self._all.append(member)
+        self._each(member, member.attach, at_attach=True)
+        self._follow(member)
+        if member in self.members and self.config.every_hit and self._armed:
+            self._each(member, member.arm_all)
 
     def _tick(self, stop: StopFlag) -> list[Reading]:
         """A sample of each probe in every process (a child followed meanwhile joins at the next)."""
         members = list(self.members)
         readings: list[Reading] = []
-        for _ in range(self.members[0].per_tick):
+        for _ in range(self._probes):
             readings += self._turn(members, stop)
         return readings
 
@@ -202,6 +243,10 @@ class Fleet:
             for member in list(self.members):
                 self._each(member, member.arm_all)
             self._armed = True
+        self._discover(DISCOVER_EVERY_S)
+        if not self.members and self.config.exe is not None:  # none runs the program now
+            stop.wait(max(0.0, min(until - time.monotonic(), DISCOVER_EVERY_S)))
+            return None
         while not stop.is_set() and self.members:
             self.router.drain()
             members = self.members[self._next:] + self.members[:self._next]
@@ -229,6 +274,9 @@ class Fleet:
                 self._each(member, member.disarm_all)
             self._armed = False
         deadline = time.monotonic() + seconds
+        if not self.members:  # --exe, none runs the program now
+            stop.wait(seconds)
+            return
         while not stop.is_set():
             self.router.drain()
             self._serve()
@@ -294,7 +342,7 @@ class Fleet:
             self.followed_ended += 1
             return
         self.ended.append((member.config.pid, why))
-        if self.members:
+        if self.members or self.config.exe is not None:
             notice.say(f"PID {member.config.pid}: {why}; sampling goes on in {len(self.members)} other process(es)")
 
     def _none_left(self) -> SamplerError:

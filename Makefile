@@ -96,7 +96,7 @@ $(VENV)/.installed: pyproject.toml | system-deps
 targets: targets/bin/ringbuf-go targets/bin/ringbuf-go-stripped targets/bin/httpd-go targets/bin/httpd-go-stripped targets/bin/ringbuf-c targets/bin/ringbuf-c-O0 targets/bin/ringbuf-lib \
 	targets/bin/libplugin.so targets/bin/ringbuf-cpp targets/bin/ringbuf-rust targets/bin/ringbuf-c-exported \
 	targets/bin/forker targets/bin/callers targets/bin/emulate targets/bin/spawner-go targets/bin/jailed targets/bin/jailed-nodebug \
-	targets/bin/clones targets/bin/clones-cpp targets/bin/stall targets/bin/stall-go
+	targets/bin/clones targets/bin/clones-cpp targets/bin/stall targets/bin/stall-go targets/bin/pool
 
 targets/bin/ringbuf-go: targets/ringbuf-go/main.go targets/ringbuf-go/go.mod | system-deps
 	mkdir -p targets/bin
@@ -186,6 +186,10 @@ targets/bin/jailed-nodebug: targets/bin/jailed
 targets/bin/forker: targets/forker/forker.c | system-deps
 	mkdir -p targets/bin
 	$(CC) -O2 -g -o $@ $<
+
+targets/bin/pool: targets/pool/pool.c | system-deps
+	mkdir -p targets/bin
+	$(CC) -O2 -g -Wall -o $@ $<
 
 # a Go program that starts /bin/true through os/exec every 10 ms (the Delve backends' fork tests)
 targets/bin/spawner-go: targets/spawner-go/main.go targets/spawner-go/go.mod | system-deps

@@ -79,8 +79,8 @@ class Target:
             self.proc.kill()
         self.proc.wait(10)
         self._reader.join(10)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+        if self.proc.stdout is not None and not self._reader.is_alive():
+            self.proc.stdout.close()  # (a child that outlives it holds the pipe: closing it then would block)
 
 
 def baseline(target: Target) -> float:

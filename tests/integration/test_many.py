@@ -32,6 +32,15 @@ def pids(*targets: Target) -> list[str]:
     return [arg for target in targets for arg in ("--pid", str(target.pid))]
 
 
+def pids_so_far(out: Path) -> list[str]:
+    """The pid column of the rows a running sampler has written whole so far."""
+    if not out.exists():
+        return []
+    text = out.read_text()
+    lines = text.splitlines()[1:] if text.endswith("\n") else text.splitlines()[1:-1]
+    return [line.split(",")[3] for line in lines]
+
+
 def untouched(*targets: Target) -> None:
     for target in targets:
         target.assert_untouched()
@@ -115,7 +124,7 @@ def test_a_process_that_exits_ends_only_its_part(start_target: Callable[..., Tar
     # WHEN one of them is killed
     first.proc.kill()
     first.proc.wait(5)
-    before = len(assert_csv_whole(out))
+    before = len(pids_so_far(out))
     wait_for_rows(out, proc, before + 10)
     proc.send_signal(signal.SIGINT)
     _, stderr = finish(proc)
@@ -240,11 +249,11 @@ def test_exe_takes_in_a_process_that_starts_during_the_run(start_target: Callabl
     second = start_target(str(program), binary=False)
     started = time.monotonic()
     deadline = started + 20
-    while not any(row["pid"] == str(second.pid) for row in assert_csv_whole(out)):
+    while str(second.pid) not in pids_so_far(out):
         assert time.monotonic() < deadline and proc.poll() is None, "the new process was not taken in"
         time.sleep(0.05)
     taken_in_s = time.monotonic() - started
-    wait_for_rows(out, proc, len(assert_csv_whole(out)) + 6)
+    wait_for_rows(out, proc, len(pids_so_far(out)) + 6)
     proc.send_signal(signal.SIGINT)
     _, stderr = finish(proc)
     # THEN it was sampled too, from the tick after it started, each tick a row of each process
@@ -264,3 +273,49 @@ def test_exe_refuses_a_program_nobody_runs(tmp_path: Path) -> None:
     assert "no process runs it" in one_line_error(result)
     assert "no such program file" in one_line_error(sampler("attach", "--exe", str(tmp_path / "none"),
                                                             "--expr", "x"))
+
+
+def test_a_pre_fork_server_is_traced_whole_with_its_respawned_workers(start_target: Callable[..., Target],
+                                                                      tmp_path: Path) -> None:
+    # GIVEN a pre-fork server (its own program file) with 4 workers calling handle(n), n counting
+    program = tmp_path / "pool"
+    shutil.copy(BIN / "pool", program)
+    pool = start_target(str(program), "4", "1000", binary=False)
+    out = tmp_path / "p.csv"
+    # WHEN every process of the program is traced, following forks
+    proc = start_sampler("trace", "--exe", str(program), "--follow-forks", "--at", "handle", "--expr", "n",
+                         "--duration", "120s", "--out", str(out), "--quiet")
+    old = [int(pid) for pid in Path(f"/proc/{pool.pid}/task/{pool.pid}/children").read_text().split()]
+    deadline = time.monotonic() + 30
+    while set(pids_so_far(out)) != {str(pid) for pid in old}:
+        assert time.monotonic() < deadline and proc.poll() is None, "not every worker was traced"
+        time.sleep(0.05)
+    # AND two workers end mid-run (the server forks two new ones), then the server stops
+    for pid in old[:2]:
+        os.kill(pid, signal.SIGUSR1)
+    pool.wait_for(lambda: sum(line.startswith("spawned pid=") for line in pool.lines) == 2, 10, "no respawn")
+    spawned = [line.split("=")[1] for line in pool.lines if line.startswith("spawned pid=")]
+    deadline = time.monotonic() + 30
+    while not set(spawned) <= set(pids_so_far(out)):
+        assert time.monotonic() < deadline and proc.poll() is None, "the new workers were not traced"
+        time.sleep(0.05)
+    time.sleep(0.5)
+    pool.proc.send_signal(signal.SIGTERM)
+    pool.wait_for(lambda: any(line.startswith("pool done") for line in pool.lines), 10, "the pool did not end")
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = finish(proc)
+    assert proc.returncode == 0, stderr
+    # THEN each new worker's rows are every one of its calls, from its first (n = 0); each old
+    # worker's are every call from the moment sampler came, none missed; no worker went bad
+    assert pool.lines[-1] == "pool done bad=0", pool.lines[-8:]
+    handled = {line.split()[1]: int(line.split()[3]) for line in pool.lines if line.startswith("worker ")}
+    per_pid: dict[str, list[int]] = collections.defaultdict(list)
+    for row in assert_csv_whole(out):
+        per_pid[row["pid"]].append(int(row["n"]))
+    assert set(per_pid) == {str(pid) for pid in old} | set(spawned)
+    for pid, calls in per_pid.items():
+        assert calls == list(range(calls[0], handled[pid])), (pid, calls[:3], calls[-3:], handled[pid])
+        if pid in spawned:
+            assert calls[0] == 0, (pid, calls[:3])
+    assert "missed" not in stderr, stderr

@@ -23,6 +23,8 @@ dpkg-query -W -f='${Status}' libc6-dbg 2>/dev/null | grep -q 'ok installed' || n
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 # a program nobody here wrote that forks (BGSAVE): the fork tests run Debian's redis-server
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+# a master and its workers, re-forked on HUP: the tests of a whole service run Debian's nginx
+[ -x /usr/sbin/nginx ] || need+=(nginx)
 if [ "${1:-}" = bench ]; then  # the eBPF reference of bench/overhead.py
   command -v bpftrace >/dev/null 2>&1 || need+=(bpftrace)
 fi

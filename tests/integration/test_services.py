@@ -1,0 +1,135 @@
+"""A whole service in one run, on a program nobody here wrote: Debian's nginx, a master and
+four workers, every request counted across the workers, and a reload (HUP) followed."""
+
+from __future__ import annotations
+
+import collections
+import http.client
+import os
+import signal
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.integration.targets import Target, assert_code_matches_files, assert_csv_whole, finish, start_sampler
+
+NGINX = "/usr/sbin/nginx"
+
+
+def start_nginx(start_target: Callable[..., Target], folder: Path) -> tuple[Target, int]:
+    """Debian's nginx in the foreground (master and 4 workers) on a free port of 127.0.0.1,
+    logging every request to folder/access.log; a failure under CI when it is missing."""
+    if not os.path.exists(NGINX):
+        if os.environ.get("CI"):
+            pytest.fail("nginx is missing: make setup installs it")
+        pytest.skip("nginx is missing (make setup installs it)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    (folder / "nginx.conf").write_text(f"""
+worker_processes 4;
+pid {folder}/nginx.pid;
+error_log {folder}/error.log notice;
+events {{ worker_connections 64; }}
+http {{
+    access_log {folder}/access.log;
+    client_body_temp_path {folder};
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{ return 200 "ok\\n"; }}
+    }}
+}}
+""")
+    target = start_target("sh", "-c", f"echo ready pid=$$; exec {NGINX} -p {folder} -c {folder}/nginx.conf "
+                          "-g 'daemon off;'", binary=False)
+    deadline = time.monotonic() + 20
+    while len(workers(target.pid)) < 4 or not answers(port):
+        assert time.monotonic() < deadline, "nginx did not answer"
+        time.sleep(0.05)
+    return target, port
+
+
+def workers(master: int) -> list[int]:
+    try:
+        return [int(pid) for pid in Path(f"/proc/{master}/task/{master}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def answers(port: int) -> bool:
+    try:
+        return get(port, 1) == 1
+    except OSError:
+        return False
+
+
+def get(port: int, requests: int) -> int:
+    """``requests`` GET requests, a new connection for each (the kernel spreads them over the workers)."""
+    answered = 0
+    for _ in range(requests):
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        try:
+            connection.request("GET", "/")
+            answered += connection.getresponse().read() == b"ok\n"
+        finally:
+            connection.close()
+    return answered
+
+
+def lines(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def test_nginx_every_request_of_every_worker_is_traced_through_a_reload(start_target: Callable[..., Target],
+                                                                        tmp_path: Path) -> None:
+    # GIVEN Debian's nginx with 4 workers
+    nginx, port = start_nginx(start_target, tmp_path)
+    old = workers(nginx.pid)
+    access = tmp_path / "access.log"
+    out = tmp_path / "n.csv"
+    # WHEN its request handler is traced in every process of the program, following forks
+    proc = start_sampler("trace", "--exe", NGINX, "--follow-forks", "--at", "ngx_http_process_request",
+                         "--duration", "120s", "--out", str(out), "--quiet")
+    try:
+        deadline = time.monotonic() + 30
+        while not out.exists() or lines(out) < 2:  # traced once a request is a row
+            assert time.monotonic() < deadline and proc.poll() is None, "no request was traced"
+            get(port, 1)
+        time.sleep(0.5)  # the rows of the requests so far are out
+        before, rows_before = lines(access), lines(out) - 1
+        # AND requests come, then a reload (HUP: new workers, the old ones finish), then more
+        assert get(port, 300) == 300
+        nginx.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 30
+        while len(set(workers(nginx.pid)) - set(old)) < 4 or set(workers(nginx.pid)) & set(old):
+            assert time.monotonic() < deadline, "nginx did not reload"
+            time.sleep(0.05)
+        new = workers(nginx.pid)
+        assert get(port, 300) == 300
+        deadline = time.monotonic() + 10
+        while lines(out) - 1 - rows_before < lines(access) - before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, stderr = finish(proc)
+    assert proc.returncode == 0, stderr
+    # THEN a row for every request nginx logged, across the old workers and the new ones
+    rows = assert_csv_whole(out)
+    logged = lines(access)
+    assert logged - before == 600
+    assert len(rows) - rows_before == 600, (len(rows), rows_before, stderr)
+    by_worker = collections.Counter(row["pid"] for row in rows)
+    assert set(by_worker) <= {str(pid) for pid in old + new}
+    assert sum(by_worker[str(pid)] for pid in new) >= 300  # the new workers were followed from their fork
+    # AND no worker was killed: each old one ended by itself, and every process is as it was
+    errors = (tmp_path / "error.log").read_text()
+    assert "exited on signal" not in errors, errors[-2000:]
+    for pid in [nginx.pid, *new]:
+        status = Path(f"/proc/{pid}/status").read_text()
+        assert "TracerPid:\t0" in status and "State:\tT" not in status, status
+        assert_code_matches_files(pid)
+    assert get(port, 10) == 10

@@ -10,7 +10,8 @@ export GOCACHE := $(CURDIR)/.cache/go-build
 export GOPATH := $(CURDIR)/.cache/go
 endif
 
-.PHONY: demo test lint bench bench-quick faults faults-quick soak soak-quick guardian-bench bench-attach bench-limit setup system-deps bench-deps \
+.PHONY: demo test lint bench bench-quick faults faults-quick soak soak-quick guardian-bench bench-attach bench-limit bench-many \
+	setup system-deps bench-deps \
 	image kube-test \
 	targets clean
 
@@ -65,6 +66,11 @@ bench-attach: setup targets
 bench-limit: setup bench-deps
 	$(VENV)/bin/python bench/limit.py
 	$(VENV)/bin/python bench/stall.py
+
+# many processes in one run: 1, 10, 50 and 200 workers of targets/pool sampled together at 10 Hz
+# for 30 s each (rows per process against the schedule, CPU per tick, RSS, attach; about 3 minutes)
+bench-many: setup
+	$(VENV)/bin/python bench/many.py
 
 # sampler's container image (podman, else docker), tagged with the version; BASE_IMAGE=...
 # overrides the base, SAMPLER_LOCAL_BASE=1 makes one from Debian's packages (no registry here)

@@ -119,16 +119,24 @@ def _fleet(config: SessionConfig, quiet: bool, how: str) -> Backend:
     cannot be is left out with one line, and the run goes on with the others."""
     from sampler.backends.ptrace.backend import PtraceBackend
     from sampler.backends.ptrace.fleet import Fleet
+    from sampler.debuginfo.modules import Modules
 
     members: list[PtraceBackend] = []
     failed: list[tuple[int, SamplerError]] = []
     notice.once()  # what is true of each process of one program is said once
 
+    read: list[Modules] = []
+    """The modules read so far, one per program and layout: a server's workers share them."""
+
     def make(pid: int) -> PtraceBackend:
         target = process.inspect(pid)
         _repair(pid)
         one = dataclasses.replace(config, pid=pid, pids=())
-        return _gone_is_exit(pid, functools.partial(PtraceBackend.create, one, target))
+        alike = next((modules for modules in read if modules.mapped_alike(pid)), None)
+        member = _gone_is_exit(pid, functools.partial(PtraceBackend.create, one, target, alike))
+        if member.modules is not alike:
+            read.append(member.modules)
+        return member
 
     for pid in config.pids:
         try:

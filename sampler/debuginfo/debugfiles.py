@@ -53,6 +53,12 @@ class DebugFinder:
             if not same_root:
                 self.dirs.append(default)
 
+    def move_to(self, pid: int) -> None:
+        """Look in process ``pid``'s file system from now on (modules.Modules.move_to)."""
+        old, self.root = self.root, f"/proc/{pid}/root"
+        self.dirs = [self.root + folder[len(old):] if folder.startswith(old + "/") else folder
+                     for folder in self.dirs]
+
     def local(self, module: ElfFile, path_in_target: str, notes: list[str]) -> Source | None:
         """Steps 1-3: the module's DWARF from files on disk, or None."""
         if module.has_dwarf:

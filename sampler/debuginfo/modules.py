@@ -251,6 +251,18 @@ class Modules:
             self.close()
             raise
 
+    def move_to(self, pid: int) -> None:
+        """Another process of the same program, mapped at the same addresses (a fork's sibling),
+        holds these modules now: the one they were read from ended. What is looked up from now on
+        (a library loaded since, a debug file) is looked up in ``pid``."""
+        self.pid = pid
+        self.finder.move_to(pid)
+
+    def mapped_alike(self, pid: int) -> bool:
+        """Process ``pid`` maps the same files at the same addresses as the one these modules were
+        read from (processes forked from one parent do): they serve it as they are."""
+        return _layout(pid) == _layout(self.pid)
+
     @property
     def libraries(self) -> list[Module]:
         return list(self._mapped.values())
@@ -359,3 +371,12 @@ class Modules:
     def close(self) -> None:
         for module in self.everything():
             module.close()
+
+
+def _layout(pid: int) -> tuple[tuple[int, int, int, int, str], ...] | None:
+    """The executable file mappings of a process (start, end, offset, inode, path); None when it is gone."""
+    try:
+        return tuple((m.start, m.end, m.offset, m.inode, m.path) for m in procfs.maps(pid)
+                     if m.executable and m.path.startswith("/"))
+    except ProcessNotFound:
+        return None

@@ -97,7 +97,8 @@ class MetricsWriter:
 
     def write(self, sample: Sample) -> None:
         r = sample.reading
-        update = {"values": [v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+        update = {"pid": sample.pid,
+                  "values": [v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
                              for v in r.values],
                   "error": bool(r.error), "pause_s": r.pause_us / 1e6,
                   "keys": [key_of(self._value(sample, name)) for name in self.count_by],
@@ -163,6 +164,7 @@ def _serve(updates: int, ready: int, host: str, port: int, names: list[str], pid
                 update = json.loads(line)
             except ValueError:
                 continue
+            label = str(update.get("pid") or pid)  # a run of many processes: each its own series
             samples.labels(label).inc()
             if update["error"]:
                 errors.labels(label).inc()

@@ -35,15 +35,16 @@ def run(request: Request) -> str:
                               "e.g. --lhist delta 0 20000 1000")
     result = stats.report(table, request.by_s)
     histograms, counted = [], []
-    for key, _, rows in stats.runs(table):
+    for key, pid, rows in stats.runs(table):
+        who = f"PID {key}" if pid else key  # 0: all the processes of a run together
         for name in request.hists:
             values = _values(rows, name)
-            histograms.append((f"{name} (PID {key})", hist.power_of_two(values)))
+            histograms.append((f"{name} ({who})", hist.power_of_two(values)))
         for name, low, high, step in request.lhists:
             values = _values(rows, name)
-            histograms.append((f"{name} (PID {key})", hist.linear(values, low, high, step)))
+            histograms.append((f"{name} ({who})", hist.linear(values, low, high, step)))
         for name in request.count_by:
-            counted.append((f"{name} (PID {key})", stats.top_values(rows, name, request.top)))
+            counted.append((f"{name} ({who})", stats.top_values(rows, name, request.top)))
     if request.plot:
         from sampler.report.plot import plot  # matplotlib only when asked for
         result["plot"] = {"path": request.plot, "panels": plot(table, request.plot)}

@@ -66,9 +66,14 @@ def _plain(value: Any) -> Any:
 def runs(table: Table) -> list[tuple[str, int, pd.DataFrame]]:
     """The table's runs: the rows of one PID in one file, keyed by the PID (and the file when
     the PID is in several: a trace and an attach run of one process stay apart); in a run with
-    a probe column, the rows of each probe apart ("PID at PROBE")."""
+    a probe column, the rows of each probe apart ("PID at PROBE"). A file with several PIDs (a
+    run of many processes) also gives the rows of all of them together, first ("all N processes")."""
     files_of = table.rows.groupby("pid")["file"].nunique()
     found = []
+    for path, rows in table.rows.groupby("file", sort=True):  # a run of many processes: all of them too
+        if rows["pid"].nunique() > 1:
+            several = table.rows["file"].nunique() > 1
+            found.append((f"all {rows['pid'].nunique()} processes" + (f" ({path})" if several else ""), 0, rows))
     for (pid, path), rows in table.rows.groupby(["pid", "file"], sort=True):
         key = str(pid) if files_of[pid] == 1 else f"{pid} ({path})"
         probes = rows[PROBE].astype(str) if PROBE in rows.columns else None
@@ -149,7 +154,8 @@ def render(result: dict[str, Any]) -> str:
     keys = ("rows", "errors", "min", "p50", "p95", "p99", "max", "mean", "first", "last", "changes")
     for entry in result["pids"].values():
         at = entry.get("probe")
-        lines.append(f"PID {entry['pid']}{f' at {at}' if at else ''}: {entry['rows']} rows, "
+        who = f"PID {entry['pid']}" if entry["pid"] else entry["run"].capitalize()
+        lines.append(f"{who}{f' at {at}' if at else ''}: {entry['rows']} rows, "
                      f"{entry['seconds']:.1f} s in {', '.join(entry['files'])}")
         table = [["column", *keys]]
         for name, stats in entry["columns"].items():

@@ -101,7 +101,11 @@ class PtraceBackend:
         return self.sites[0].address
 
     @classmethod
-    def create(cls, config: SessionConfig, target: TargetProcess) -> PtraceBackend:
+    def create(cls, config: SessionConfig, target: TargetProcess, alike: Modules | None = None) -> PtraceBackend:
+        """``alike``: the modules of another process of the run, used as they are when this one
+        maps the same files at the same addresses (read once for a server's workers)."""
+        if alike is not None and alike.mapped_alike(target.pid):
+            return cls(config, alike, target.is_go)
         say = notice.quiet if config.quiet else notice.say
         modules = Modules(target.pid, DebugFinder(target.pid, config.debug_dirs, say, notice.say),
                           config.symbols_file)

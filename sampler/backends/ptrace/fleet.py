@@ -333,6 +333,10 @@ class Fleet:
         why = _said(error)
         if member in self.members:
             self.members.remove(member)
+        if member.modules.pid == member.config.pid:  # others share them: read from one still there
+            heir = next((m for m in self.members if m.modules is member.modules), None)
+            if heir is not None:
+                member.modules.move_to(heir.config.pid)
         try:
             member.detach()
         except ENDS_A_PROCESS as e:

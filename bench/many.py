@@ -150,7 +150,7 @@ def report(rows: list[dict[str, object]], seconds: float) -> str:
         lines.append(
             f"| {row['processes']} | {row['min_rows']}-{row['max_rows']} ({row['schedule_rows']}) | "
             f"{float(row['steady_cpu_share']) * 100:.0f} % of a core | {row['steady_cpu_ms_per_tick']} ms | "
-            f"{row['cpu_s']} s |"
+            f"{row['cpu_s']} s | "
             f"{row['peak_rss_mb']} MB | {row['attach_s']} s | {row['late_p50_ms']} / {row['late_p99_ms']} ms | "
             f"{'yes' if row['untouched'] else 'NO'} |")
     return "\n".join(lines) + "\n"

@@ -42,6 +42,7 @@ def attach(pod: str, namespace: str | None, container: str | None, image: str, n
       kubectl sampler attach web-0 -c app -- --expr 'w-r' --interval 1s --count 60
       kubectl sampler attach web-0 --node --out rows.csv -- --pgrep server \\
           --at 'main.(*Ring).Read' --expr 'delta=b.w-b.r'
+      kubectl sampler attach web-0 --node -- --all --at handle --expr n   # every process of the container
     """
     args = remote_args(list(sampler_args))
     if dry_run:
@@ -75,9 +76,10 @@ def remote_args(args: list[str]) -> list[str]:
 
 
 def with_default_target(args: list[str]) -> list[str]:
-    """In the target container's process namespace its entrypoint is PID 1."""
-    if not {"--pid", "--pgrep", "--container"} & set(args):
-        return [*args, "--pid", "1"]
+    """In the target container's process namespace its entrypoint is PID 1; with --all and no
+    other target, every process there (sampler's own excepted)."""
+    if not {"--pid", "--pgrep", "--container", "--exe"} & set(args):
+        return [*args, "--pgrep", "."] if "--all" in args else [*args, "--pid", "1"]
     return args
 
 

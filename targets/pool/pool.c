@@ -8,7 +8,8 @@
  * then forks a new one and prints "spawned pid=C". On SIGTERM the parent stops forking, sends
  * SIGUSR1 to every worker, waits for them and prints "pool done bad=B" (B: workers that did not
  * exit 0), then exits. The parent prints "ready pid=N" once the first workers run and, once a
- * second, "requests/s=N": the calls of every worker in that second (counters in shared memory). */
+ * second, "requests/s=N": the calls of every worker in that second (counters in shared memory).
+ * never() is never called: a breakpoint there stays in. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdio.h>
@@ -35,6 +36,14 @@ __attribute__((noinline)) long handle(long n)
     __asm__ volatile("" ::: "memory");
     return n + 1;
 }
+
+/* Never called: a breakpoint there stays in every process all the time. */
+__attribute__((noinline)) long never(long n)
+{
+    __asm__ volatile("" ::: "memory");
+    return n - 1;
+}
+long (*volatile keep_never)(long) = never;
 
 static void worker(int slot, long period_us)
 {

@@ -319,3 +319,42 @@ def test_a_pre_fork_server_is_traced_whole_with_its_respawned_workers(start_targ
         if pid in spawned:
             assert calls[0] == 0, (pid, calls[:3])
     assert "missed" not in stderr, stderr
+
+
+def test_the_guardian_restores_followed_children_too(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN a pre-fork server whose every process holds a breakpoint that stays in (never hit),
+    # one worker forked during the run (followed, armed from its first instruction)
+    program = tmp_path / "pool"
+    shutil.copy(BIN / "pool", program)
+    pool = start_target(str(program), "3", "2000", binary=False)
+    proc = subprocess.Popen([sys.executable, "-m", "sampler", "trace", "--exe", str(program), "--follow-forks",
+                             "--at", "never", "--out", str(tmp_path / "g.csv"), "--quiet"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    everyone = [pool.pid, *(int(p) for p in Path(f"/proc/{pool.pid}/task/{pool.pid}/children").read_text().split())]
+    deadline = time.monotonic() + 30
+    while not all(code_differs(pid) for pid in everyone):
+        assert proc.poll() is None and time.monotonic() < deadline, "the breakpoints never went in"
+        time.sleep(0.05)
+    os.kill(everyone[1], signal.SIGUSR1)
+    pool.wait_for(lambda: any(line.startswith("spawned pid=") for line in pool.lines), 10, "no respawn")
+    child = int(next(line for line in pool.lines if line.startswith("spawned pid=")).split("=")[1])
+    deadline = time.monotonic() + 10
+    while not code_differs(child):
+        assert time.monotonic() < deadline, "the new worker was not armed"
+        time.sleep(0.02)
+    # WHEN the tracing worker is killed with SIGKILL
+    worker = int(Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()[0])
+    os.kill(worker, signal.SIGKILL)
+    assert proc.wait(10) == 128 + signal.SIGKILL
+    assert proc.stderr is not None
+    proc.stderr.close()
+    # THEN every process, the followed child too, has its code back, untraced, and works on
+    alive = [pid for pid in everyone if pid != everyone[1]] + [child]
+    for pid in alive:
+        pool.wait_for(lambda p=pid: not code_differs(p), 5, f"the guardian did not restore PID {pid}")
+        status = Path(f"/proc/{pid}/status").read_text()
+        assert "TracerPid:\t0" in status and "State:\tT" not in status, status
+    pool.more_throughput(1)
+    pool.proc.send_signal(signal.SIGTERM)
+    pool.wait_for(lambda: any(line.startswith("pool done") for line in pool.lines), 10, "the pool did not end")
+    assert pool.lines[-1] == "pool done bad=0", pool.lines[-8:]

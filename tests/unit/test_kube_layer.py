@@ -62,6 +62,7 @@ def test_rows_come_back_over_the_stream_and_the_entrypoint_is_the_default_target
     assert remote_args(["--expr", "w-r"]) == ["attach", "--expr", "w-r", "--out", "-"]
     assert with_default_target(["attach", "--expr", "x"])[-2:] == ["--pid", "1"]
     assert with_default_target(["attach", "--pgrep", "srv"]) == ["attach", "--pgrep", "srv"]
+    assert with_default_target(["attach", "--all", "--expr", "x"])[-2:] == ["--pgrep", "."]  # every process
     with pytest.raises(UsageError):
         remote_args(["--expr", "x", "--out", "rows.csv"])
 

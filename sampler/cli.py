@@ -447,7 +447,8 @@ def _location(location: str | None) -> str | None:
 def _run(config: SessionConfig, common: dict[str, Any], how: str) -> int:
     """In a worker process (supervisor.py): check the target, pick the backend, run, report."""
     columns = [e.name for e in config.expressions] + ([PROBE] if config.location is not None else [])
-    for option, names, extra in (("--count-by", common["count_by"], ["thread"]), ("--hist", common["hists"], [])):
+    for option, names, extra in (("--count-by", common["count_by"], ["thread", "pid"]),
+                                 ("--hist", common["hists"], [])):
         for name in names:
             if name not in (*columns, *extra):
                 raise UsageError(f"{option} {name}: no such column", f"name an expression (--expr {name}=EXPR) "

@@ -64,7 +64,7 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
                     Condition(config.stop_when.text, names)
                 except ExpressionError as e:
                     raise UsageError(f"--stop-when: {e.message}", "e.g. --stop-when 'delta > 20000'") from None
-            writers += _more_writers(output, names, config.pid)
+            writers += _more_writers(output, names, f"{len(config.pids)} processes" if config.pids else config.pid)
         except BaseException:
             backend.detach()
             raise
@@ -172,13 +172,14 @@ def _repair(pid: int) -> None:
             click.echo(f"sampler: an earlier run left PID {fixed.pid} patched: {fixed.note}", err=True)
 
 
-def _more_writers(output: Output, names: list[str], pid: int) -> list[Writer]:
+def _more_writers(output: Output, names: list[str], pid: int | str) -> list[Writer]:
     """Besides the rows: counts, metrics, and the view on the terminal."""
     writers: list[Writer] = []
     if output.aggregating:
         writers.append(Aggregate(names, output.count_by, output.hists, pid))
     if output.metrics is not None:
-        metrics = MetricsWriter(output.metrics, names, pid, output.count_by, output.hists)
+        metrics = MetricsWriter(output.metrics, names, pid if isinstance(pid, int) else 0, output.count_by,
+                                output.hists)
         writers.append(metrics)
         exposed = "" if is_loopback(metrics.host) else \
             " (beyond loopback: anyone who reaches this port can read the sampled values)"

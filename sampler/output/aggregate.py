@@ -43,13 +43,14 @@ class Aggregate:
     """A Writer that counts: per value of each ``count_by`` column, per power-of-two bucket
     of each ``hists`` column."""
 
-    def __init__(self, names: Sequence[str], count_by: Sequence[str], hists: Sequence[str], pid: int,
+    def __init__(self, names: Sequence[str], count_by: Sequence[str], hists: Sequence[str], pid: int | str,
                  stream: TextIO | None = None) -> None:
         self.names = list(names)
         self._index = {name: index for index, name in enumerate(self.names)}
         self.count_by = list(count_by)
         self.hists = list(hists)
-        self.pid = pid
+        self.who = f"PID {pid}" if isinstance(pid, int) else pid
+        """Whose samples: a PID, or "4 processes" in a run of many."""
         self.stream = stream
         self.counts: dict[str, dict[str, int]] = {name: {} for name in self.count_by}
         self.buckets: dict[str, dict[int, int]] = {name: {} for name in self.hists}
@@ -62,6 +63,8 @@ class Aggregate:
     def _value(self, sample: Sample, name: str) -> Value:
         if name == "thread":
             return sample.reading.thread or None
+        if name == "pid":
+            return sample.pid
         return sample.reading.values[self._index[name]]
 
     def write(self, sample: Sample) -> None:
@@ -87,12 +90,12 @@ class Aggregate:
             total = sum(counted.values())
             ordered = sorted(counted.items(), key=lambda item: (-item[1], item[0]))
             top = [{"value": key, "count": n, "share": n / total if total else 0.0} for key, n in ordered[:SHOWN]]
-            text = hist.render_counts(f"{name} (PID {self.pid})", top)
+            text = hist.render_counts(f"{name} ({self.who})", top)
             if len(ordered) > SHOWN:
                 text += f"({len(ordered) - SHOWN} more values, {sum(n for _, n in ordered[SHOWN:])} samples)\n"
             parts.append(text)
         for name, buckets in self.buckets.items():
-            text = hist.render(f"{name} (PID {self.pid})", hist.power_of_two_buckets(buckets))
+            text = hist.render(f"{name} ({self.who})", hist.power_of_two_buckets(buckets))
             if self.not_numbers[name]:
                 text += f"({self.not_numbers[name]} samples of {name} were no number: not counted)\n"
             parts.append(text)

@@ -51,7 +51,7 @@ class _Column:
 
 
 class LiveView:
-    def __init__(self, names: Sequence[str], pid: int, stream: TextIO | None = None,
+    def __init__(self, names: Sequence[str], pid: int | str, stream: TextIO | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.names, self.pid = list(names), pid
         self.stream = stream or sys.stderr
@@ -87,7 +87,8 @@ class LiveView:
     def lines(self, now: float) -> list[str]:
         elapsed = max(now - self.started, 1e-9)
         width = max([len(n) for n in self.names] + [10])
-        out = [f"sampler --live  PID {self.pid}  {self.samples} samples ({self.errors} with errors)  "
+        who = f"PID {self.pid}" if isinstance(self.pid, int) else self.pid
+        out = [f"sampler --live  {who}  {self.samples} samples ({self.errors} with errors)  "
                f"{self.samples / elapsed:.1f}/s  pause p50 {_median(self.pauses):.0f} us  last "
                f"{self.pauses[-1] if self.pauses else 0:.0f} us",
                f"{'expression'.ljust(width)}  {'last':>12}  {'min':>12}  {'p50':>12}  {'max':>12}  recent"]

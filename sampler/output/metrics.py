@@ -114,6 +114,8 @@ class MetricsWriter:
     def _value(self, sample: Sample, name: str) -> Value:
         if name == "thread":
             return sample.reading.thread or None
+        if name == "pid":
+            return sample.pid
         value = sample.reading.values[self._index[name]]
         return value if name in self.count_by or isinstance(value, (int, float)) else None
 

@@ -110,6 +110,13 @@ def test_pgrep_all_takes_every_match(start_target: Callable[..., Target], tmp_pa
     for target in targets:
         written = [int(row["w"]) for row in rows if row["pid"] == str(target.pid)]
         assert written == sorted(written) and written[-1] > written[0] > 0, written
+    # AND counted in sampler by process
+    counted = sampler("attach", "--pgrep", "^ringbuf-c-O0$", "--all", "--expr", "w=ring.w", "--interval", "100ms",
+                      "--count", "6", "--count-by", "pid", "--quiet")
+    assert counted.returncode == 0, counted.stderr
+    assert "@pid (2 processes):" in counted.stdout
+    assert {line.split()[0]: line.split()[1] for line in counted.stdout.splitlines()[1:] if line.strip()} == \
+        {str(t.pid): "3" for t in targets}, counted.stdout
     untouched(*targets)
 
 

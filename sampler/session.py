@@ -63,7 +63,8 @@ class Session:
         self.stop = StopFlag()
         self.summary = Summary()
         self.budget = Budget(config.max_overhead, wake_latency_s()) if config.max_overhead else None
-        self._tick_cost_s = 0.0
+        self._tick_cost_s: dict[int, float] = {}
+        """The tick's estimated stall of each process (a run of many: each loses only its own)."""
         self._stretch_said = False
 
     def run(self) -> Summary:
@@ -146,8 +147,9 @@ class Session:
 
     def _keep_budget(self, budget: Budget, schedule: Schedule) -> None:
         """After a tick: sample less often when its stall would take more than the budget."""
-        interval = budget.interval_for(self._tick_cost_s, self.config.interval_s, schedule.interval_s)
-        self._tick_cost_s = 0.0
+        cost = max(self._tick_cost_s.values(), default=0.0)
+        interval = budget.interval_for(cost, self.config.interval_s, schedule.interval_s)
+        self._tick_cost_s = {}
         if interval != schedule.interval_s:
             if not self._stretch_said and interval > self.config.interval_s:
                 self._stretch_said = True
@@ -199,7 +201,8 @@ class Session:
         self.summary.pause_us.add(reading.pause_us)
         if self.budget is not None and not self.config.every_hit:
             self.budget.observe_late(late_s)
-            self._tick_cost_s += self.budget.cost_s(reading.pause_us)
+            pid = reading.pid or self.config.pid
+            self._tick_cost_s[pid] = self._tick_cost_s.get(pid, 0.0) + self.budget.cost_s(reading.pause_us)
         sample = Sample(seq=self.summary.samples, time=started_wall + timedelta(seconds=elapsed),
                         elapsed_s=elapsed, pid=reading.pid or self.config.pid, reading=reading, late_us=late_s * 1e6)
         for writer in self.writers:

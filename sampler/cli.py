@@ -273,6 +273,9 @@ def _config(ctx: click.Context, common: dict[str, Any], locations: Sequence[str]
         pids = _targets(common["pids"], common["pgrep"], common["container"], common["wait_target"],
                         common["every_match"])
     many = len(pids) > 1 or common["follow_forks"] or exe is not None
+    if common["follow_forks"] and not locations:
+        raise UsageError("--follow-forks needs --at (reading globals without a breakpoint traces nothing, so no "
+                         "fork is seen)", "give --at FUNCTION, or sample the children by --exe or --pgrep --all")
     if many and common["backend"] in ("delve", "delve-rpc"):
         raise UsageError(f"{'--follow-forks' if len(pids) == 1 else 'several processes'} need the ptrace backend "
                          f"(--backend {common['backend']}: one dlv follows one process)",

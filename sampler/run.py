@@ -125,22 +125,18 @@ def _fleet(config: SessionConfig, quiet: bool, how: str) -> Backend:
     failed: list[tuple[int, SamplerError]] = []
     notice.once()  # what is true of each process of one program is said once
 
-    read: list[Modules] = []
-    """The modules read so far, one per program and layout: a server's workers share them."""
-
-    def make(pid: int) -> PtraceBackend:
+    def make(pid: int, read: list[Modules]) -> PtraceBackend:
+        """``read``: the modules read so far; a process mapped like one of them (a server's
+        workers) shares them."""
         target = process.inspect(pid)
         _repair(pid)
         one = dataclasses.replace(config, pid=pid, pids=())
         alike = next((modules for modules in read if modules.mapped_alike(pid)), None)
-        member = _gone_is_exit(pid, functools.partial(PtraceBackend.create, one, target, alike))
-        if member.modules is not alike:
-            read.append(member.modules)
-        return member
+        return _gone_is_exit(pid, functools.partial(PtraceBackend.create, one, target, alike))
 
     for pid in config.pids:
         try:
-            members.append(make(pid))
+            members.append(make(pid, list({id(m.modules): m.modules for m in members}.values())))
         except (ExpressionError, LocationNotFound):
             for member in members:
                 member.detach()

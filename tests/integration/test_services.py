@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import http.client
 import os
+import shutil
 import signal
 import socket
 import time
@@ -19,13 +20,16 @@ from tests.integration.targets import Target, assert_code_matches_files, assert_
 NGINX = "/usr/sbin/nginx"
 
 
-def start_nginx(start_target: Callable[..., Target], folder: Path) -> tuple[Target, int]:
+def start_nginx(start_target: Callable[..., Target], folder: Path) -> tuple[Target, Path, int]:
     """Debian's nginx in the foreground (master and 4 workers) on a free port of 127.0.0.1,
-    logging every request to folder/access.log; a failure under CI when it is missing."""
+    logging every request to folder/access.log; a failure under CI when it is missing. It runs
+    from a copy of its program file (folder/nginx): --exe on it finds no other nginx of the host."""
     if not os.path.exists(NGINX):
         if os.environ.get("CI"):
             pytest.fail("nginx is missing: make setup installs it")
         pytest.skip("nginx is missing (make setup installs it)")
+    program = folder / "nginx"
+    shutil.copy(NGINX, program)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
@@ -43,13 +47,13 @@ http {{
     }}
 }}
 """)
-    target = start_target("sh", "-c", f"echo ready pid=$$; exec {NGINX} -p {folder} -c {folder}/nginx.conf "
+    target = start_target("sh", "-c", f"echo ready pid=$$; exec {program} -p {folder} -c {folder}/nginx.conf "
                           "-g 'daemon off;'", binary=False)
     deadline = time.monotonic() + 20
     while len(workers(target.pid)) < 4 or not answers(port):
         assert time.monotonic() < deadline, "nginx did not answer"
         time.sleep(0.05)
-    return target, port
+    return target, program, port
 
 
 def workers(master: int) -> list[int]:
@@ -86,12 +90,12 @@ def lines(path: Path) -> int:
 def test_nginx_every_request_of_every_worker_is_traced_through_a_reload(start_target: Callable[..., Target],
                                                                         tmp_path: Path) -> None:
     # GIVEN Debian's nginx with 4 workers
-    nginx, port = start_nginx(start_target, tmp_path)
+    nginx, program, port = start_nginx(start_target, tmp_path)
     old = workers(nginx.pid)
     access = tmp_path / "access.log"
     out = tmp_path / "n.csv"
     # WHEN its request handler is traced in every process of the program, following forks
-    proc = start_sampler("trace", "--exe", NGINX, "--follow-forks", "--at", "ngx_http_process_request",
+    proc = start_sampler("trace", "--exe", str(program), "--follow-forks", "--at", "ngx_http_process_request",
                          "--duration", "120s", "--out", str(out), "--quiet")
     try:
         deadline = time.monotonic() + 30

@@ -16,6 +16,7 @@ with one line; the others go on. The run ends when none is left.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Callable
 from functools import partial
@@ -24,19 +25,24 @@ from typing import ClassVar, TypeVar
 from sampler import notice
 from sampler.backends.base import Capabilities
 from sampler.backends.ptrace.backend import PtraceBackend, Tally, Turn
+from sampler.backends.ptrace.memory import UnreadableMemory
 from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.router import Router
 from sampler.config import SessionConfig
+from sampler.debuginfo.modules import Modules
 from sampler.errors import ExpressionError, LocationNotFound, SamplerError, TargetExited, UsageError
 from sampler.safety.guardian import Guardian
 from sampler.sample import Reading
 from sampler.stop import StopFlag
-from sampler.target import pgrep
+from sampler.target import pgrep, procfs
 
 T = TypeVar("T")
 DISCOVER_EVERY_S = 0.2
 """Tracing with --exe: how often /proc is looked at for new processes of the program."""
-ENDS_A_PROCESS = (SamplerError, ProcessLookupError, FileNotFoundError)
+RESCAN_EVERY_S = 2.0
+"""--exe: how often every process is looked at again (one that exec'd into the program since);
+in between only new PIDs are."""
+ENDS_A_PROCESS = (SamplerError, UnreadableMemory, ProcessLookupError, FileNotFoundError)
 """What ends one process's part (in a run of one they end the run)."""
 ENDS_THE_RUN = (ExpressionError, LocationNotFound)
 """A question wrong for the program: asked of the others it would be as wrong."""
@@ -47,19 +53,24 @@ class Fleet:
     capabilities: ClassVar[Capabilities] = PtraceBackend.capabilities
 
     def __init__(self, config: SessionConfig, members: list[PtraceBackend],
-                 make: Callable[[int], PtraceBackend] | None = None) -> None:
+                 make: Callable[[int, list[Modules]], PtraceBackend] | None = None) -> None:
         self.config = config
         self.make = make
-        """--exe: builds the backend of a process that started running the program (checked, repaired)."""
+        """--exe: builds the backend of a process that started running the program (checked, repaired),
+        with the modules of a process mapped alike when one of those given is."""
         self._judged: set[int] = set(config.targets)
         """--exe: the PIDs looked at (pgrep.running)."""
-        self._scanned = 0.0
+        self._scanned = self._rescanned = time.monotonic()
         for member in members:
             member.closes_modules = False  # shared with the children it forks: closed at the end
         self.members = list(members)
         """The processes still sampled, in the order given."""
-        self._all = list(members)
-        """Every process of the run (for the notes)."""
+        self._count = len(members)
+        """Processes taken in so far (for the notes)."""
+        self._tally = Tally()
+        """What the processes whose part ended counted (for the notes)."""
+        self._closed: set[int] = set()
+        """The modules closed already (by id), their last process gone."""
         self.router = Router()
         self.guardian: Guardian | None = None
         self.probe_column = any(member.probe_column for member in members)
@@ -123,13 +134,16 @@ class Fleet:
             if self.config.every_hit and self._armed:
                 member.arm_all()  # before it runs: none of its calls is missed
         except ENDS_A_PROCESS:
+            if member.tracer is not None:  # stopped at its first stop: no other stop comes to detach at
+                tracer, member.tracer = member.tracer, None
+                tracer.let_go_at_first_stop()
             member.detach()
             self.not_followed += 1
             return False
         assert member.tracer is not None
         member.tracer.resume_first_stop()
         self.members.append(member)
-        self._all.append(member)
+        self._count += 1
         self.followed.add(member)
         self._follow(member)
         return True
@@ -148,12 +162,23 @@ class Fleet:
         """--exe: take in each process that started running the program (at most every ``every_s``)."""
         if self.config.exe is None or self.make is None or time.monotonic() - self._scanned < every_s:
             return
-        self._scanned = time.monotonic()
-        for pid in pgrep.running(self.config.exe, self._judged):
+        now = time.monotonic()
+        if now - self._rescanned > RESCAN_EVERY_S:  # a process that exec'd into the program since
+            self._rescanned = now
+            self._judged = {member.config.pid for member in self.members}
+        self._scanned = now
+        try:
+            found = pgrep.running(self.config.exe, self._judged)
+        except UsageError:
+            return  # the file is being replaced: looked at again next time
+        for pid in found:
             if any(member.config.pid == pid for member in self.members):
                 continue  # a child followed at its fork
+            if procfs.tracer_pid(pid) == os.getpid():  # a child at its fork, this worker's still
+                self._judged.discard(pid)
+                continue
             try:
-                member = self.make(pid)
+                member = self.make(pid, self._modules())
             except ENDS_A_PROCESS as e:
                 notice.say(f"PID {pid} (started running {self.config.exe}): {_said(e)}; not sampled")
                 continue
@@ -165,8 +190,8 @@ class Fleet:
         member.closes_modules = False
         member.router, member.shared_guardian = self.router, self.guardian
         self.members.append(member)
-        self._all.append(member)
-        self._each(member, member.attach, at_attach=True)
+        self._count += 1
+        self._each(member, member.attach, at_attach=True, alone=True)
         self._follow(member)
         if member in self.members and self.config.every_hit and self._armed:
             self._each(member, member.arm_all)
@@ -287,44 +312,61 @@ class Fleet:
                 self.router.sleep(remaining)
 
     def detach(self) -> None:
-        try:
-            for member in list(self.members):
-                try:
-                    member.detach()
-                except ENDS_A_PROCESS as e:
-                    self._notes.append(f"PID {member.config.pid}: {_said(e)}")
-            self.members.clear()
-        finally:
+        failed: BaseException | None = None
+        for member in list(self.members):  # each, whatever another's did
             try:
-                if self.guardian is not None:  # only once every byte is back
-                    guardian, self.guardian = self.guardian, None
-                    guardian.dismiss()
-            finally:
-                for modules in {id(member.modules): member.modules for member in self._all}.values():
-                    modules.close()
+                member.detach()
+            except ENDS_A_PROCESS as e:
+                self._notes.append(f"PID {member.config.pid}: {_said(e)}")
+            except BaseException as e:
+                failed = failed or e
+            self._tally += member.tally
+        for member in self.members:
+            self._close_modules(member, every=True)
+        self.members.clear()
+        if failed is not None:  # some bytes may be in still: the guardian puts them back when the worker ends
+            raise failed
+        if self.guardian is not None:  # only once every byte is back
+            guardian, self.guardian = self.guardian, None
+            guardian.dismiss()
+
+    def _modules(self) -> list[Modules]:
+        """The modules the processes still sampled use, each once."""
+        return list({id(member.modules): member.modules for member in self.members}.values())
+
+    def _close_modules(self, member: PtraceBackend, every: bool = False) -> None:
+        """Close the process's modules unless another process still uses them (``every``: at the end)."""
+        modules = member.modules
+        if id(modules) in self._closed or (not every and any(m.modules is modules for m in self.members)):
+            return
+        self._closed.add(id(modules))
+        modules.close()
 
     def notes(self) -> list[str]:
         said = list(self._notes)
-        said += sum((member.tally for member in self._all), Tally()).notes(self.config.every_hit)
+        said += self._tally.notes(self.config.every_hit)
         if self.config.follow_forks:
             said.append(f"--follow-forks: {len(self.followed)} child process(es) followed from their first "
                         f"instruction, {self.followed_ended} of them ended before the run did"
                         + (f"; {self.not_followed} could not be and were let go clean (calls in them were not "
                            "traced: missed)" if self.not_followed else ""))
         if self.ended:
-            said.append(f"{len(self.ended)} of {len(self._all)} process(es) ended before the run did: "
+            said.append(f"{len(self.ended)} of {self._count} process(es) ended before the run did: "
                         + "; ".join(f"{pid} ({why})" for pid, why in self.ended[:5])
                         + (f" and {len(self.ended) - 5} more" if len(self.ended) > 5 else ""))
         return said
 
     # -- one process's part ------------------------------------------------------
 
-    def _each(self, member: PtraceBackend, call: Callable[[], T], at_attach: bool = False) -> T | None:
-        """``call()`` for one process; what ends its part ends only its part (one line)."""
+    def _each(self, member: PtraceBackend, call: Callable[[], T], at_attach: bool = False,
+              alone: bool = False) -> T | None:
+        """``call()`` for one process; what ends its part ends only its part (one line). A
+        question wrong for the program ends the run, unless the process came ``alone`` (found
+        running the program during the run: it may have exec'd into another since)."""
         try:
             return call()
         except ENDS_A_PROCESS as e:
-            if isinstance(e, ENDS_THE_RUN) or (isinstance(e, UsageError) and not at_attach):
+            if not alone and (isinstance(e, ENDS_THE_RUN) or (isinstance(e, UsageError) and not at_attach)):
                 raise
             self._end(member, e)
             return None
@@ -341,6 +383,8 @@ class Fleet:
             member.detach()
         except ENDS_A_PROCESS as e:
             why += f"; then {_said(e)}"
+        self._tally += member.tally
+        self._close_modules(member)
         self._last_error = error
         if member in self.followed:  # a worker's exit is no news: counted for the summary
             self.followed_ended += 1
@@ -351,12 +395,12 @@ class Fleet:
 
     def _none_left(self) -> SamplerError:
         error = self._last_error
-        if isinstance(error, SamplerError) and len(self._all) == 1:
+        if isinstance(error, SamplerError) and self._count == 1:
             return error
         if isinstance(error, SamplerError):
-            error.message = f"none of the {len(self._all)} processes is left (the last: {error.message})"
+            error.message = f"none of the {self._count} processes is left (the last: {error.message})"
             return error
-        return TargetExited(f"none of the {len(self._all)} processes is left")
+        return TargetExited(f"none of the {self._count} processes is left")
 
 
 def _said(error: BaseException) -> str:

@@ -19,9 +19,11 @@ from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
 from sampler import waits
 from sampler.backends.ptrace import calls
+from sampler.safety import repair
 from sampler.target import procfs
 
 WALL = 0x40000000
+PTRACE_EVENT_STOP = 128
 WNOHANG_WALL = os.WNOHANG | WALL
 SLEEP_SLICE_S = 0.1
 
@@ -30,6 +32,8 @@ class Tracer(Protocol):
     """What the router needs of a tracer (tracer.py's)."""
 
     pid: int
+    originals: dict[int, int]
+    """Every address it ever patched -> the original byte."""
 
     def owns(self, tid: int) -> bool: ...
 
@@ -101,24 +105,41 @@ class Router:
         process (a thread) or one its process forked; ``asking`` when nothing says (as a lone
         tracer would take it). None: a stopped task nobody traces any more, let go here."""
         owner = self._owners.get(tid)
+        first_stop = os.WIFSTOPPED(status) and status >> 16 == PTRACE_EVENT_STOP
         if owner is None or not owner.owns(tid):
             owner = next((tracer for tracer in self.tracers.values() if tracer.owns(tid)), None)
             if owner is None:
                 group, parent = procfs.group_and_parent(tid)
-                owner = self.tracers.get(group) or self.tracers.get(parent) or asking
+                owner = self.tracers.get(group)
+                if owner is None and first_stop:  # a new process: its parent's (the fork event follows)
+                    owner = self.tracers.get(parent)
+                if owner is None and self.tracers.get(parent) is None:
+                    owner = asking  # as a lone tracer would take it
         if os.WIFEXITED(status) or os.WIFSIGNALED(status):
             self._owners.pop(tid, None)
             return owner
         if owner is None:
-            if os.WIFSTOPPED(status):
-                self.strays += 1
-                try:
-                    ptrace_func.ptrace_detach(tid, 0)
-                except PtraceError:
-                    pass
+            if os.WIFSTOPPED(status):  # (a process whose part ended, its last events: not its parent's)
+                self._let_go(tid, clean=first_stop)
             return None
         self._owners[tid] = owner
         return owner
+
+    def _let_go(self, tid: int, clean: bool) -> None:
+        """A stopped task no tracer claims: let go. ``clean``: at its first stop, a child whose
+        parent was killed at its fork, before the fork event said whose it is; it may hold
+        copies of sampler's int3 bytes: each goes back where one stands (the originals of every
+        process of the run: they are one program but for a run of several programs)."""
+        self.strays += 1
+        if clean:
+            originals: dict[int, int] = {}
+            for tracer in self.tracers.values():
+                originals.update(tracer.originals)
+            repair.put_back(tid, originals)
+        try:
+            ptrace_func.ptrace_detach(tid, 0)
+        except PtraceError:
+            pass
 
     def sleep(self, timeout: float) -> None:
         self.wakeups.sleep(timeout)

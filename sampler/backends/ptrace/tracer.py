@@ -180,6 +180,20 @@ class Tracer:
         self._start_wakeups()
         self.threads.add(self.pid)
 
+    def let_go_at_first_stop(self) -> None:
+        """After ``take_over``, when the child cannot be taken in after all: every byte back,
+        and the child detached from its first stop (it reports no other stop to wait for)."""
+        try:
+            for address in list(self.armed):
+                self.disarm(address)
+            if self.journal is not None:
+                self.journal.clear()
+                self.journal.close()
+            self._request(ptrace_func.PTRACE_DETACH, self.pid, 0, 0)
+            self.threads.clear()
+        finally:
+            self._stop_wakeups()
+
     def resume_first_stop(self) -> None:
         """After ``take_over``: let the child run its first instruction."""
         self._request(ptrace_func.PTRACE_CONT, self.pid, 0, 0)
@@ -197,6 +211,12 @@ class Tracer:
 
     def detach(self) -> None:
         """Restore every byte, stop each thread briefly, absorb pending traps, detach it."""
+        try:
+            self._detach()
+        finally:
+            self._stop_wakeups()  # (in a run of many: out of the router, whatever happened)
+
+    def _detach(self) -> None:
         for address in list(self.armed):
             self.disarm(address)
         if self.journal is not None:
@@ -240,7 +260,6 @@ class Tracer:
         for child in list(self._early):  # whose fork event never came (the parent was killed)
             self.children.release(child, self.originals, first_stop_seen=True)
             del self._early[child]
-        self._stop_wakeups()
         if pending:
             raise DebuggerError(f"threads {sorted(pending)} of process {self.pid} did not stop for detach")
 
@@ -419,7 +438,7 @@ class Tracer:
             got, status = self._poll()
             if got:
                 if got not in waiting:
-                    self._queue.append((got, status))  # a new thread or child: served after the step
+                    self.take_later(got, status)  # a new thread or child: served after the step
                     continue
                 waiting.discard(got)
                 if os.WIFSTOPPED(status):

@@ -277,8 +277,8 @@ def _config(ctx: click.Context, common: dict[str, Any], locations: Sequence[str]
         raise UsageError("--follow-forks needs --at (reading globals without a breakpoint traces nothing, so no "
                          "fork is seen)", "give --at FUNCTION, or sample the children by --exe or --pgrep --all")
     if many and common["backend"] in ("delve", "delve-rpc"):
-        raise UsageError(f"{'--follow-forks' if len(pids) == 1 else 'several processes'} need the ptrace backend "
-                         f"(--backend {common['backend']}: one dlv follows one process)",
+        what = "--follow-forks needs" if len(pids) == 1 else "several processes need"
+        raise UsageError(f"{what} the ptrace backend (--backend {common['backend']}: one dlv follows one process)",
                          "give --backend ptrace, or one process")
     names = [e.name for e in expressions] + ([PROBE] if locations else [])  # checked again once it is known
     return SessionConfig(pid=pids[0], pids=pids if many else (), follow_forks=common["follow_forks"], exe=exe,
@@ -387,8 +387,8 @@ def _targets(pids: Sequence[int], pattern: str | None, container: str | None, wa
     if pids and (pattern is not None or container is not None or wait is not None):
         raise UsageError("--pid excludes --pgrep, --container and --wait-target", "give the target one way")
     if not pids and pattern is None and container is None:
-        raise UsageError("give the target with --pid PID, --pgrep PATTERN or --container ID",
-                         "e.g. --pid 4242 or --pgrep ringbuf")
+        raise UsageError("give the target with --pid PID, --pgrep PATTERN, --container ID or --exe PATH",
+                         "e.g. --pid 4242, --pgrep ringbuf, or --pgrep nginx --all for every match")
     if every and pattern is None and container is None:
         raise UsageError("--all goes with --pgrep or --container", "e.g. --pgrep nginx --all, or --pid again")
     if pids:
@@ -406,9 +406,11 @@ def _targets(pids: Sequence[int], pattern: str | None, container: str | None, wa
 def _program(given: str) -> str:
     """--exe: the program file, by its path or (no slash) a name on PATH."""
     path = given if "/" in given else shutil.which(given)
-    if path is None or not os.path.isfile(path):
+    if path is None or not os.path.exists(path):
         raise UsageError(f"--exe {given}: no such program file", "give its path, e.g. --exe /usr/sbin/nginx")
-    return os.path.realpath(path)
+    if not os.path.isfile(path):
+        raise UsageError(f"--exe {given}: not a program file", "give its path, e.g. --exe /usr/sbin/nginx")
+    return os.path.abspath(path)  # matched by the file it names (a symbolic link's target)
 
 
 def _running(exe: str, wait: float | None) -> tuple[int, ...]:

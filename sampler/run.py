@@ -155,10 +155,13 @@ def _fleet(config: SessionConfig, quiet: bool, how: str) -> Backend:
         shown = ", ".join(str(member.config.pid) for member in members[:8])
         more = f" and {len(members) - 8} more" if len(members) > 8 else ""
         which = f"{len(members)} processes (PID {shown}{more})" if len(members) > 1 else f"PID {shown}"
-        children = " and the children they fork" if config.follow_forks else ""
-        later = f" and every process of {config.exe} that starts" if config.exe else ""
-        click.echo(f"sampler: ptrace backend (one tracer for every process); sampling {which}{children}{later} "
-                   f"{how}", err=True)
+        extra = []
+        if config.follow_forks:
+            extra.append("the children they fork" if len(members) > 1 else "the children it forks")
+        if config.exe:
+            extra.append(f"each process of {config.exe} that starts")
+        more = f" (and {' and '.join(extra)})" if extra else ""
+        click.echo(f"sampler: ptrace backend (one tracer for every process); sampling {which}{more}, {how}", err=True)
     return Fleet(config, members, make)
 
 
@@ -183,7 +186,7 @@ def _more_writers(output: Output, names: list[str], pid: int | str) -> list[Writ
     if output.live:
         writers.append(LiveView(names, pid))
     elif not output.quiet and not output.aggregating:
-        writers.append(ConsoleWriter(names))
+        writers.append(ConsoleWriter(names, pids=not isinstance(pid, int)))
     return writers
 
 

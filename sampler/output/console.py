@@ -23,16 +23,22 @@ def format_line(sample: Sample, names: Sequence[str]) -> str:
 
 
 class ConsoleWriter:
-    def __init__(self, names: Sequence[str], stream: TextIO | None = None) -> None:
+    def __init__(self, names: Sequence[str], stream: TextIO | None = None, pids: bool = False) -> None:
         self.names = list(names)
         self.stream = stream or sys.stderr
+        self.pids = pids
+        """A run of many processes: each line says whose."""
 
     def begin(self) -> None:
         pass
 
     def write(self, sample: Sample) -> None:
+        line = format_line(sample, self.names)
+        if self.pids:
+            seq, _, rest = line.partition(" ")
+            line = f"{seq} pid={sample.pid} {rest}"
         try:
-            print(format_line(sample, self.names), file=self.stream, flush=True)
+            print(line, file=self.stream, flush=True)
         except OSError:
             pass  # a closed terminal must not stop the sampling
 

@@ -146,8 +146,9 @@ def _serve(updates: int, ready: int, host: str, port: int, names: list[str], pid
     errors = Counter("sampler_errors", "Samples with an error", ["pid"], registry=registry)
     pause = Histogram("sampler_pause_seconds", "How long the target (ptrace: the hitting thread) was stopped",
                       ["pid"], buckets=PAUSE_BUCKETS, registry=registry)
-    samples.labels(label)
-    errors.labels(label)
+    if pid:  # (a run of many processes: each gets its series with its first row)
+        samples.labels(label)
+        errors.labels(label)
     counted = Counter("sampler_value_count", "Samples per value of a --count-by expression",
                       ["pid", "expression", "value"], registry=registry)
     distribution = Histogram("sampler_value_distribution", "The values of a --hist expression",

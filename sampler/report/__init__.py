@@ -64,7 +64,7 @@ def run(request: Request) -> str:
 
 
 def _check_column(table: Table, name: str) -> None:
-    if name not in (*table.expressions, *stats.OWN, "late_us", "thread"):
+    if name not in (*table.expressions, *stats.OWN, "late_us", "thread", "pid"):
         raise ReportError(f"no column {name!r} in {', '.join(sorted(set(table.rows['file'])))}",
                           f"the columns are {', '.join([*table.expressions, *stats.OWN])}")
 
@@ -73,6 +73,8 @@ def _values(rows: pd.DataFrame, name: str) -> list[float]:
     series = rows[name]
     if name not in stats.OWN and name != "late_us":
         series = series[~rows["error"].map(lambda text: stats.failed_in(text, name))]
+    if series.dropna().empty:
+        return []  # no value in these rows (a process of the run whose every sample missed)
     numbers = numeric(series.dropna())
     if numbers is None:
         raise ReportError(f"{name} is not numeric: no histogram", "give a column of numbers")

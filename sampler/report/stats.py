@@ -131,7 +131,7 @@ def top_values(rows: pd.DataFrame, name: str, count: int) -> list[dict[str, Any]
     """The ``count`` most frequent values of a column (strings included), with their share;
     rows where the column failed are counted under no value."""
     series = rows[name] if name in rows.columns else pd.Series([None] * len(rows), dtype=object)
-    if name not in (*OWN, "thread", "late_us"):
+    if name not in (*OWN, "thread", "late_us", "pid"):
         series = series[~rows["error"].map(lambda text: failed_in(text, name))]
     counts = series.dropna().astype(str).value_counts()
     total = len(series.dropna())

@@ -99,7 +99,7 @@ def run_in_worker(work: Callable[[], int], targets: Sequence[int], guarded: bool
     if code >= 0:
         return code
     name = signal.Signals(-code).name
-    where = f"PID {targets[0]}" if len(targets) == 1 else f"the {len(targets)} processes"
+    where = f"PID {targets[0]}" if len(targets) == 1 else "every process of the run"
     then = f"its guardian puts back what it left in {where}; to check" if guarded else "no guardian: run"
     command = f"--pid {targets[0]}" if len(targets) == 1 else "--all"
     print(f"sampler: the sampling process (PID {worker}) was killed by {name}; {then}: sampler repair {command}",

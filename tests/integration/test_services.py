@@ -4,11 +4,13 @@ four workers, every request counted across the workers, and a reload (HUP) follo
 from __future__ import annotations
 
 import collections
+import contextlib
 import http.client
 import os
 import shutil
 import signal
 import socket
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -91,6 +93,13 @@ def test_nginx_every_request_of_every_worker_is_traced_through_a_reload(start_ta
                                                                         tmp_path: Path) -> None:
     # GIVEN Debian's nginx with 4 workers
     nginx, program, port = start_nginx(start_target, tmp_path)
+    try:
+        traced_through_a_reload(nginx, program, port, tmp_path)
+    finally:
+        stop_nginx(nginx)
+
+
+def traced_through_a_reload(nginx: Target, program: Path, port: int, tmp_path: Path) -> None:
     old = workers(nginx.pid)
     access = tmp_path / "access.log"
     out = tmp_path / "n.csv"
@@ -137,3 +146,14 @@ def test_nginx_every_request_of_every_worker_is_traced_through_a_reload(start_ta
         assert "TracerPid:\t0" in status and "State:\tT" not in status, status
         assert_code_matches_files(pid)
     assert get(port, 10) == 10
+
+
+def stop_nginx(nginx: Target) -> None:
+    """Its master ends its workers on SIGTERM (a SIGKILL of it, as the fixture's, would leave them running)."""
+    children = workers(nginx.pid)
+    nginx.proc.send_signal(signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        nginx.proc.wait(10)
+    for pid in [*children, nginx.pid]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)

@@ -364,10 +364,12 @@ class Tally:
                      self.vfork_windows + other.vfork_windows, self.emulated + other.emulated,
                      self.stepped + other.stepped, checked, self.differed + other.differed)
 
-    def notes(self, every_hit: bool) -> list[str]:
+    def notes(self, every_hit: bool, many: bool = False) -> list[str]:
+        """``many``: of a run of many processes."""
         said = []
         if self.released:
-            said.append(f"{self.released} child process(es) the target forked were let go with "
+            whose = "targets" if many else "target"
+            said.append(f"{self.released} child process(es) the {whose} forked were let go with "
                         "sampler's breakpoints taken out of their copy of its memory")
         if self.unsure:
             said.append(f"in {self.unsure} step(s) over the breakpoint a thread of the target could not be "

@@ -344,7 +344,7 @@ class Fleet:
 
     def notes(self) -> list[str]:
         said = list(self._notes)
-        said += self._tally.notes(self.config.every_hit)
+        said += self._tally.notes(self.config.every_hit, many=True)
         if self.config.follow_forks:
             said.append(f"--follow-forks: {len(self.followed)} child process(es) followed from their first "
                         f"instruction, {self.followed_ended} of them ended before the run did"

@@ -10,7 +10,7 @@ afterwards: running, untraced, code equal to its file.
 
     .venv/bin/python bench/many.py [--counts 1,10,50,200] [--seconds 30] [--quick] [--results DIR]
 
---quick: 1 and 10 processes for 5 s (the test suite runs it).
+--quick: 1 and 10 processes for 3 s (the test suite runs it).
 """
 
 from __future__ import annotations
@@ -160,11 +160,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--counts", default="1,10,50,200")
     parser.add_argument("--seconds", type=float, default=30.0)
-    parser.add_argument("--quick", action="store_true", help="1 and 10 processes for 5 s")
+    parser.add_argument("--quick", action="store_true", help="1 and 10 processes for 3 s")
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
     options = parser.parse_args()
     counts = [1, 10] if options.quick else [int(c) for c in options.counts.split(",")]
-    seconds = 5.0 if options.quick else options.seconds
+    seconds = 3.0 if options.quick else options.seconds
     options.results.mkdir(parents=True, exist_ok=True)
     rows = []
     scratch = Path(tempfile.mkdtemp(prefix="sampler-many-"))

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import click
 
-from sampler import __version__, notice, run
+from sampler import doctor, notice, run
 from sampler.backends.select import CHOICES
 from sampler.budget import parse_share
 from sampler.config import Probe, SessionConfig
@@ -65,8 +65,15 @@ class Share(click.ParamType):  # type: ignore[type-arg]
 SHARE = Share()
 
 
+def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(doctor.version())  # (the commit is looked up only when asked for)
+        ctx.exit()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="sampler")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_show_version,
+              help="Show the version (and the commit of a checkout) and exit.")
 def cli() -> None:
     """Sample expressions from a running process with a debugger, into CSV."""
 
@@ -340,6 +347,14 @@ def report(files: Sequence[str], hists: Sequence[str], lhists: Sequence[tuple[st
         raise UsageError("--by must be longer than 0", "e.g. --by 10s")
     click.echo(run(Request(list(files), tuple(hists), tuple(lhists), by_s, plot, as_json, tuple(count_by), top)),
                nl=False)
+    return 0
+
+
+@cli.command(name="doctor")
+def doctor_command() -> int:
+    """What this host lets sampler do: ptrace (tried), Yama, capabilities, seccomp, container,
+    debuginfod, dlv, and each backend."""
+    click.echo(doctor.report(), nl=False)
     return 0
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from sampler.target import pgrep
 from tests.integration.targets import Target, assert_code_matches_files, assert_csv_whole, finish, start_sampler
 
 NGINX = "/usr/sbin/nginx"
@@ -96,7 +97,7 @@ def test_nginx_every_request_of_every_worker_is_traced_through_a_reload(start_ta
     try:
         traced_through_a_reload(nginx, program, port, tmp_path)
     finally:
-        stop_nginx(nginx)
+        stop_nginx(nginx, program)
 
 
 def traced_through_a_reload(nginx: Target, program: Path, port: int, tmp_path: Path) -> None:
@@ -148,12 +149,12 @@ def traced_through_a_reload(nginx: Target, program: Path, port: int, tmp_path: P
     assert get(port, 10) == 10
 
 
-def stop_nginx(nginx: Target) -> None:
-    """Its master ends its workers on SIGTERM (a SIGKILL of it, as the fixture's, would leave them running)."""
-    children = workers(nginx.pid)
+def stop_nginx(nginx: Target, program: Path) -> None:
+    """Its master ends its workers on SIGTERM (a SIGKILL of it, as the fixture's, would leave them
+    running); any process still running this test's copy of nginx then goes too."""
     nginx.proc.send_signal(signal.SIGTERM)
     with contextlib.suppress(subprocess.TimeoutExpired):
         nginx.proc.wait(10)
-    for pid in [*children, nginx.pid]:
+    for pid in [*pgrep.running(str(program)), nginx.pid]:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)

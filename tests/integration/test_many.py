@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from sampler.target import procfs
 from tests.integration.targets import (
     BIN,
     ROOT,
@@ -184,7 +185,7 @@ def test_the_guardian_restores_every_process_when_the_worker_is_killed(
         assert proc.poll() is None and time.monotonic() < deadline, "the breakpoints never went in"
         time.sleep(0.05)
     # WHEN its tracing worker is killed with SIGKILL
-    worker = int(Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()[0])
+    worker = procfs.children(proc.pid)[0]
     os.kill(worker, signal.SIGKILL)
     assert proc.wait(10) == 128 + signal.SIGKILL
     assert proc.stderr is not None
@@ -292,7 +293,7 @@ def test_a_pre_fork_server_is_traced_whole_with_its_respawned_workers(start_targ
     # WHEN every process of the program is traced, following forks
     proc = start_sampler("trace", "--exe", str(program), "--follow-forks", "--at", "handle", "--expr", "n",
                          "--duration", "120s", "--out", str(out), "--quiet")
-    old = [int(pid) for pid in Path(f"/proc/{pool.pid}/task/{pool.pid}/children").read_text().split()]
+    old = procfs.children(pool.pid)
     deadline = time.monotonic() + 30
     while set(pids_so_far(out)) != {str(pid) for pid in old}:
         assert time.monotonic() < deadline and proc.poll() is None, "not every worker was traced"
@@ -337,7 +338,7 @@ def test_the_guardian_restores_followed_children_too(start_target: Callable[...,
     proc = subprocess.Popen([sys.executable, "-m", "sampler", "trace", "--exe", str(program), "--follow-forks",
                              "--at", "never", "--out", str(tmp_path / "g.csv"), "--quiet"],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    everyone = [pool.pid, *(int(p) for p in Path(f"/proc/{pool.pid}/task/{pool.pid}/children").read_text().split())]
+    everyone = [pool.pid, *procfs.children(pool.pid)]
     deadline = time.monotonic() + 30
     while not all(code_differs(pid) for pid in everyone):
         assert proc.poll() is None and time.monotonic() < deadline, "the breakpoints never went in"
@@ -350,7 +351,7 @@ def test_the_guardian_restores_followed_children_too(start_target: Callable[...,
         assert time.monotonic() < deadline, "the new worker was not armed"
         time.sleep(0.02)
     # WHEN the tracing worker is killed with SIGKILL
-    worker = int(Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()[0])
+    worker = procfs.children(proc.pid)[0]
     os.kill(worker, signal.SIGKILL)
     assert proc.wait(10) == 128 + signal.SIGKILL
     assert proc.stderr is not None

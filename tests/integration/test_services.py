@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sampler.target import pgrep
+from sampler.target import pgrep, procfs
 from tests.integration.targets import Target, assert_code_matches_files, assert_csv_whole, finish, start_sampler
 
 NGINX = "/usr/sbin/nginx"
@@ -53,17 +53,10 @@ http {{
     target = start_target("sh", "-c", f"echo ready pid=$$; exec {program} -p {folder} -c {folder}/nginx.conf "
                           "-g 'daemon off;'", binary=False)
     deadline = time.monotonic() + 20
-    while len(workers(target.pid)) < 4 or not answers(port):
+    while len(procfs.children(target.pid)) < 4 or not answers(port):
         assert time.monotonic() < deadline, "nginx did not answer"
         time.sleep(0.05)
     return target, program, port
-
-
-def workers(master: int) -> list[int]:
-    try:
-        return [int(pid) for pid in Path(f"/proc/{master}/task/{master}/children").read_text().split()]
-    except OSError:
-        return []
 
 
 def answers(port: int) -> bool:
@@ -101,7 +94,7 @@ def test_nginx_every_request_of_every_worker_is_traced_through_a_reload(start_ta
 
 
 def traced_through_a_reload(nginx: Target, program: Path, port: int, tmp_path: Path) -> None:
-    old = workers(nginx.pid)
+    old = procfs.children(nginx.pid)
     access = tmp_path / "access.log"
     out = tmp_path / "n.csv"
     # WHEN its request handler is traced in every process of the program, following forks
@@ -118,10 +111,10 @@ def traced_through_a_reload(nginx: Target, program: Path, port: int, tmp_path: P
         assert get(port, 300) == 300
         nginx.proc.send_signal(signal.SIGHUP)
         deadline = time.monotonic() + 30
-        while len(set(workers(nginx.pid)) - set(old)) < 4 or set(workers(nginx.pid)) & set(old):
+        while len(set(procfs.children(nginx.pid)) - set(old)) < 4 or set(procfs.children(nginx.pid)) & set(old):
             assert time.monotonic() < deadline, "nginx did not reload"
             time.sleep(0.05)
-        new = workers(nginx.pid)
+        new = procfs.children(nginx.pid)
         assert get(port, 300) == 300
         deadline = time.monotonic() + 10
         while lines(out) - 1 - rows_before < lines(access) - before and time.monotonic() < deadline:

@@ -68,7 +68,10 @@ class DelveBackend:
             except LocationNotFound as e:
                 raise with_suggestion(e, self.config.pid, self.config.location) from None
         else:  # refuse an unknown global before the first tick
-            self._values(self._batch(self._prints()))
+            outputs = self._batch(self._prints())
+            if any(parse.NO_CONTEXT in text for text in outputs):  # halted where no name can be looked up
+                outputs = self._batch([f"goroutine {parse.MAIN_GOROUTINE} {c}" for c in self._prints()])
+            self._values(outputs)
         self._batch([], then_continue=True)
 
     def sample(self, stop: StopFlag) -> Reading:

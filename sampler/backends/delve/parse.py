@@ -65,6 +65,12 @@ _INT = re.compile(r"^-?\d+$")
 _FLOAT = re.compile(r"^-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?$|^[-+]?(?:Inf|NaN)$")
 _NOISE = re.compile(r"^(?:Warning: debugging optimized function|received SIGINT, stopping process.*"
                     r"|=> +\d+:.*|Type 'help' for list of commands\.)$")
+NO_CONTEXT = "unable to find function context"
+"""dlv's answer to a name it looks up in a thread with no Go frame (the main thread, halted in a
+system call at pc 0): it cannot say whether the name exists. A known global reads well there."""
+MAIN_GOROUTINE = 1
+"""Where a name is looked up again when dlv said NO_CONTEXT: main's goroutine lives as long as
+the program and always has a Go frame."""
 # Failures that say the expression is wrong for this program, not this moment.
 _STATIC = re.compile(r"could not find symbol value for|has no member|^\d+:\d+: |invalid operation|"
                      r"not defined on|mismatched types|cannot (?:convert|use)|undefined|"

@@ -65,8 +65,10 @@ class DelveRpcBackend:
             if not locations:
                 raise LocationNotFound(f"dlv cannot break at {self.config.location!r}")
             self._address = int(locations[0]["pc"])
-        else:
-            self._evaluate()  # refuse an unknown global before the first tick
+        else:  # refuse an unknown global before the first tick
+            _, problems = self._evaluate()
+            if any(parse.NO_CONTEXT in problem for problem in problems):  # halted where no name can be looked up
+                self._evaluate({**SCOPE, "GoroutineID": parse.MAIN_GOROUTINE})
         self._continue()
 
     def sample(self, stop: StopFlag) -> Reading:
@@ -191,8 +193,8 @@ class DelveRpcBackend:
             self.rpc.call("ClearBreakpoint", {"Id": self._breakpoint})
             self._breakpoint = None
 
-    def _evaluate(self) -> tuple[tuple[Value, ...], list[str]]:
-        requests = [self.rpc.send("Eval", {"Scope": SCOPE, "Expr": e.text, "Cfg": LOAD})
+    def _evaluate(self, scope: dict[str, int] = SCOPE) -> tuple[tuple[Value, ...], list[str]]:
+        requests = [self.rpc.send("Eval", {"Scope": scope, "Expr": e.text, "Cfg": LOAD})
                     for e in self.config.expressions]
         values: list[Value] = []
         errors: list[str] = []

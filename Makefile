@@ -96,7 +96,8 @@ system-deps:
 $(VENV)/.installed: pyproject.toml | system-deps
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
-	$(VENV)/bin/python -m pip install -q -e '.[test,bench]'
+	$(VENV)/bin/python -m pip uninstall -q -y sampler 2>/dev/null || true  # the distribution's name before debug-sampler
+	$(VENV)/bin/python -m pip install -q -e '.[plot,test,bench]'
 	touch $@
 
 targets: targets/bin/ringbuf-go targets/bin/ringbuf-go-stripped targets/bin/httpd-go targets/bin/httpd-go-stripped targets/bin/ringbuf-c targets/bin/ringbuf-c-O0 targets/bin/ringbuf-lib \

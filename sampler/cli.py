@@ -341,12 +341,31 @@ def report(files: Sequence[str], hists: Sequence[str], lhists: Sequence[tuple[st
       sampler report a.csv b.csv --by 10s --plot run.png
       sampler report requests.csv --count-by path --top 5
     """
-    from sampler.report import Request, run  # pandas only for this command
+    from sampler.report import Request, run
 
     if by_s is not None and by_s <= 0:
         raise UsageError("--by must be longer than 0", "e.g. --by 10s")
     click.echo(run(Request(list(files), tuple(hists), tuple(lhists), by_s, plot, as_json, tuple(count_by), top)),
                nl=False)
+    return 0
+
+
+@cli.command()
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> int:
+    """Print the completion script of SHELL for sampler (click's own): commands, options and
+    their choices complete at the Tab key.
+
+    \b
+      bash:  eval "$(sampler completion bash)"    (in ~/.bashrc)
+      zsh:   eval "$(sampler completion zsh)"     (in ~/.zshrc)
+      fish:  sampler completion fish > ~/.config/fish/completions/sampler.fish
+    """
+    from click.shell_completion import get_completion_class
+
+    script = get_completion_class(shell)
+    assert script is not None  # the choices are click's own shells
+    click.echo(script(cli, {}, "sampler", "_SAMPLER_COMPLETE").source())
     return 0
 
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Union
 
 from sampler.printable import printable
 
-Value = int | float | str | None
+Value = Union[int, float, str, None]
 
 FIXED_BEFORE = ("seq", "time", "elapsed_s", "pid", "thread")
 FIXED_AFTER = ("pause_us", "wait_us", "late_us", "error")

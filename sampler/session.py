@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from types import FrameType
 
 from sampler import notice, wakeups
@@ -106,7 +106,7 @@ class Session:
     def _loop(self) -> None:
         config = self.config
         schedule = Schedule(config.interval_s, self.clock, config.duration_s)
-        started_wall = datetime.now(UTC)
+        started_wall = datetime.now(timezone.utc)
         while not self.stop.is_set():
             if config.count is not None and self.summary.samples >= config.count:
                 return
@@ -163,7 +163,7 @@ class Session:
         """A row for every hit, until count (events), duration or a signal."""
         config = self.config
         start = self.clock()
-        started_wall = datetime.now(UTC)
+        started_wall = datetime.now(timezone.utc)
         end = start + config.duration_s if config.duration_s is not None else None
         while not self.stop.is_set():
             if config.count is not None and self.summary.samples >= config.count:

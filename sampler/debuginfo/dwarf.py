@@ -561,7 +561,7 @@ class Debug:
                     continue
             else:
                 where = parameter.attributes.get("DW_AT_location")
-                if where is None or not isinstance(where.value, list | bytes):
+                if where is None or not isinstance(where.value, (list, bytes)):
                     continue
                 ops = list(self._expr.parse_expr(where.value))
                 if len(ops) != 1 or ops[0].op_name not in (f"DW_OP_reg{arg}", "DW_OP_regx") or \

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Union
 
 from elftools.dwarf.dwarf_expr import DWARFExprOp
 from elftools.dwarf.locationlists import BaseAddressEntry as LocationBase
@@ -49,7 +49,7 @@ class InBytes:
     data: bytes
 
 
-Location = InMemory | InRegister | Computed | InBytes
+Location = Union[InMemory, InRegister, Computed, InBytes]
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-import pandas as pd  # type: ignore[import-untyped]
-
 from sampler.output import hist
 from sampler.report import stats
-from sampler.report.load import ReportError, Table, load, numeric
+from sampler.report.load import ReportError, Row, Table, cells, load, numeric, present
 
 
 @dataclass(frozen=True)
@@ -65,20 +63,20 @@ def run(request: Request) -> str:
 
 def _check_column(table: Table, name: str) -> None:
     if name not in (*table.expressions, *stats.OWN, "late_us", "thread", "pid"):
-        raise ReportError(f"no column {name!r} in {', '.join(sorted(set(table.rows['file'])))}",
+        raise ReportError(f"no column {name!r} in {', '.join(sorted({row['file'] for row in table.rows}))}",
                           f"the columns are {', '.join([*table.expressions, *stats.OWN])}")
 
 
-def _values(rows: pd.DataFrame, name: str) -> list[float]:
-    series = rows[name]
+def _values(rows: list[Row], name: str) -> list[float]:
     if name not in stats.OWN and name != "late_us":
-        series = series[~rows["error"].map(lambda text: stats.failed_in(text, name))]
-    if series.dropna().empty:
+        rows = [row for row in rows if not stats.failed_in(row["error"], name)]
+    there = present(cells(rows, name))
+    if not there:
         return []  # no value in these rows (a process of the run whose every sample missed)
-    numbers = numeric(series.dropna())
+    numbers = numeric(there)
     if numbers is None:
         raise ReportError(f"{name} is not numeric: no histogram", "give a column of numbers")
-    return [float(v) for v in numbers.dropna()]
+    return [float(v) for v in numbers]
 
 
 __all__ = ["ReportError", "Request", "run"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sampler.report.load import ReportError, Table, numeric
-from sampler.report.stats import failed_in
+from sampler.report.load import ReportError, Table, cells, numeric, to_number
+from sampler.report.stats import failed_in, group
 
 
 def plot(table: Table, path: str) -> int:
@@ -20,29 +20,31 @@ def plot(table: Table, path: str) -> int:
         import matplotlib.pyplot as plt
     except ImportError:
         raise ReportError("--plot needs matplotlib, which is not installed",
-                          "pip install matplotlib (or pip install 'sampler[plot]')") from None
+                          "pip install matplotlib (or pip install 'debug-sampler[plot]')") from None
     panels = [*table.expressions, "pause_us"]
     figure, axes = plt.subplots(len(panels), 1, sharex=True, figsize=(10, 2.2 * len(panels) + 0.6),
                                 squeeze=False)
     for axis, name in zip(axes[:, 0], panels):
-        for pid, rows in table.rows.groupby("pid", sort=True):
+        for pid, rows in group(table.rows, lambda row: int(row["pid"])).items():
             label = f"PID {pid}"
-            values = numeric(rows[name]) if name in rows.columns else None
+            values = numeric(cells(rows, name)) if name in table.columns else None
             if values is None:
                 axis.text(0.5, 0.5, f"{name}: not numeric", transform=axis.transAxes, ha="center")
                 continue
-            axis.plot(rows["elapsed_s"], values, marker=".", markersize=3, linewidth=0.8, label=label)
+            points = [(row["elapsed_s"], to_number(row.get(name))) for row in rows]
+            points = [(t, v) for t, v in points if v is not None]  # rows with a value
+            axis.plot([t for t, _ in points], [v for _, v in points], marker=".", markersize=3, linewidth=0.8,
+                      label=label)
             if name != "pause_us":
-                failed = rows["error"].map(lambda text, column=name: failed_in(text, column))
-                if failed.any():
-                    axis.plot(rows["elapsed_s"][failed], [axis.get_ylim()[0]] * int(failed.sum()), "x",
-                              color="red", label=f"{label}: error")
+                failed = [row["elapsed_s"] for row in rows if failed_in(row["error"], name)]
+                if failed:
+                    axis.plot(failed, [axis.get_ylim()[0]] * len(failed), "x", color="red", label=f"{label}: error")
         axis.set_ylabel(name)
         axis.grid(True, alpha=0.3)
         if axis.get_legend_handles_labels()[0]:
             axis.legend(loc="upper right", fontsize="small")
     axes[-1, 0].set_xlabel("elapsed (s)")
-    figure.suptitle(", ".join(sorted(set(table.rows["file"]))))
+    figure.suptitle(", ".join(sorted({row["file"] for row in table.rows})))
     figure.tight_layout()
     try:
         figure.savefig(path, dpi=100)

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any
 
-import pandas as pd  # type: ignore[import-untyped]
-
-from sampler.report.load import Table, numeric
+from sampler.report.load import Row, Table, cells, numeric, present
 from sampler.sample import PROBE
 
 Stats = dict[str, Any]
@@ -16,30 +15,33 @@ OWN = ("pause_us", "wait_us")
 """sampler's own columns that get the same statistics as the expressions."""
 
 
-def column_stats(rows: pd.DataFrame, name: str) -> Stats:
+def column_stats(rows: list[Row], name: str) -> Stats:
     """rows, errors, and for numbers min/p50/p95/p99/max/mean and how often the value changed;
     first and last value for every column."""
-    series = rows[name] if name in rows.columns else pd.Series([None] * len(rows), dtype=object)
-    failed = rows["error"].map(lambda text: failed_in(text, name)) if name not in OWN else \
-        pd.Series([False] * len(rows), index=rows.index)
-    present = series[~failed].dropna()
-    if present.dtype == object:  # an empty cell is no value (another probe's row, a failed read)
-        present = present[present.astype(str) != ""]
-    stats: Stats = {"rows": len(rows), "errors": int(failed.sum()), "values": len(present)}
-    numbers = numeric(present)
-    shown = numbers if numbers is not None else present  # numbers as numbers, in --json too
-    stats["first"] = _plain(shown.iloc[0]) if len(shown) else None
-    stats["last"] = _plain(shown.iloc[-1]) if len(shown) else None
-    if numbers is None or numbers.empty:
+    failed = [name not in OWN and failed_in(row["error"], name) for row in rows]
+    there = present([value for value, bad in zip(cells(rows, name), failed) if not bad])
+    stats: Stats = {"rows": len(rows), "errors": sum(failed), "values": len(there)}
+    numbers = numeric(there)
+    shown = numbers if numbers is not None else there  # numbers as numbers, in --json too
+    stats["first"] = _plain(shown[0]) if shown else None
+    stats["last"] = _plain(shown[-1]) if shown else None
+    if not numbers:
         stats["numeric"] = False
         return stats
     stats["numeric"] = True
-    stats["min"], stats["max"] = _plain(numbers.min()), _plain(numbers.max())
+    ordered = sorted(numbers)
+    stats["min"], stats["max"] = _plain(ordered[0]), _plain(ordered[-1])
     for key, q in QUANTILES:
-        stats[key] = _plain(numbers.quantile(q, interpolation="nearest"))
-    stats["mean"] = float(numbers.mean())
-    stats["changes"] = int((numbers.diff().fillna(0) != 0).sum())
+        stats[key] = _plain(nearest(ordered, q))
+    stats["mean"] = float(math.fsum(numbers) / len(numbers))
+    stats["changes"] = sum(1 for before, after in zip(numbers, numbers[1:]) if after != before)
     return stats
+
+
+def nearest(ordered: list[float | int], q: float) -> float | int:
+    """The q-quantile of sorted values, as the value nearest to its rank (numpy's 'nearest':
+    rank q * (n - 1), halves rounded to even)."""
+    return ordered[round(q * (len(ordered) - 1))]
 
 
 def failed_in(error: str, name: str) -> bool:
@@ -53,9 +55,7 @@ def failed_in(error: str, name: str) -> bool:
 
 
 def _plain(value: Any) -> Any:
-    """numpy scalars as Python numbers (for JSON), integers kept integers."""
-    if hasattr(value, "item"):
-        value = value.item()
+    """Numbers as JSON gives them: integers kept integers, NaN as None."""
     if isinstance(value, float) and value.is_integer() and abs(value) < 2 ** 53:
         return int(value)
     if isinstance(value, float) and math.isnan(value):
@@ -63,33 +63,50 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def runs(table: Table) -> list[tuple[str, int, pd.DataFrame]]:
+def group(rows: list[Row], key: Any) -> dict[Any, list[Row]]:
+    """The rows by ``key(row)``, keys sorted, each group in the rows' order."""
+    groups: dict[Any, list[Row]] = {}
+    for row in rows:
+        groups.setdefault(key(row), []).append(row)
+    return dict(sorted(groups.items()))
+
+
+def runs(table: Table) -> list[tuple[str, int, list[Row]]]:
     """The table's runs: the rows of one PID in one file, keyed by the PID (and the file when
     the PID is in several: a trace and an attach run of one process stay apart); in a run with
     a probe column, the rows of each probe apart ("PID at PROBE"). A file with several PIDs (a
     run of many processes) also gives the rows of all of them together, first ("all N processes")."""
-    files_of = table.rows.groupby("pid")["file"].nunique()
+    files_of = {pid: len({row["file"] for row in rows}) for pid, rows in group(table.rows, _pid).items()}
+    several = len({row["file"] for row in table.rows}) > 1
     found = []
-    for path, rows in table.rows.groupby("file", sort=True):  # a run of many processes: all of them too
-        if rows["pid"].nunique() > 1:
-            several = table.rows["file"].nunique() > 1
-            found.append((f"all {rows['pid'].nunique()} processes" + (f" ({path})" if several else ""), 0, rows))
-    for (pid, path), rows in table.rows.groupby(["pid", "file"], sort=True):
+    for path, rows in group(table.rows, _file).items():  # a run of many processes: all of them too
+        pids = len({row["pid"] for row in rows})
+        if pids > 1:
+            found.append((f"all {pids} processes" + (f" ({path})" if several else ""), 0, rows))
+    for (pid, path), rows in group(table.rows, lambda row: (row["pid"], row["file"])).items():
         key = str(pid) if files_of[pid] == 1 else f"{pid} ({path})"
-        probes = rows[PROBE].astype(str) if PROBE in rows.columns else None
-        if probes is None or probes.nunique() < 2:
-            found.append((key, int(pid), rows))
+        probes = [str(row.get(PROBE, "")) for row in rows] if PROBE in table.columns else None
+        if probes is None or len(set(probes)) < 2:
+            found.append((key, pid, rows))
             continue
         for probe in dict.fromkeys(probes):  # in the order they first came
-            found.append((f"{key} at {probe}", int(pid), rows[probes == probe]))
+            found.append((f"{key} at {probe}", pid, [row for row, p in zip(rows, probes) if p == probe]))
     return found
 
 
-def probe_of(rows: pd.DataFrame) -> str | None:
+def _pid(row: Row) -> int:
+    return int(row["pid"])
+
+
+def _file(row: Row) -> str:
+    return str(row["file"])
+
+
+def probe_of(rows: list[Row]) -> str | None:
     """The probe all of a run's rows came from, when the run is one probe's rows of several."""
-    if PROBE not in rows.columns or rows.empty:
+    if not rows or PROBE not in rows[0]:
         return None
-    probes = set(rows[PROBE].astype(str))
+    probes = {str(row.get(PROBE, "")) for row in rows}
     return next(iter(probes)) if len(probes) == 1 and probes != {""} else None
 
 
@@ -98,45 +115,51 @@ def report(table: Table, by_s: float | None = None) -> dict[str, Any]:
     column, and with ``by_s`` of every window of that many seconds."""
     result: dict[str, Any] = {"pids": {}}
     for key, pid, rows in runs(table):
+        elapsed = [row["elapsed_s"] for row in rows]
         entry: dict[str, Any] = {
             "pid": pid,
             "run": key,
             "probe": probe_of(rows) if key.endswith(f" at {probe_of(rows)}") else None,
-            "files": sorted(set(rows["file"])),
+            "files": sorted({row["file"] for row in rows}),
             "rows": len(rows),
-            "seconds": float(rows["elapsed_s"].max() - rows["elapsed_s"].min()),
+            "seconds": float(max(elapsed) - min(elapsed)),
             "columns": {name: column_stats(rows, name) for name in (*table.expressions, *OWN)
-                        if name in rows.columns and name != PROBE and _has_values(rows, name)},
+                        if name in table.columns and name != PROBE and _has_values(table, rows, name)},
         }
         if by_s:
             windows = []
-            start = rows["elapsed_s"].min()
-            for index, window in rows.groupby(((rows["elapsed_s"] - start) // by_s).astype(int), sort=True):
+            start = min(elapsed)
+            for index, window in group(rows, lambda row, s=start, b=by_s: int((row["elapsed_s"] - s) // b)).items():
                 windows.append({"from_s": float(start + index * by_s), "to_s": float(start + (index + 1) * by_s),
                                 "columns": {name: column_stats(window, name) for name in table.expressions
-                                            if name in window.columns}})
+                                            if name in table.columns}})
             entry["windows"] = windows
         result["pids"][key] = entry
     return result
 
 
-def _has_values(rows: pd.DataFrame, name: str) -> bool:
+def _has_values(table: Table, rows: list[Row], name: str) -> bool:
     """Some row has a value in the column (a probe's rows have none in another probe's columns)."""
-    if name in OWN or PROBE not in rows.columns:
+    if name in OWN or PROBE not in table.columns:
         return True
-    return bool((rows[name].astype(str) != "").any())
+    return any(str(value) != "" for value in cells(rows, name))
 
 
-def top_values(rows: pd.DataFrame, name: str, count: int) -> list[dict[str, Any]]:
+def top_values(rows: list[Row], name: str, count: int) -> list[dict[str, Any]]:
     """The ``count`` most frequent values of a column (strings included), with their share;
     rows where the column failed are counted under no value."""
-    series = rows[name] if name in rows.columns else pd.Series([None] * len(rows), dtype=object)
     if name not in (*OWN, "thread", "late_us", "pid"):
-        series = series[~rows["error"].map(lambda text: failed_in(text, name))]
-    counts = series.dropna().astype(str).value_counts()
-    total = len(series.dropna())
+        rows = [row for row in rows if not failed_in(row["error"], name)]
+    values = [_text(value) for value in cells(rows, name) if value is not None]
+    counts = Counter(values)
+    total = len(values)
     ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:count]
-    return [{"value": value, "count": int(n), "share": n / total if total else 0.0} for value, n in ordered]
+    return [{"value": value, "count": n, "share": n / total if total else 0.0} for value, n in ordered]
+
+
+def _text(value: Any) -> str:
+    """A value as the CSV wrote it: a float read from a number column without its '.0' when whole."""
+    return str(_plain(value)) if isinstance(value, float) else str(value)
 
 
 def format_number(value: Any) -> str:

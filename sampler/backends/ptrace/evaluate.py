@@ -13,6 +13,7 @@ import operator
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Optional
 
 from sampler.backends.ptrace.golang import Dynamic
 from sampler.backends.ptrace.memory import Read, UnreadableMemory
@@ -68,9 +69,9 @@ class Text:
     value: str
 
 
-Resolve = Callable[[str], Object | None]
+Resolve = Callable[[str], Optional[Object]]
 RegisterValue = Callable[[str], int]
-DynamicType = Callable[[int], Dynamic | None]
+DynamicType = Callable[[int], Optional[Dynamic]]
 
 
 class Evaluator:

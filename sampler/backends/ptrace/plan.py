@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Optional
 
 from sampler.backends.ptrace.memory import Memory, Read, UnreadableMemory
 
@@ -30,7 +31,7 @@ REGISTER_ORDER = ("rsp", "rbp", "rdi", "rsi", "rdx", "rcx", "r8", "r9", "rax", "
                   "r12", "r13", "r14", "r15", "rip")
 """Where an address is looked for among the registers, first match wins."""
 
-ReadMany = Callable[[list[tuple[int, int]]], list[bytes | None]]
+ReadMany = Callable[[list[tuple[int, int]]], list[Optional[bytes]]]
 
 
 class PlanMiss(Exception):

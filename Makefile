@@ -12,7 +12,7 @@ endif
 
 .PHONY: demo test lint bench bench-quick faults faults-quick soak soak-quick guardian-bench bench-attach bench-limit bench-many \
 	setup system-deps bench-deps \
-	image kube-test \
+	image kube-test dist dist-test \
 	targets clean
 
 demo: setup
@@ -83,6 +83,18 @@ kube-test: setup
 	@bash deploy/podman-setup.sh
 	SAMPLER_LOCAL_BASE=1 $(VENV)/bin/python -m pytest -q -ra tests/kube
 
+# what to carry onto a host, in dist/: the wheel (debug-sampler, Python 3.9 and up), the single
+# file (x86-64 Linux, glibc 2.31 and up, no Python needed) and SHA256SUMS; the single file is built
+# by PyInstaller in a Debian 11 container made here from Debian's packages (a few minutes the first time)
+dist: setup
+	@bash deploy/dist/build.sh
+
+# the single file in bare Debian 11 and 12 containers (no python3, gcc or Go), the wheel installed
+# from a folder into Debian 11's python3.9 (no network): each samples, traces, repairs and reports on
+# a static target built here; then the single file's start-up against the venv's (bench/startup.py)
+dist-test: dist targets/bin/ringbuf-c-static
+	@bash deploy/dist/test.sh
+
 # how fast the guardian puts the byte back when the tracing worker is killed
 guardian-bench: setup
 	$(VENV)/bin/python bench/guardian.py
@@ -127,6 +139,11 @@ targets/bin/httpd-go-stripped: targets/httpd-go/main.go targets/httpd-go/go.mod 
 targets/bin/ringbuf-c: targets/ringbuf-c/ringbuf.c | system-deps
 	mkdir -p targets/bin
 	$(CC) -O2 -g -pthread -o $@ $<
+
+# linked statically: runs in make dist-test's bare Debian 11 container, whose glibc is older than this one's
+targets/bin/ringbuf-c-static: targets/ringbuf-c/ringbuf.c | system-deps
+	mkdir -p targets/bin
+	$(CC) -O2 -g -pthread -static -o $@ $<
 
 targets/bin/ringbuf-c-O0: targets/ringbuf-c/ringbuf.c | system-deps
 	mkdir -p targets/bin

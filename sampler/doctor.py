@@ -40,7 +40,10 @@ def version() -> str:
 def _commit() -> str:
     top = Path(__file__).resolve().parents[1]
     if not (top / ".git").exists() or shutil.which("git") is None:
-        return ""
+        try:  # a wheel or the single file: the commit make dist was run at
+            return (Path(__file__).parent / "_commit.txt").read_text().strip()[:40]
+        except OSError:
+            return ""
     try:
         found = subprocess.run(["git", "-C", str(top), "describe", "--always", "--dirty"], capture_output=True,
                                text=True, timeout=5)

@@ -1,0 +1,61 @@
+#!/bin/sh
+# Run inside a bare container by make dist-test: $1 is how sampler is started there (the single
+# file, or the command a wheel installed). The target is /t/ringbuf-c-static, built outside.
+# Samples it, traces it, leaves an int3 in it on purpose (--no-guardian, sampler killed) and
+# repairs it, makes a report; fails on the first step that goes wrong.
+set -eu
+S=$1
+say() { echo "dist-test: $*"; }
+fail() { echo "dist-test: FAILED: $*" >&2; exit 1; }
+untouched() {  # running, untraced, not stopped
+  [ -d "/proc/$T" ] || fail "the target died"
+  grep -q '^TracerPid:[[:space:]]*0$' "/proc/$T/status" || fail "the target is still traced"
+  grep -q '^State:[[:space:]]*[RS]' "/proc/$T/status" || fail "the target is stopped"
+}
+[ ! -e /usr/bin/python3 ] || [ "${WITH_PYTHON:-}" = 1 ] || fail "this container has python3"
+[ ! -e /usr/bin/gcc ] && [ ! -e /usr/bin/go ] || fail "this container has a compiler"
+/t/ringbuf-c-static > /tmp/target.out &
+T=$!
+sleep 0.5
+$S --version
+$S attach --backend ptrace --pid "$T" --at ring_read --expr 'delta=b->w - b->r' --count 20 --rate 50 \
+  --out /tmp/attach.csv --quiet
+rows=$(($(wc -l < /tmp/attach.csv) - 1))
+[ "$rows" = 20 ] || fail "attach wrote $rows rows, not 20"
+untouched
+say "attach: 20 rows"
+$S trace --pid "$T" --at tick --expr 'second' --max-events 2 --out /tmp/trace.csv --quiet
+rows=$(($(wc -l < /tmp/trace.csv) - 1))
+[ "$rows" = 2 ] || fail "trace wrote $rows rows, not 2"
+untouched
+say "trace: 2 rows"
+$S report /tmp/attach.csv --hist delta | grep -q "^  delta " || fail "the report has no line for delta"
+say "report: statistics and a histogram"
+# an int3 left on purpose: no guardian, sampler's tracing worker (its newest process) killed while the
+# breakpoint is in, as the OOM killer would
+$S attach --no-guardian --pid "$T" --at never --expr 'b->w' --count 1 --hit-timeout 60s --quiet \
+  --out /tmp/never.csv 2>/tmp/never.err &
+front=$!
+i=0
+until ls /run/sampler/"$T"-*.json >/dev/null 2>&1; do
+  i=$((i + 1)); [ $i -lt 300 ] || fail "the breakpoint was never armed"; sleep 0.1
+done
+sleep 0.3
+worker=
+for p in /proc/[0-9]*; do
+  case "$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null)" in
+    *"sampler attach --no-guardian"*) [ "${p#/proc/}" -lt "${worker:-0}" ] || worker=${p#/proc/} ;;
+  esac
+done
+kill -9 "$worker"
+wait "$front" || true
+grep -q "killed by SIGKILL" /tmp/never.err || fail "sampler did not say its worker was killed: $(cat /tmp/never.err)"
+repaired=$($S repair --pid "$T" 2>&1) || fail "repair: $repaired"
+echo "$repaired" | grep -q "1 byte(s) restored" || fail "repair restored nothing: $repaired"
+untouched
+$S repair --all 2>&1 | grep -q "nothing to repair" || fail "repair --all found more"
+say "repair: the int3 left by a killed run was put back"
+$S attach --backend ptrace --pid "$T" --at ring_read --expr 'b->r' --count 3 --quiet --out /tmp/after.csv
+untouched
+kill "$T"
+say "all passed"

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# make dist-test: what make dist made, on hosts that have nothing of sampler's (podman, no network):
+#   the single file in bare Debian 11 and Debian 12 (debootstrap minbase: no python3, gcc or Go),
+#   the wheel installed with pip from a folder into Debian 11's own python3.9;
+# each samples, traces, repairs and reports on a target built here (static, deploy/dist/inside.sh).
+# Then the start-up of the single file against the venv's, on this host (bench/startup.py).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+P=(podman --runtime runc)
+bash deploy/dist/images.sh
+wheel=$(ls dist/debug_sampler-*.whl)
+run() {  # image, how sampler is started there, and the set-up before it
+  local image=$1 how=$2 setup=${3:-true}
+  echo "dist-test: $image: $how" >&2
+  "${P[@]}" run --rm --network none --cap-add SYS_PTRACE \
+    -v "$PWD/dist":/dist:ro -v "$PWD/build/dist/wheels":/wheels:ro \
+    -v "$PWD/targets/bin/ringbuf-c-static":/t/ringbuf-c-static:ro -v "$PWD/deploy/dist/inside.sh":/t/inside.sh:ro \
+    "$image" /bin/sh -euc "$setup; /bin/sh /t/inside.sh '$how'"
+}
+run localhost/sampler-bare:bullseye /dist/sampler
+run localhost/sampler-bare:bookworm /dist/sampler
+run localhost/sampler-py:bullseye /venv/bin/sampler \
+  "export WITH_PYTHON=1; python3 --version; python3 -m venv /venv; /venv/bin/pip install -q --no-index --find-links /wheels /dist/$(basename "$wheel")"
+.venv/bin/python bench/startup.py ${STARTUP_RUNS:+--runs "$STARTUP_RUNS"}
+echo "dist-test: all passed"

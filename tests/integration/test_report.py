@@ -8,6 +8,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -115,6 +116,21 @@ def test_report_gives_the_statistics_of_a_run(bug_run: Path) -> None:
     assert entry["columns"]["bug"]["min"] == entry["columns"]["bug"]["max"] == 1
     pauses = sorted(float(r["pause_us"]) for r in rows)
     assert entry["columns"]["pause_us"]["max"] == pauses[-1]
+
+
+def test_report_needs_neither_pandas_nor_numpy(bug_run: Path) -> None:
+    # GIVEN a Python where pandas, numpy and matplotlib cannot be imported (the core install, the single file)
+    blocked = ("import sys; sys.modules.update(pandas=None, numpy=None, matplotlib=None); "
+               "sys.argv = ['sampler', *sys.argv[1:]]; from sampler.start import entry; entry()")
+    args = [str(bug_run), "--hist", "delta", "--count-by", "bug", "--json"]
+    without = subprocess.run([sys.executable, "-c", blocked, "report", *args], cwd=ROOT, capture_output=True,
+                             text=True, timeout=120)
+    # THEN the report is the same as with them installed, and --plot says in one line what it needs
+    assert without.returncode == 0, without.stderr
+    assert json.loads(without.stdout) == json.loads(sampler("report", *args).stdout)
+    plot = subprocess.run([sys.executable, "-c", blocked, "report", str(bug_run), "--plot", "x.png"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert "--plot needs matplotlib" in one_line_error(plot) and "debug-sampler[plot]" in plot.stderr
 
 
 def test_report_text_histograms_and_windows(bug_run: Path) -> None:

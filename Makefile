@@ -90,8 +90,9 @@ dist: setup
 	@bash deploy/dist/build.sh
 
 # the single file in bare Debian 11 and 12 containers (no python3, gcc or Go), the wheel installed
-# from a folder into Debian 11's python3.9 (no network): each samples, traces, repairs and reports on
-# a static target built here; then the single file's start-up against the venv's (bench/startup.py)
+# from a folder into Debian 11's python3.9 with pip and with pipx (no network): each samples, traces,
+# reports, survives its worker's SIGKILL and repairs on a static target built here; then the single
+# file's start-up against the venv's (bench/startup.py)
 dist-test: dist targets/bin/ringbuf-c-static
 	@bash deploy/dist/test.sh
 

@@ -17,11 +17,12 @@ trap 'rm -f sampler/_commit.txt' EXIT
 echo "$commit" > sampler/_commit.txt  # --version of an install that is no checkout names its commit
 .venv/bin/python -m pip wheel -q --no-deps -w dist .
 wheel=$(ls dist/debug_sampler-*.whl)
-# the wheels of sampler's packages and of PyInstaller, for Python 3.9 on x86-64 Linux (pip download
-# judges markers by its own Python: importlib-metadata, PyInstaller's on 3.9, is named here)
+# the wheels of sampler's packages, of PyInstaller and of pipx (make dist-test installs with it too),
+# for Python 3.9 on x86-64 Linux (pip download judges markers by its own Python: importlib-metadata,
+# PyInstaller's on 3.9, and tomli, pipx's, are named here; pip: pipx upgrades its own)
 .venv/bin/python -m pip download -q -d build/dist/wheels --only-binary=:all: --python-version 3.9 \
   --implementation cp --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
-  "$wheel" pyinstaller importlib-metadata > build/dist/download.log 2>&1 \
+  "$wheel" pyinstaller importlib-metadata pipx tomli pip > build/dist/download.log 2>&1 \
   || { grep -v "^WARNING: Location" build/dist/download.log >&2; exit 1; }
 "${P[@]}" run --rm --network none -v "$PWD":/src:ro -v "$PWD/build/dist":/build localhost/sampler-py:bullseye \
   /bin/bash -euc '

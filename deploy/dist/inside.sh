@@ -1,8 +1,9 @@
 #!/bin/sh
 # Run inside a bare container by make dist-test: $1 is how sampler is started there (the single
 # file, or the command a wheel installed). The target is /t/ringbuf-c-static, built outside.
-# Samples it, traces it, leaves an int3 in it on purpose (--no-guardian, sampler killed) and
-# repairs it, makes a report; fails on the first step that goes wrong.
+# Samples it, traces it, makes a report, kills sampler's worker while armed (the guardian puts
+# the byte back), leaves an int3 on purpose (--no-guardian) and repairs it; fails on the first
+# step that goes wrong.
 set -eu
 S=$1
 say() { echo "dist-test: $*"; }
@@ -31,25 +32,31 @@ untouched
 say "trace: 2 rows"
 $S report /tmp/attach.csv --hist delta | grep -q "^  delta " || fail "the report has no line for delta"
 say "report: statistics and a histogram"
-# an int3 left on purpose: no guardian, sampler's tracing worker (its newest process) killed while the
-# breakpoint is in, as the OOM killer would
-$S attach --no-guardian --pid "$T" --at never --expr 'b->w' --count 1 --hit-timeout 60s --quiet \
-  --out /tmp/never.csv 2>/tmp/never.err &
-front=$!
+armed() {  # start sampler on a function never called (its breakpoint in all the time); kill its tracer
+  $S attach "$@" --pid "$T" --at never --expr 'b->w' --count 1 --hit-timeout 60s --quiet \
+    --out /tmp/never.csv 2>/tmp/never.err &
+  front=$!
+  i=0
+  until ls /run/sampler/"$T"-*.json >/dev/null 2>&1; do
+    i=$((i + 1)); [ $i -lt 300 ] || fail "the breakpoint was never armed"; sleep 0.1
+  done
+  sleep 0.3
+  tracer=$(sed -n 's/^TracerPid:[[:space:]]*//p' "/proc/$T/status")
+  [ "$tracer" != 0 ] || fail "nothing traces the target while armed"
+  kill -9 "$tracer"  # sampler's tracing worker, as the OOM killer would
+  wait "$front" || true
+  grep -q "killed by SIGKILL" /tmp/never.err || fail "sampler did not say its worker was killed: $(cat /tmp/never.err)"
+}
+# with its guardian (the default): the guardian puts the byte back
+armed
 i=0
-until ls /run/sampler/"$T"-*.json >/dev/null 2>&1; do
-  i=$((i + 1)); [ $i -lt 300 ] || fail "the breakpoint was never armed"; sleep 0.1
+until [ "$($S repair --pid "$T" 2>&1)" = "sampler: nothing to repair" ]; do
+  i=$((i + 1)); [ $i -lt 50 ] || fail "the guardian did not put the byte back"; sleep 0.1
 done
-sleep 0.3
-worker=
-for p in /proc/[0-9]*; do
-  case "$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null)" in
-    *"sampler attach --no-guardian"*) [ "${p#/proc/}" -lt "${worker:-0}" ] || worker=${p#/proc/} ;;
-  esac
-done
-kill -9 "$worker"
-wait "$front" || true
-grep -q "killed by SIGKILL" /tmp/never.err || fail "sampler did not say its worker was killed: $(cat /tmp/never.err)"
+untouched
+say "guardian: the int3 of a run whose worker was killed was put back"
+# an int3 left on purpose: no guardian, the worker killed while the breakpoint is in
+armed --no-guardian
 repaired=$($S repair --pid "$T" 2>&1) || fail "repair: $repaired"
 echo "$repaired" | grep -q "1 byte(s) restored" || fail "repair restored nothing: $repaired"
 untouched

@@ -112,11 +112,18 @@ class Fleet:
         if not self._zero_stop and self.config.guardian:
             self.guardian = Guardian(PatchRescue(self.members[0].config.pid))
         for member in list(self.members):
-            member.router, member.shared_guardian = self.router, self.guardian
+            self._enlist(member)
             self._each(member, member.attach, at_attach=True)
             self._follow(member)
         if not self.members:
             raise self._none_left()
+
+    def _enlist(self, member: PtraceBackend) -> PtraceBackend:
+        """A process of the run: its events come through the one router, its bytes are the one
+        guardian's, its modules are closed by the fleet (shared with processes mapped alike)."""
+        member.closes_modules = False
+        member.router, member.shared_guardian = self.router, self.guardian
+        return member
 
     def _follow(self, member: PtraceBackend) -> None:
         if self.config.follow_forks and member.tracer is not None and member in self.members:
@@ -126,9 +133,8 @@ class Fleet:
         """--follow-forks: ``parent``'s process forked ``child`` (stopped before its first
         instruction, cleaned of sampler's bytes, waiting with its parent): sample it too, with
         the parent's modules (the same program, mapped at the same addresses)."""
-        member = PtraceBackend(dataclasses.replace(parent.config, pid=child), parent.modules, parent.is_go)
-        member.closes_modules = False
-        member.router, member.shared_guardian = self.router, self.guardian
+        member = self._enlist(PtraceBackend(dataclasses.replace(parent.config, pid=child), parent.modules,
+                                            parent.is_go))
         try:
             member.attach(forked=True)
             if self.config.every_hit and self._armed:
@@ -187,9 +193,7 @@ class Fleet:
                 notice.say(f"PID {pid} started running {self.config.exe}: sampling it too")
 
     def _take_in(self, member: PtraceBackend) -> None:
-        member.closes_modules = False
-        member.router, member.shared_guardian = self.router, self.guardian
-        self.members.append(member)
+        self.members.append(self._enlist(member))
         self._count += 1
         self._each(member, member.attach, at_attach=True, alone=True)
         self._follow(member)

@@ -92,6 +92,10 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
                    f"{'targets' if config.pids else 'target'} left running", err=True)
     if summary.overhead:  # said under --quiet too: it changes what the rows mean
         notice.say(summary.overhead)
+    if config.every_hit and summary.samples == 0 and config.probe_list():  # under --quiet too: no row says it
+        where = " or ".join(probe.location for probe in config.probe_list())
+        notice.say(f"no call of {where} was seen: the breakpoint was in, never hit (does the program call it? "
+                   "a program can have its own copy, e.g. jemalloc's malloc, not libc's)")
     for note in backend.notes():  # under --quiet only what changes what the rows mean
         if not quiet or "missed" in note:
             notice.say(note)

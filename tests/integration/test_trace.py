@@ -99,3 +99,17 @@ def test_rip_reads_the_breakpoints_address_in_trace_and_attach(start_target: Cal
 def test_trace_needs_a_location() -> None:
     result = sampler("trace", "--pid", "1", "--expr", "x")
     assert result.returncode == 2 and "Missing option '--at'" in result.stderr
+
+
+def test_a_trace_whose_breakpoint_is_never_hit_says_so(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN a function the program never calls (as libc's malloc in a program built with jemalloc)
+    target = start_target("ringbuf-c")
+    out = tmp_path / "never.csv"
+    result = sampler("trace", "--pid", str(target.pid), "--at", "never", "--expr", "b->w", "--duration", "1s",
+                     "--quiet", "--out", str(out))
+    # THEN the run ends as asked, with no row, and one line says that no call was seen
+    assert result.returncode == 0, result.stderr
+    assert out.read_text().count("\n") == 1  # the header only
+    assert "no call of never was seen: the breakpoint was in, never hit" in result.stderr, result.stderr
+    assert_text_matches_file(target)
+    target.assert_untouched()

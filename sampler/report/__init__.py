@@ -63,7 +63,7 @@ def run(request: Request) -> str:
 
 def _check_column(table: Table, name: str) -> None:
     if name not in (*table.expressions, *stats.OWN, "late_us", "thread", "pid"):
-        raise ReportError(f"no column {name!r} in {', '.join(sorted({row['file'] for row in table.rows}))}",
+        raise ReportError(f"no column {name!r} in {', '.join(table.files)}",
                           f"the columns are {', '.join([*table.expressions, *stats.OWN])}")
 
 

@@ -34,6 +34,11 @@ class Table:
     columns: frozenset[str]
     """Every column some file has."""
 
+    @property
+    def files(self) -> list[str]:
+        """The CSVs the rows came from, sorted."""
+        return sorted({row["file"] for row in self.rows})
+
 
 def load(paths: list[str]) -> Table:
     rows: list[Row] = []

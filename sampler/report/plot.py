@@ -44,7 +44,7 @@ def plot(table: Table, path: str) -> int:
         if axis.get_legend_handles_labels()[0]:
             axis.legend(loc="upper right", fontsize="small")
     axes[-1, 0].set_xlabel("elapsed (s)")
-    figure.suptitle(", ".join(sorted({row["file"] for row in table.rows})))
+    figure.suptitle(", ".join(table.files))
     figure.tight_layout()
     try:
         figure.savefig(path, dpi=100)

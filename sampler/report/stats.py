@@ -77,7 +77,7 @@ def runs(table: Table) -> list[tuple[str, int, list[Row]]]:
     a probe column, the rows of each probe apart ("PID at PROBE"). A file with several PIDs (a
     run of many processes) also gives the rows of all of them together, first ("all N processes")."""
     files_of = {pid: len({row["file"] for row in rows}) for pid, rows in group(table.rows, _pid).items()}
-    several = len({row["file"] for row in table.rows}) > 1
+    several = len(table.files) > 1
     found = []
     for path, rows in group(table.rows, _file).items():  # a run of many processes: all of them too
         pids = len({row["pid"] for row in rows})

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import click
 
-from sampler import doctor, notice, run
+from sampler import notice, run
 from sampler.backends.select import CHOICES
 from sampler.budget import parse_share
 from sampler.config import Probe, SessionConfig
@@ -67,7 +67,9 @@ SHARE = Share()
 
 def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if value and not ctx.resilient_parsing:
-        click.echo(doctor.version())  # (the commit is looked up only when asked for)
+        from sampler import doctor  # (ctypes, platform: loaded, and the commit looked up, only when asked for)
+
+        click.echo(doctor.version())
         ctx.exit()
 
 
@@ -373,6 +375,8 @@ def completion(shell: str) -> int:
 def doctor_command() -> int:
     """What this host lets sampler do: ptrace (tried), Yama, capabilities, seccomp, container,
     debuginfod, dlv, and each backend."""
+    from sampler import doctor
+
     click.echo(doctor.report(), nl=False)
     return 0
 

@@ -116,7 +116,8 @@ $(VENV)/.installed: pyproject.toml | system-deps
 targets: targets/bin/ringbuf-go targets/bin/ringbuf-go-stripped targets/bin/httpd-go targets/bin/httpd-go-stripped targets/bin/ringbuf-c targets/bin/ringbuf-c-O0 targets/bin/ringbuf-lib \
 	targets/bin/libplugin.so targets/bin/ringbuf-cpp targets/bin/ringbuf-rust targets/bin/ringbuf-c-exported \
 	targets/bin/forker targets/bin/callers targets/bin/emulate targets/bin/spawner-go targets/bin/jailed targets/bin/jailed-nodebug \
-	targets/bin/clones targets/bin/clones-cpp targets/bin/stall targets/bin/stall-go targets/bin/pool
+	targets/bin/clones targets/bin/clones-cpp targets/bin/stall targets/bin/stall-go targets/bin/pool \
+	targets/bin/execrace
 
 targets/bin/ringbuf-go: targets/ringbuf-go/main.go targets/ringbuf-go/go.mod | system-deps
 	mkdir -p targets/bin
@@ -213,6 +214,11 @@ targets/bin/forker: targets/forker/forker.c | system-deps
 	$(CC) -O2 -g -o $@ $<
 
 targets/bin/pool: targets/pool/pool.c | system-deps
+	mkdir -p targets/bin
+	$(CC) -O2 -g -Wall -o $@ $<
+
+# a hostile program: processes sharing its memory hit probes while it execs a set-user-ID program
+targets/bin/execrace: targets/execrace/execrace.c | system-deps
 	mkdir -p targets/bin
 	$(CC) -O2 -g -Wall -o $@ $<
 

@@ -98,8 +98,7 @@ class TargetExited(SamplerError):
 class TargetExeced(SamplerError):
     """The target ran a new program (exec) while sampler was attached."""
 
-    hint = "its breakpoints went with the old program; sample the new program with a new run " \
-           "(the samples taken before are kept in the output)"
+    hint = "sample the new program with a new run"
 
 
 class JournalError(UsageError):

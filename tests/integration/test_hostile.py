@@ -16,6 +16,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -442,3 +443,105 @@ def test_thousands_of_mapped_files_under_a_low_file_limit(jailed: list[Target], 
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "maps over 512 executable files" in lines[0], result.stderr
     target.assert_untouched()
+
+
+# -- root's hands stay root's (issue 32) ------------------------------------------------------
+
+SETUID_FLAG = r"""
+#include <stdio.h>
+#include <unistd.h>
+/* a set-user-ID root program at fixed addresses (no PIE): flag[256] must never change */
+__attribute__((aligned(4096))) volatile unsigned long flag[512] = {[256] = 0x1111111111111111UL};
+int main(void) {
+    printf("setuid euid=%d\n", geteuid());
+    fflush(stdout);
+    for (int i = 0; i < 1500; i++) {
+        if (flag[256] != 0x1111111111111111UL) {
+            printf("flag changed to %#lx\n", flag[256]);
+            fflush(stdout);
+            flag[256] = 0x1111111111111111UL;
+        }
+        usleep(1000);
+    }
+    printf("setuid done\n");
+    return 0;
+}
+"""
+
+
+@pytest.fixture
+def setuid_program() -> Iterator[tuple[Path, int]]:
+    """A set-user-ID root program built here, and the address of its flag."""
+    folder = Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        folder.chmod(0o755)
+        source, program = folder / "flag.c", folder / "setuid-flag"
+        source.write_text(SETUID_FLAG)
+        subprocess.run(["cc", "-O0", "-no-pie", "-o", str(program), str(source)], check=True)
+        program.chmod(0o4755)
+        with open(program, "rb") as f:
+            symbols = ELFFile(f).get_section_by_name(".symtab")
+            [flag] = symbols.get_symbol_by_name("flag")
+        yield program, flag["st_value"] + 256 * 8
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_what_shares_the_memory_cannot_reach_a_setuid_program_the_target_execd(
+        start_target: Callable[..., Target], setuid_program: tuple[Path, int], tmp_path: Path) -> None:
+    """The review's case: root's every-hit emulation reached the memory by PID, which after an
+    exec is the new program's. Before the fix the set-user-ID program's flag became 0x4141...
+    in 11 of 16 trials, and its memory reached the nobody process in 8 of 14."""
+    from tests.integration.test_permissions import NOBODY
+
+    program, flag = setuid_program
+    out = tmp_path / "hits.csv"
+    for trial in range(3):
+        # GIVEN a nobody's program whose memory sharers (clone(CLONE_VM)) call probe_push and
+        # probe_load with their stacks aimed at the flag's address, and which then execs the program
+        target = start_target(*NOBODY, str(BIN / "execrace"), str(program), f"{flag:x}", "4", "3", binary=False)
+        # WHEN root traces both probes (every hit: the push and the load are emulated)
+        result = sampler("trace", "--backend", "ptrace", "--pid", str(target.pid), "--at", "probe_push",
+                         "--at", "probe_load", "--duration", "20s", "--quiet", "--out", str(out))
+        target.wait_for(lambda lines=target.lines: "setuid done" in lines, 20,
+                        "the set-user-ID program did not end")
+        # THEN the run ends on the exec with one line, the sharers' hits were served until then, the
+        # program ran as root with its flag untouched, and no sharer saw a word of its memory
+        assert result.returncode == 1 and f"ran {program} with exec" in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr
+        threads = {row["thread"] for row in assert_csv_whole(out)}
+        assert len(threads - {str(target.pid)}) >= 2, f"trial {trial}: the sharers were not hit: {threads}"
+        assert "setuid euid=0" in target.lines, target.lines[-5:]
+        changed = [line for line in target.lines if line.startswith(("flag changed", "leaked"))]
+        assert not changed, f"trial {trial}: {changed[:3]}"
+
+
+EXECS_LATER = r"""
+#include <stdio.h>
+#include <unistd.h>
+volatile long counter = 7;
+int main(void) {
+    printf("ready pid=%d\n", getpid());
+    fflush(stdout);
+    for (int i = 0; i < 20; i++) { counter++; usleep(50000); }
+    execl("/bin/sleep", "sleep", "5", (char *)0);
+    return 1;
+}
+"""
+
+
+def test_zero_stop_reads_end_when_the_target_execs(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN a program that execs /bin/sleep 1 s after it starts
+    source, program = tmp_path / "execs.c", tmp_path / "execs"
+    source.write_text(EXECS_LATER)
+    subprocess.run(["cc", "-g", "-O0", "-o", str(program), str(source)], check=True)
+    target = start_target(str(program), binary=False)
+    # WHEN its global is read without stopping it, for longer than that
+    result = attach(target.pid, "--expr", "counter", "--interval", "50ms", "--duration", "8s",
+                    "--out", str(tmp_path / "rows.csv"))
+    # THEN the run ends at the exec with one line naming the new program, the rows before it kept
+    # (before issue 32 it read on for 8 s: rows of errors, or of the new program's memory)
+    assert result.returncode == 1, result.stderr
+    assert "ran /usr/bin/sleep with exec" in result.stderr, result.stderr
+    rows = assert_csv_whole(tmp_path / "rows.csv")
+    assert 5 <= len(rows) <= 30 and all(7 <= int(row["counter"]) <= 27 for row in rows if not row["error"]), rows

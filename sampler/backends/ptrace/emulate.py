@@ -21,56 +21,75 @@ What is emulated is only what is exact and safe, decoded once per breakpoint (ca
   registers and immediates, with the six arithmetic flags as the CPU sets them (AF, which
   the logic instructions leave undefined, cleared as this CPU does);
 - ``cmp``/``test`` of one byte of memory (glibc's ``cmpb $0, __libc_single_threaded`` at
-  the start of its system call wrappers) and Go's stack check ``cmp rsp, [r14+16]``: read
-  with process_vm_readv, which faults where the CPU would fault (it gets what the CPU
-  can read, unlike /proc/PID/mem); a byte is read whole, and any value of Go's stack guard
-  leads the function to a correct path.
+  the start of its system call wrappers) and Go's stack check ``cmp rsp, [r14+16]``; a
+  byte is read whole, and any value of Go's stack guard leads the function to a correct path.
+
+Memory is reached through the /proc/PID/mem descriptor opened at attach (Access): it holds the
+address space sampler armed, whatever the PID runs later. A process sharing that memory
+(clone(CLONE_VM), traced as a thread) may hit the breakpoint after the PID exec'd a
+set-user-ID program: through the PID (process_vm_readv/writev, as before issue 32) its pushes
+were written into that program and its loads read from it. A read or write goes only where
+the pages' protections let the CPU (memory.Protections, from /proc/PID/maps opened with it);
+elsewhere the instruction is single-stepped and faults, if it does, on the CPU.
 
 Everything else (memory written or read wider, a lock or operand-size prefix, a segment,
 flags read, other control flow, system calls, vector registers) is single-stepped as before.
-Not covered: memory protection keys (process_vm_readv/writev do not check them, the CPU
-does) and 32-bit processes (decoded as x86-64). Test:
+Not covered: memory protection keys (the CPU checks them, /proc/PID/maps does not say them)
+and 32-bit processes (decoded as x86-64). Test:
 ``SAMPLER_CHECK_EMULATION=1`` runs every emulated instruction on the CPU too (a single-step)
 and compares registers and memory (tests/integration/test_emulate.py).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
 from capstone import CS_ARCH_X86, CS_MODE_64, Cs, CsError  # type: ignore[import-untyped]
 from capstone import x86_const as X
 
-from sampler.backends.ptrace.memory import read_as_cpu, write_as_cpu
+from sampler.backends.ptrace.memory import LAST_ADDRESS, Memory, Protections
 
 
 class Access:
-    """The target's memory as its own instructions reach it (process_vm_readv/writev honour
-    the pages' protections, /proc/PID/mem does not)."""
+    """The memory sampler armed, as the hitting thread's own instructions reach it: through the
+    descriptor opened at attach (never by PID), where the pages' protections allow."""
 
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
+    def __init__(self, memory: Memory, protections: Protections) -> None:
+        self.memory = memory
+        self.protections = protections
 
     def read(self, address: int, size: int) -> bytes | None:
-        return read_as_cpu(self.pid, address, size)
+        if not 0 < address < address + size < LAST_ADDRESS or not self.protections.allows(address, size, b"r"):
+            return None
+        try:
+            data = os.pread(self.memory.fd, size, address)
+        except OSError:
+            return None
+        return data if len(data) == size else None
 
     def write(self, address: int, data: bytes) -> bool:
-        return write_as_cpu(self.pid, address, data)
+        if not 0 < address < address + len(data) < LAST_ADDRESS \
+                or not self.protections.allows(address, len(data), b"w"):
+            return False
+        try:
+            return os.pwrite(self.memory.fd, data, address) == len(data)
+        except OSError:
+            return False
 
 
 class Recorder(Access):
     """Reads the target, keeps the writes (for comparing an emulation with the CPU's step)."""
 
-    def __init__(self, pid: int) -> None:
-        super().__init__(pid)
+    def __init__(self, memory: Memory, protections: Protections) -> None:
+        super().__init__(memory, protections)
         self.writes: list[tuple[int, bytes]] = []
 
     def write(self, address: int, data: bytes) -> bool:
-        """Refused where the real write would be (the bytes there written back as they are, to
-        find out); kept, not written."""
-        now = self.read(address, len(data))
-        if now is None or not write_as_cpu(self.pid, address, now):
+        """Refused where the real write would be; kept, not written."""
+        if not 0 < address < address + len(data) < LAST_ADDRESS \
+                or not self.protections.allows(address, len(data), b"w"):
             return False
         self.writes.append((address, data))
         return True

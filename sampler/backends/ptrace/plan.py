@@ -5,7 +5,7 @@ that notes every read and explains each address by where it came from: a registe
 an offset, a word read earlier plus an offset (a pointer followed), or a fixed address;
 the way that explains a read at both hits is kept. That is the read plan. At every
 later hit the plan runs alone (registers are already in hand; the independent reads
-in one ``process_vm_readv``), the thread goes on, and only then are the
+in one ``pread`` of their span where they lie close), the thread goes on, and only then are the
 expressions evaluated, against the bytes the plan read (a Snapshot). Evaluation is
 deterministic, so it asks for the same reads in the same way; when a sample's data
 leads elsewhere (a null pointer, another dynamic type), a read is missing from the

@@ -26,7 +26,7 @@ from ptrace.error import PtraceError  # type: ignore[import-untyped]
 from sampler.backends.ptrace import calls, emulate
 from sampler.backends.ptrace.children import ChildReleaser, shares_memory
 from sampler.backends.ptrace.instructions import kind_of
-from sampler.backends.ptrace.memory import Memory, UnreadableMemory
+from sampler.backends.ptrace.memory import Memory, Protections, UnreadableMemory
 from sampler.backends.ptrace.router import Router, Wakeups
 from sampler.errors import DebuggerError, ProcessNotFound, SamplerError, TargetExeced, TargetExited
 from sampler.safety.guardian import Guardian, Ward
@@ -124,7 +124,9 @@ class Tracer:
         """Breakpoint address -> what its instruction needs for a step (instructions.kind_of)."""
         self._emulations: dict[int, emulate.Emulation | None] = {}
         """Breakpoint address -> how its instruction runs without a step (None: it is stepped)."""
-        self._access = emulate.Access(pid)
+        self.protections = memory.protections or Protections(pid)
+        """The armed memory's mappings, for emulated accesses (opened with ``memory``, never by PID)."""
+        self._access = emulate.Access(memory, self.protections)
         self._after = calls.user_regs_struct()
         """Where an emulation computes the registers it leaves (made once, not during a hit)."""
         self.emulated = 0
@@ -397,7 +399,7 @@ class Tracer:
         """With SAMPLER_CHECK_EMULATION=1: what the emulation would leave, to be compared with
         what the CPU's single-step left (registers, and the stack slot of a push)."""
         expected = emulate.copy(hit.registers)
-        recorder = emulate.Recorder(self.pid)
+        recorder = emulate.Recorder(self.memory, self.protections)
         if not emulation(expected, recorder):
             return None
 

@@ -28,6 +28,7 @@ import time
 from typing import Protocol
 
 from sampler import wakeups
+from sampler.safety.patches import Patch
 from sampler.safety.supervisor import name_process
 from sampler.target import procfs
 
@@ -50,11 +51,11 @@ class Rescue(Protocol):
     def ready(self) -> None:
         """In the guardian, before it waits: open what ``run`` will need."""
 
-    def run(self, patches: dict[int, dict[int, int]], children: dict[int, int]) -> None:
+    def run(self, patches: dict[int, dict[int, Patch]], children: dict[int, int]) -> None:
         """The worker died without saying done: leave the target as sampler would have.
 
-        ``patches``: per process (0: the run's one target), address -> original byte of every
-        byte the worker said it patched; ``children``: processes the worker was cleaning of
+        ``patches``: per process (0: the run's one target), address -> original byte (and the
+        bytes around it) of every byte the worker said it patched; ``children``: processes the worker was cleaning of
         those bytes when it died -> the process whose bytes they copied (0 as above)."""
 
     def watch(self, pid: int) -> None:
@@ -84,14 +85,16 @@ class Guardian:
                 os._exit(code)
         os.close(read_end)
 
-    def note_patch(self, address: int, original: int, pid: int = 0) -> None:
+    def note_patch(self, address: int, patch: Patch, pid: int = 0) -> None:
         """Before patching ``address`` (of process ``pid``, 0: the run's one target): tell the
-        guardian its original byte (once per byte)."""
-        if (pid, address, original) in self._noted:
+        guardian its original byte and the bytes around it (once per byte)."""
+        if (pid, address, patch.original) in self._noted:
             return
-        self._noted.add((pid, address, original))
+        self._noted.add((pid, address, patch.original))
         try:
-            os.write(self._write_end, b"%s %x %d %d\n" % (PATCH, address, original, pid))
+            os.write(self._write_end, b"%s %x %d %d %s %s\n" % (PATCH, address, patch.original, pid,
+                                                              patch.before.hex().encode() or b"-",
+                                                              patch.after.hex().encode() or b"-"))
         except OSError:
             pass  # the guardian itself was killed: the journal still lets repair put the byte back
 
@@ -144,8 +147,8 @@ class Ward:
         self.guardian, self.pid = guardian, pid
         guardian.watch(pid)
 
-    def note_patch(self, address: int, original: int) -> None:
-        self.guardian.note_patch(address, original, self.pid)
+    def note_patch(self, address: int, patch: Patch) -> None:
+        self.guardian.note_patch(address, patch, self.pid)
 
     def note_child(self, pid: int) -> None:
         self.guardian.note_child(pid, self.pid)
@@ -160,7 +163,7 @@ class Ward:
 def _watch(fd: int, rescue: Rescue) -> int:
     _raise_priority()
     rescue.ready()
-    patches: dict[int, dict[int, int]] = {}
+    patches: dict[int, dict[int, Patch]] = {}
     children: dict[int, int] = {}
     said = b""
     while True:
@@ -172,7 +175,8 @@ def _watch(fd: int, rescue: Rescue) -> int:
         for line in lines:
             fields = line.split()
             if line.startswith(PATCH):
-                patches.setdefault(int(fields[3]), {})[int(fields[1], 16)] = int(fields[2])
+                before, after = (b"" if field == b"-" else bytes.fromhex(field.decode()) for field in fields[4:6])
+                patches.setdefault(int(fields[3]), {})[int(fields[1], 16)] = Patch(int(fields[2]), before, after)
             elif line.startswith(CHILD + b" "):
                 children[int(fields[1])] = int(fields[2])
             elif line.startswith(CHILD_DONE + b" "):

@@ -3,7 +3,9 @@
 
 One JSON file per target process, named PID-STARTTIME.json, written atomically and
 fsynced before the byte is patched, removed once every byte is restored. The process
-start time (procfs.start_time) makes sure a reused PID is never touched.
+start time (procfs.start_time) makes sure a reused PID is never touched, and each patch
+keeps its place (patches.Patch: the file, the offset in it, its build-id, the bytes around)
+so that a process which exec'd since is never written into.
 
 The folder is /run/sampler for root, else $XDG_RUNTIME_DIR/sampler or
 /tmp/sampler-UID (SAMPLER_JOURNAL_DIR overrides). A name in /tmp can be created
@@ -27,6 +29,7 @@ from pathlib import Path
 
 from sampler import notice
 from sampler.errors import JournalError, ProcessNotFound, UntrustedJournal
+from sampler.safety.patches import Patch
 from sampler.target import procfs
 
 SUFFIX = ".json"
@@ -203,8 +206,8 @@ class Entry:
     name: str
     pid: int
     start_time: int
-    patches: dict[int, int]
-    """address -> original byte."""
+    patches: dict[int, Patch]
+    """address -> the original byte and its place."""
 
 
 def parse_entry(name: str, data: dict[str, object]) -> Entry:
@@ -213,8 +216,8 @@ def parse_entry(name: str, data: dict[str, object]) -> Entry:
         pid, started, patches = data["pid"], data["start_time"], data["patches"]
         if not isinstance(pid, int) or not isinstance(started, int) or not isinstance(patches, dict):
             raise TypeError("pid, start_time and patches have the wrong types")
-        parsed = {int(a, 16): int(b) for a, b in patches.items()}
-        if pid <= 0 or any(not 0 <= b <= 255 or a <= 0 for a, b in parsed.items()):
+        parsed = {int(a, 16): Patch.from_json(b) for a, b in patches.items()}
+        if pid <= 0 or any(a <= 0 for a in parsed):
             raise ValueError("an address or byte out of range")
     except (KeyError, TypeError, ValueError) as e:
         raise JournalError(f"journal entry {name} is malformed ({e})") from None
@@ -236,17 +239,17 @@ class Journal:
         self.name = f"{pid}-{started}{SUFFIX}"
         self.path = journal_dir() / self.name
         self.start_time = started
-        self.patches: dict[int, int] = {}
+        self.patches: dict[int, Patch] = {}
         self._folder: int | None = None
 
-    def record(self, address: int, original: int) -> None:
+    def record(self, address: int, patch: Patch) -> None:
         """Note a byte about to be patched (durable when this returns)."""
-        if self.patches.get(address) == original:
+        if self.patches.get(address) == patch:
             return
-        self.patches[address] = original
+        self.patches[address] = patch
         self._write()
 
-    def record_many(self, patches: dict[int, int]) -> None:
+    def record_many(self, patches: dict[int, Patch]) -> None:
         """Note several bytes at once (one write and sync): a forked child's copies."""
         if all(self.patches.get(a) == b for a, b in patches.items()):
             return
@@ -267,7 +270,7 @@ class Journal:
 
     def _write(self) -> None:
         data = json.dumps({"pid": self.pid, "start_time": self.start_time,
-                           "patches": {f"{a:#x}": b for a, b in self.patches.items()}}).encode()
+                           "patches": {f"{a:#x}": p.to_json() for a, p in self.patches.items()}}).encode()
         tmp = self.name + ".tmp"
         if self._folder is None:
             self._folder = folder_fd(create=True)

@@ -1,6 +1,7 @@
 """Putting back what an earlier run (or a killed debugger) left in a process's code.
 
-From the journal (journal.py): the bytes sampler patched, with their originals.
+From the journal (journal.py): the bytes sampler patched, with their originals, each put
+back only into the code it was taken from (patches.py).
 From the program file: every int3 in the program's code that the file does not have,
 for when a debugger was killed with its own breakpoints in the target (sampler does
 not know their original bytes; the file does).
@@ -8,11 +9,10 @@ not know their original bytes; the file does).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from sampler.errors import JournalError, SamplerError, UntrustedJournal
-from sampler.safety import journal
+from sampler.safety import journal, patches
 from sampler.target import procfs
 
 INT3 = 0xCC
@@ -34,7 +34,9 @@ def repair(pid: int | None = None, skip_traced: bool = False) -> list[Repair]:
     An entry whose process is gone, or whose PID now belongs to another process
     (another start time), is dropped without touching anything. With ``skip_traced``,
     a process that is traced right now (a sampler may still own it) is left alone.
-    A malformed or unreadable entry, or one whose bytes cannot be put back, is said
+    A byte whose code is not the code it was taken from (the process ran another program
+    since: another file, offset, build-id or bytes around) is not written. A malformed or
+    unreadable entry, or one whose bytes cannot (or must not) be put back, is said
     once in the result and removed: it never blocks a later attach. A folder or file
     that is not the user's own raises JournalError and nothing is touched.
     """
@@ -67,40 +69,13 @@ def _repair_folder(folder: int, pid: int | None, skip_traced: bool) -> list[Repa
         if skip_traced and procfs.traced(entry.pid):
             results.append(Repair(entry.pid, 0, "traced right now (a sampler may own it): left alone"))
             continue
-        restored, problem = put_back(entry.pid, entry.patches)
+        restored, problem = patches.restore_checked(entry.pid, entry.patches)
         journal.remove_entry(folder, name)
         note = f"{restored} byte(s) restored"
         if problem:
             note += f"; {problem}: entry removed"
         results.append(Repair(entry.pid, restored, note, problem=bool(problem)))
     return results
-
-
-def put_back(pid: int, patches: dict[int, int]) -> tuple[int, str]:
-    """Write each original byte where an int3 stands; (bytes restored, what failed or '')."""
-    try:
-        fd = os.open(f"/proc/{pid}/mem", os.O_RDWR | os.O_CLOEXEC)
-    except OSError as e:
-        return 0, f"cannot open the memory of process {pid}: {e.strerror}"
-    try:
-        restored, failed = put_back_through(fd, patches)
-    finally:
-        os.close(fd)
-    return restored, f"could not put back {', '.join(failed)}" if failed else ""
-
-
-def put_back_through(fd: int, patches: dict[int, int]) -> tuple[int, list[str]]:
-    """``put_back`` on an open /proc/PID/mem: (bytes restored, 'ADDRESS: reason' of each failure)."""
-    restored = 0
-    failed: list[str] = []
-    for address, original in patches.items():
-        try:
-            if os.pread(fd, 1, address) == bytes([INT3]) and original != INT3:
-                os.pwrite(fd, bytes([original]), address)
-                restored += 1
-        except OSError as e:  # unmapped since (a library closed), or the process is going
-            failed.append(f"{address:#x}: {e.strerror}")
-    return restored, failed
 
 
 CHUNK = 1 << 20

@@ -183,6 +183,8 @@ class Mapping:
     inode: int
     path: str
     """The file, or '' / '[heap]' / '[vdso]' ..."""
+    device: str = ""
+    """The file's device as maps writes it (major:minor in hex, "fd:01")."""
 
     @property
     def executable(self) -> bool:
@@ -203,5 +205,5 @@ def maps(pid: int) -> list[Mapping]:
             continue
         start, end = (int(x, 16) for x in fields[0].split("-"))
         found.append(Mapping(start, end, fields[1], int(fields[2], 16), int(fields[4]),
-                             fields[5].strip() if len(fields) > 5 else ""))
+                             fields[5].strip() if len(fields) > 5 else "", fields[3]))
     return found

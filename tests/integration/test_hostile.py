@@ -13,6 +13,7 @@ import io
 import os
 import random
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -545,3 +546,99 @@ def test_zero_stop_reads_end_when_the_target_execs(start_target: Callable[..., T
     assert "ran /usr/bin/sleep with exec" in result.stderr, result.stderr
     rows = assert_csv_whole(tmp_path / "rows.csv")
     assert 5 <= len(rows) <= 30 and all(7 <= int(row["counter"]) <= 27 for row in rows if not row["error"]), rows
+
+
+ATTACKER_AT_FIXED = r"""
+#include <stdio.h>
+#include <unistd.h>
+/* a user's program, no PIE, with probe() alone in a section at 0x600000 */
+__attribute__((section("probesec"), noinline, used)) int probe(int x) { return x * 3 + 1; }
+static int traced(void) {
+    char line[256]; int tracer = 0; FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof line, f)) if (sscanf(line, "TracerPid: %d", &tracer) == 1) break;
+    if (f) fclose(f);
+    return tracer;
+}
+int main(int argc, char **argv) {
+    printf("ready pid=%d\n", getpid()); fflush(stdout);
+    while (!traced()) usleep(1000);
+    while (traced()) usleep(1000);  /* until sampler's worker is killed */
+    execv(argv[1], (char *[]){argv[1], NULL});
+    return 1;
+}
+"""
+SETUID_PADDED = r"""
+#include <stdio.h>
+#include <unistd.h>
+/* a set-user-ID root program whose code at 0x600000 is a page of int3 (padding, as Go's is) */
+__attribute__((section("probesec"), naked, used)) void pad(void) { __asm__(".fill 4096, 1, 0xcc"); }
+int main(void) { printf("setuid euid=%d\n", geteuid()); fflush(stdout); sleep(60); return 0; }
+"""
+
+
+def test_repair_writes_nothing_into_a_program_the_target_execd_since(
+        start_target: Callable[..., Target], tmp_path: Path) -> None:
+    """The review's case: with the worker and the guardian both killed, the target exec'd a
+    set-user-ID program holding int3 bytes where sampler's breakpoint was; the journal named
+    the process by PID and start time (an exec keeps both), and `repair` and the next `attach`
+    each "restored 1 byte" into that program (2 of 2)."""
+    from tests.integration.test_permissions import NOBODY
+
+    folder = Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        folder.chmod(0o755)
+        # GIVEN a nobody's program with probe() at 0x600000, and a set-user-ID root program whose
+        # code there is all int3
+        for name, text in (("attacker", ATTACKER_AT_FIXED), ("padded", SETUID_PADDED)):
+            (folder / f"{name}.c").write_text(text)
+            subprocess.run(["cc", "-O1", "-g", "-no-pie", "-Wl,--section-start=probesec=0x600000", "-o",
+                            str(folder / name), str(folder / f"{name}.c")], check=True)
+        (folder / "padded").chmod(0o4755)
+        env = {**SAMPLER_ENV, "SAMPLER_JOURNAL_DIR": str(tmp_path / "journal")}
+        for command in ("repair", "attach"):
+            target = start_target(*NOBODY, str(folder / "attacker"), str(folder / "padded"), binary=False)
+            # WHEN root's sampler arms probe() with no guardian (as if both were killed) and its
+            # worker is killed; the program then execs the set-user-ID one
+            proc = subprocess.Popen([sys.executable, "-m", "sampler", "attach", "--backend", "ptrace", "--pid",
+                                     str(target.pid), "--at", "probe", "--expr", "x", "--hit-timeout", "60s",
+                                     "--no-guardian", "--quiet", "--out", str(tmp_path / "rows.csv")],
+                                    cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            deadline = time.monotonic() + 30
+            while not list((tmp_path / "journal").glob(f"{target.pid}-*.json")):
+                assert proc.poll() is None and time.monotonic() < deadline, "sampler never armed probe()"
+                time.sleep(0.02)
+            time.sleep(0.2)
+            [worker] = [child for child in descendants(proc.pid) if _comm(child) == "sampler-worker"]
+            os.kill(worker, signal.SIGKILL)
+            proc.wait(10)
+            assert proc.stderr is not None
+            proc.stderr.close()
+            lines = target.lines
+            target.wait_for(lambda lines=lines: "setuid euid=0" in lines, 10, "the program did not exec")
+            with open(f"/proc/{target.pid}/mem", "rb") as mem:
+                mem.seek(0x600000)
+                code = mem.read(4096)
+            # AND root runs sampler repair, or a new attach (which repairs first)
+            args = ["repair", "--pid", str(target.pid)] if command == "repair" else \
+                ["attach", "--backend", "ptrace", "--pid", str(target.pid), "--expr", "1", "--count", "1",
+                 "--out", str(tmp_path / "again.csv")]
+            result = subprocess.run([sys.executable, "-m", "sampler", *args], cwd=ROOT, env=env, text=True,
+                                    capture_output=True, timeout=60)
+            # THEN not a byte of the set-user-ID program changed, and one line says why nothing was written
+            with open(f"/proc/{target.pid}/mem", "rb") as mem:
+                mem.seek(0x600000)
+                assert mem.read(4096) == code == b"\xcc" * 4096, command
+            said = [line for line in result.stderr.splitlines() if "0x600000" in line]
+            assert len(said) == 1 and "0 byte(s) restored" in said[0] and "nothing written" in said[0] \
+                and str(folder / "padded") in said[0], result.stderr
+            assert "Traceback" not in result.stderr
+            target.stop()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -13,6 +14,7 @@ import pytest
 from sampler.errors import JournalError, ProcessNotFound, UntrustedJournal
 from sampler.safety import repair
 from sampler.safety.journal import Journal
+from sampler.safety.patches import Describer, Patch, restore_checked
 from sampler.target import procfs
 
 
@@ -40,9 +42,11 @@ def entry(folder: Path, pid: int, text: str) -> Path:
 
 def test_record_then_clear(folder: Path, sleeper: int) -> None:
     journal = Journal(sleeper)
-    journal.record(0x1000, 0x55)
+    journal.record(0x1000, Patch(0x55, b"\x01\x02", b"\x03", "fd:01", 42, 0x1000, "ab"))
     path = folder / f"{sleeper}-{procfs.start_time(sleeper)}.json"
-    assert json.loads(path.read_text())["patches"] == {"0x1000": 0x55}
+    assert json.loads(path.read_text())["patches"] == {"0x1000": {
+        "byte": 0x55, "before": "0102", "after": "03", "device": "fd:01", "inode": 42, "offset": 0x1000,
+        "build_id": "ab"}}
     assert (folder.stat().st_mode & 0o777, path.stat().st_mode & 0o777) == (0o700, 0o600)
     journal.clear()
     assert not path.exists()
@@ -59,7 +63,7 @@ def test_a_folder_others_may_write_is_refused(folder: Path, sleeper: int) -> Non
     folder.mkdir()
     folder.chmod(0o777)
     with pytest.raises(UntrustedJournal, match="may be written by others"):
-        Journal(sleeper).record(0x1000, 0x55)
+        Journal(sleeper).record(0x1000, Patch(0x55))
     with pytest.raises(UntrustedJournal):
         repair.repair(sleeper)
 
@@ -86,6 +90,10 @@ def test_a_linked_folder_is_refused(folder: Path, tmp_path: Path) -> None:
     ('{"pid": "x", "start_time": 1, "patches": {}}', "malformed"),
     ('{"pid": 5, "start_time": 1, "patches": {"zz": 1}}', "malformed"),
     ('{"pid": 5, "start_time": 1, "patches": {"0x10": 300}}', "malformed"),
+    ('{"pid": 5, "start_time": 1, "patches": {"0x10": {"byte": 1, "before": "zz"}}}', "malformed"),
+    ('{"pid": 5, "start_time": 1, "patches": {"0x10": {"byte": 1, "inode": "x", "offset": 0}}}', "malformed"),
+    ('{"pid": 5, "start_time": 1, "patches": {"0x10": {"byte": 1, "before": "' + "00" * 17 + '"}}}',
+     "malformed"),
 ])
 def test_a_bad_entry_is_said_once_and_never_blocks(folder: Path, sleeper: int, text: str, why: str) -> None:
     path = entry(folder, sleeper, text)
@@ -109,11 +117,64 @@ def test_a_linked_entry_is_not_followed(folder: Path, sleeper: int, tmp_path: Pa
 def test_bytes_that_cannot_be_put_back_are_said_and_dropped(folder: Path, sleeper: int) -> None:
     # an address the process has not mapped (a library unmapped since)
     path = entry(folder, sleeper, json.dumps({"pid": sleeper, "start_time": procfs.start_time(sleeper),
-                                              "patches": {"0x10": 0x55}}))
+                                              "patches": {"0x10": Patch(0x55, offset=0x10).to_json()}}))
     fixed = repair.repair(sleeper)
     assert len(fixed) == 1 and fixed[0].restored == 0 and fixed[0].problem
-    assert "could not put back 0x10" in fixed[0].note
+    assert "0x10: nothing is mapped there now: nothing written" in fixed[0].note
     assert not path.exists()
+
+
+def test_an_entry_of_an_older_sampler_names_no_file_and_writes_nothing(folder: Path, sleeper: int) -> None:
+    # GIVEN an entry in the format before issue 32 (a bare byte), at an int3 the process holds
+    address = own_int3(sleeper)
+    path = entry(folder, sleeper, json.dumps({"pid": sleeper, "start_time": procfs.start_time(sleeper),
+                                              "patches": {f"{address:#x}": 0x55}}))
+    # WHEN repairing: THEN nothing is written, the line says why, the entry goes
+    [fixed] = repair.repair(sleeper)
+    assert fixed.restored == 0 and fixed.problem and "does not say which file it was in" in fixed.note
+    assert read_byte(sleeper, address) == 0xCC and not path.exists()
+
+
+def own_int3(pid: int) -> int:
+    """An address of an int3 in ``pid``'s program code as its file has it (padding)."""
+    exe = procfs.exe_path(pid)
+    for mapping in procfs.maps(pid):
+        if mapping.executable and mapping.path == exe:
+            with open(f"/proc/{pid}/mem", "rb") as mem:
+                mem.seek(mapping.start)
+                code = mem.read(mapping.end - mapping.start)
+            if b"\xcc" in code:
+                return mapping.start + code.index(b"\xcc")
+    pytest.skip("no int3 in the program's code")
+
+
+def read_byte(pid: int, address: int) -> int:
+    with open(f"/proc/{pid}/mem", "rb") as mem:
+        mem.seek(address)
+        return mem.read(1)[0]
+
+
+def test_a_patch_goes_back_only_into_the_code_it_came_from(sleeper: int) -> None:
+    """patches.restore_checked: a described patch goes back; another file, offset, build-id or
+    bytes around: nothing is written, and the reason is said."""
+    # GIVEN an int3 that is the program's own (its file has it), described as sampler would
+    address = own_int3(sleeper)
+    with open(f"/proc/{sleeper}/mem", "rb") as mem:
+        patch = Describer(sleeper, mem.fileno()).describe(address, 0x90)
+    assert patch.placed and len(patch.before) == len(patch.after) == 16 and patch.inode > 0
+    assert patch.build_id, "sleep has a build-id"
+    # WHEN its place is wrong in one way: THEN nothing is written, and the note says which
+    for wrong, why in [(dataclasses.replace(patch, inode=patch.inode + 1), "not what sampler patched"),
+                       (dataclasses.replace(patch, offset=patch.offset + 1), "not what sampler patched"),
+                       (dataclasses.replace(patch, build_id="00" * 20), "has build-id"),
+                       (dataclasses.replace(patch, before=bytes(16)), "the code around it is not")]:
+        restored, note = restore_checked(sleeper, {address: wrong})
+        assert restored == 0 and why in note and "nothing written" in note, note
+        assert read_byte(sleeper, address) == 0xCC
+    # AND when all of it holds, the byte goes back (and only once)
+    assert restore_checked(sleeper, {address: patch}) == (1, "")
+    assert read_byte(sleeper, address) == 0x90
+    assert restore_checked(sleeper, {address: patch}) == (0, "")
 
 
 def test_a_reused_pid_is_dropped_untouched(folder: Path, sleeper: int) -> None:

@@ -26,6 +26,7 @@ from sampler.backends.delve import parse
 from sampler.backends.delve.leave import SETTLE_S, after_dlv_killed
 from sampler.backends.delve.rpc import DelveRpc, RpcError
 from sampler.errors import SamplerError
+from sampler.safety.patches import Patch
 from sampler.target import procfs
 
 MARK = 7340218865
@@ -134,7 +135,7 @@ class DlvRescue:
     def watch(self, pid: int) -> None:
         pass
 
-    def run(self, patches: dict[int, dict[int, int]], children: dict[int, int]) -> None:
+    def run(self, patches: dict[int, dict[int, Patch]], children: dict[int, int]) -> None:
         if not self.leave():
             kill_dlv(self.dlv_pid, self.pid)
 

@@ -148,7 +148,7 @@ class PtraceBackend:
         if self.shared_guardian is not None:
             guardian = Ward(self.shared_guardian, self.config.pid)
         elif self.config.guardian and self.router is None:
-            guardian = self.guardian = Guardian(PatchRescue(self.config.pid))
+            guardian = self.guardian = Guardian(PatchRescue(self.config.pid, self.memory.fd))
         self.tracer = Tracer(self.config.pid, self.memory, journal, guardian, go=self.is_go, router=self.router)
         self.tracer.take_over() if forked else self.tracer.seize()
 

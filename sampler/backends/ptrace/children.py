@@ -26,9 +26,9 @@ from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
 from sampler.backends.ptrace import calls
 from sampler.errors import JournalError, ProcessNotFound
-from sampler.safety import repair
 from sampler.safety.guardian import Guardian, Ward
 from sampler.safety.journal import Journal
+from sampler.safety.patches import Patch, put_back_through
 
 PTRACE_DETACH = 17
 WALL = 0x40000000
@@ -59,9 +59,9 @@ class ChildReleaser:
         self.cleaned = 0
         """Of those, children that had at least one int3 put back."""
 
-    def release(self, child: int, originals: dict[int, int], first_stop_seen: bool, keep: bool = False) -> bool:
+    def release(self, child: int, originals: dict[int, Patch], first_stop_seen: bool, keep: bool = False) -> bool:
         """``child`` is stopped (or about to report its first stop): put back ``originals``
-        (address -> byte) where an int3 stands in its memory, then detach it (with ``keep``, it
+        where an int3 stands in its memory (and the code around is as it was), then detach it (with ``keep``, it
         stays traced and stopped: a run that follows forks takes it in). The guardian and
         a journal entry hear of it only when it holds an int3 (a fork while nothing was armed
         costs two reads); a journal that cannot be written does not keep it stopped. False when
@@ -81,7 +81,7 @@ class ChildReleaser:
                 with contextlib.suppress(JournalError):
                     entry = self._journal(child, patched)
             try:
-                restored, _ = repair.put_back_through(fd, patched) if patched else (0, [])
+                restored, _ = put_back_through(fd, patched) if patched else (0, [])
                 self.cleaned += restored > 0
                 try:
                     if not keep:
@@ -103,7 +103,7 @@ class ChildReleaser:
         self.released += not keep
         return True
 
-    def _journal(self, child: int, originals: dict[int, int]) -> Journal | None:
+    def _journal(self, child: int, originals: dict[int, Patch]) -> Journal | None:
         if not self.journaled:
             return None
         try:

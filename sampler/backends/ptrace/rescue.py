@@ -2,9 +2,11 @@
 
 The kernel detached every thread when the worker died; what may remain is an int3
 in the code. The worker told the guardian each byte before patching it, so the
-guardian has the originals in memory and /proc/PID/mem already open: after the
-worker's death it only writes them back. A forked child the worker was cleaning of
-those bytes gets them back too. The journal entries are tidied afterwards.
+guardian has the originals in memory and /proc/PID/mem already open (the run's first
+target's: a copy of the worker's own descriptor, the very memory it patches): after the
+worker's death it only writes them back, each where the bytes around are still those the
+worker saw (a process that exec'd since holds other code there). A forked child the worker
+was cleaning of those bytes gets them back too. The journal entries are tidied afterwards.
 """
 
 from __future__ import annotations
@@ -13,18 +15,29 @@ import os
 
 from sampler.errors import SamplerError
 from sampler.safety import repair
+from sampler.safety.patches import Patch, put_back_into, put_back_through
 
 
 class PatchRescue:
     """For one process, or (``watch``) each process of a run of many."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, memory_fd: int = -1) -> None:
+        """``memory_fd``: the worker's /proc/PID/mem descriptor of the run's first target, which
+        the guardian (a fork) keeps: the very memory the worker patches, whatever the PID runs
+        later."""
         self.pid = pid
         """The run's first target: the process of patches said without a PID (0)."""
         self._fds: dict[int, int] = {}
         self._children: set[int] = set()
+        self._memory_fd = memory_fd
 
     def ready(self) -> None:
+        if self._memory_fd >= 0:
+            try:
+                self._fds[self.pid] = os.dup(self._memory_fd)
+                return
+            except OSError:
+                pass
         self.watch(self.pid)
 
     def watch(self, pid: int) -> None:
@@ -35,13 +48,13 @@ class PatchRescue:
         except OSError:
             pass  # gone already: cleanup's repair finds nothing to do either
 
-    def run(self, patches: dict[int, dict[int, int]], children: dict[int, int]) -> None:
+    def run(self, patches: dict[int, dict[int, Patch]], children: dict[int, int]) -> None:
         for pid, theirs in patches.items():
             fd = self._fds.get(pid or self.pid, -1)
             if fd >= 0:
-                repair.put_back_through(fd, theirs)
+                put_back_through(fd, theirs)  # only where the code around is as it was
         for child, parent in children.items():
-            repair.put_back(child, patches.get(parent, {}))
+            put_back_into(child, patches.get(parent, {}))
         self._children = set(children)
 
     def cleanup(self) -> None:

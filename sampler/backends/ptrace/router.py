@@ -19,7 +19,7 @@ from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
 from sampler import waits
 from sampler.backends.ptrace import calls
-from sampler.safety import repair
+from sampler.safety.patches import Patch, put_back_into
 from sampler.target import procfs
 
 WALL = 0x40000000
@@ -32,8 +32,8 @@ class Tracer(Protocol):
     """What the router needs of a tracer (tracer.py's)."""
 
     pid: int
-    originals: dict[int, int]
-    """Every address it ever patched -> the original byte."""
+    patches: dict[int, Patch]
+    """Every address it ever patched -> the original byte and the code around it."""
 
     def owns(self, tid: int) -> bool: ...
 
@@ -132,10 +132,10 @@ class Router:
         process of the run: they are one program but for a run of several programs)."""
         self.strays += 1
         if clean:
-            originals: dict[int, int] = {}
+            originals: dict[int, Patch] = {}
             for tracer in self.tracers.values():
-                originals.update(tracer.originals)
-            repair.put_back(tid, originals)
+                originals.update(tracer.patches)
+            put_back_into(tid, originals)
         try:
             ptrace_func.ptrace_detach(tid, 0)
         except PtraceError:

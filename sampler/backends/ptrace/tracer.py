@@ -31,6 +31,7 @@ from sampler.backends.ptrace.router import Router, Wakeups
 from sampler.errors import DebuggerError, ProcessNotFound, SamplerError, TargetExeced, TargetExited
 from sampler.safety.guardian import Guardian, Ward
 from sampler.safety.journal import Journal
+from sampler.safety.patches import Describer, Patch
 from sampler.stop import StopFlag
 from sampler.target import permission, procfs
 
@@ -111,7 +112,11 @@ class Tracer:
         """Breakpoints in place: address -> original byte."""
         self.originals: dict[int, int] = {}
         """Every address ever armed -> its original byte: to recognise traps that arrive after
-        a clear, and to clean the copies a forked child got."""
+        a clear."""
+        self.patches: dict[int, Patch] = {}
+        """Every address ever armed -> its original byte and the code around it: what the journal
+        and the guardian keep, and what cleans the copies a forked child got."""
+        self._describer = Describer(pid, memory.fd)
         self.sharing: set[int] = set()
         """Child processes that run in the target's memory (vfork): traced like its threads
         until they exec or exit."""
@@ -260,7 +265,7 @@ class Tracer:
             if pending:
                 self._sleep(deadline - time.monotonic())
         for child in list(self._early):  # whose fork event never came (the parent was killed)
-            self.children.release(child, self.originals, first_stop_seen=True)
+            self.children.release(child, self.patches, first_stop_seen=True)
             del self._early[child]
         if pending:
             raise DebuggerError(f"threads {sorted(pending)} of process {self.pid} did not stop for detach")
@@ -294,10 +299,13 @@ class Tracer:
         except UnreadableMemory:
             self.memory.check_alive()
             raise
+        patch = self.patches.get(address)
+        if patch is None or patch.original != original[0]:
+            patch = self.patches[address] = self._describer.describe(address, original[0])
         if self.journal is not None:
-            self.journal.record(address, original[0])
+            self.journal.record(address, patch)
         if self.guardian is not None:
-            self.guardian.note_patch(address, original[0])
+            self.guardian.note_patch(address, patch)
         self.armed[address] = original
         self.originals[address] = original[0]
         self._emulations.pop(address, None)  # decoded again: the code there may have changed
@@ -738,8 +746,8 @@ class Tracer:
         else:
             early = self._early.pop(child, None)
             if self.adopt is None or self._detaching:
-                self.children.release(child, self.originals, first_stop_seen=early is not None)
-            elif self.children.release(child, self.originals, first_stop_seen=early is not None, keep=True) \
+                self.children.release(child, self.patches, first_stop_seen=early is not None)
+            elif self.children.release(child, self.patches, first_stop_seen=early is not None, keep=True) \
                     and not self.adopt(child):
                 self._request(ptrace_func.PTRACE_DETACH, child, 0, 0)  # not taken in: let go, clean
             return None
@@ -778,6 +786,7 @@ class Tracer:
                 self.memory.write(address, original)  # (a vfork child may still run in it)
         self.armed.clear()
         self.originals.clear()
+        self.patches.clear()
         if self.guardian is not None:
             self.guardian.forget_patches()
         if self.journal is not None:

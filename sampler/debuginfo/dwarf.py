@@ -108,13 +108,27 @@ bytes becomes Malformed, one clear message."""
 
 
 
+UNPACKED_FLOOR = 64 << 20
+UNPACKED_PER_BYTE = 32
+"""A file's compressed debug sections may unpack to at most UNPACKED_PER_BYTE times its size, or
+UNPACKED_FLOOR bytes when that is more: pyelftools holds every debug section whole, so what a
+small file unpacks to is what sampler holds. Debian's 273 debug files of libc6-dbg and the
+others installed here unpack to 13 times their size at most (most to 2-3 times), Go's
+compressed DWARF to 3.5 times; a 1 MB file claiming a 1 GiB .debug_str (a zlib bomb) took
+3.1 GB and 28 s before issue 32."""
+UNPACK_CHUNK = 1 << 20
+
+
 def check_sections(elf: ELFFile) -> None:
-    """Malformed when a section claims more than its file holds or than MAX_SECTION, or a
-    compressed debug section unpacks to more than it says (a zlib bomb): before pyelftools
+    """Malformed when a section claims more than its file holds or than MAX_SECTION, or the
+    compressed debug sections claim to unpack to more than the file's budget (UNPACKED_FLOOR,
+    UNPACKED_PER_BYTE), or one unpacks to more than it says (a zlib bomb): before pyelftools
     reads (and unpacks) every debug section whole. A hostile sh_size of 3 GiB on a sparse
-    file took 6.3 GB of memory."""
+    file took 6.3 GB of memory. The check unpacks a chunk at a time and keeps none of it."""
     stream = elf.stream
     end = stream.seek(0, 2)
+    budget = max(UNPACKED_FLOOR, UNPACKED_PER_BYTE * end)
+    compressed: list[tuple[str, int, int, int]] = []
     for section in elf.iter_sections():
         name = section.name
         if section["sh_type"] in ("SHT_NOBITS", "SHT_NULL"):
@@ -136,13 +150,39 @@ def check_sections(elf: ELFFile) -> None:
             continue
         if claimed > MAX_SECTION:
             raise Malformed(f"{name} is {claimed >> 20} MiB unpacked, over sampler's limit of {MAX_SECTION >> 20} MiB")
-        stream.seek(offset + start)
+        compressed.append((name, offset + start, size - start, claimed))
+    total = sum(claimed for *_, claimed in compressed)
+    if total > budget:
+        raise Malformed(f"its compressed debug sections claim {total >> 20} MiB unpacked from a file of "
+                        f"{end >> 10} KiB, over sampler's limit of {budget >> 20} MiB for it (a zlib bomb?)")
+    for name, at, size, claimed in compressed:
         try:
-            unpacked = len(zlib.decompressobj().decompress(stream.read(size - start), claimed + 1))
+            unpacked = _unpacked_size(stream, at, size, claimed + 1)
         except zlib.error as e:
             raise Malformed(f"{name} cannot be unpacked ({e})") from None
         if unpacked > claimed:
             raise Malformed(f"{name} unpacks to more than the {claimed} bytes it says (a zlib bomb?)")
+
+
+def _unpacked_size(stream: Any, at: int, size: int, limit: int) -> int:
+    """How many bytes the zlib stream of SIZE bytes at AT unpacks to, counted up to LIMIT (the
+    output is thrown away a chunk at a time)."""
+    stream.seek(at)
+    unpacker = zlib.decompressobj()
+    total, left = 0, size
+    while total < limit:
+        data = unpacker.unconsumed_tail
+        if not data:
+            if left <= 0:
+                break
+            data = stream.read(min(UNPACK_CHUNK, left))
+            if not data:
+                break
+            left -= len(data)
+        total += len(unpacker.decompress(data, min(UNPACK_CHUNK, limit - total)))
+        if unpacker.eof:
+            break
+    return total
 
 
 class Debug:

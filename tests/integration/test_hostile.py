@@ -340,6 +340,8 @@ def _craft(name: str, folder: Path) -> Path:
         die = next(d for cu in info.iter_CUs() for d in cu.iter_DIEs()
                    if d.tag == "DW_TAG_base_type" and d.attributes["DW_AT_name"].value == b"long int")
         raw[offset + die.attributes["DW_AT_byte_size"].offset] = 255
+    elif name.startswith("debug_str unpacks to"):
+        return _bomb(path, name)
     elif name == "a 20 GB sparse file":
         path.write_bytes(raw)
         os.truncate(path, 20 << 30)
@@ -354,7 +356,33 @@ def _craft(name: str, folder: Path) -> Path:
     return path
 
 
-CORPUS = ["debug_str claims 3 GiB", "debug_info cut in half", "abbreviations elsewhere", "a 255-byte long int",
+def _bomb(path: Path, name: str) -> Path:
+    """jailed with compressed DWARF whose .debug_str is zlib's stream of many zeros, appended:
+    "debug_str unpacks to N MiB[ claiming M MiB]" (the claim is the truth unless it says)."""
+    import zlib
+
+    words = name.split()
+    real = int(words[3]) << 20
+    claimed = int(words[6]) << 20 if "claiming" in words else real
+    subprocess.run(["objcopy", "--compress-debug-sections=zlib", str(BIN / "jailed"), str(path)], check=True)
+    raw = bytearray(path.read_bytes())
+    elf = ELFFile(io.BytesIO(bytes(raw)))
+    index, _, _ = _section(elf, ".debug_str")
+    packer, zeros, stream = zlib.compressobj(9), bytes(1 << 20), bytearray()
+    for _ in range(real >> 20):
+        stream += packer.compress(zeros)
+    stream += packer.flush()
+    at = len(raw)
+    raw += struct.pack("<IIQQ", 1, 0, claimed, 1) + stream  # Elf64_Chdr: ELFCOMPRESS_ZLIB, size, alignment
+    header = elf["e_shoff"] + index * 64
+    struct.pack_into("<Q", raw, header + 8, struct.unpack_from("<Q", raw, header + 8)[0] | 0x800)
+    struct.pack_into("<QQ", raw, header + 24, at, len(raw) - at)
+    path.write_bytes(raw)
+    return path
+
+
+CORPUS = ["debug_str unpacks to 1024 MiB", "debug_str unpacks to 1024 MiB claiming 10 MiB",
+          "debug_str unpacks to 48 MiB", "debug_str claims 3 GiB", "debug_info cut in half", "abbreviations elsewhere", "a 255-byte long int",
           "a 20 GB sparse file", "a FIFO", "a link to a /proc file",
           *(f"debug_info bytes flipped {seed}" for seed in range(3))]
 

@@ -382,7 +382,8 @@ def _bomb(path: Path, name: str) -> Path:
 
 
 CORPUS = ["debug_str unpacks to 1024 MiB", "debug_str unpacks to 1024 MiB claiming 10 MiB",
-          "debug_str unpacks to 48 MiB", "debug_str claims 3 GiB", "debug_info cut in half", "abbreviations elsewhere", "a 255-byte long int",
+          "debug_str unpacks to 48 MiB", "debug_str claims 3 GiB", "debug_info cut in half",
+          "abbreviations elsewhere", "a 255-byte long int",
           "a 20 GB sparse file", "a FIFO", "a link to a /proc file",
           *(f"debug_info bytes flipped {seed}" for seed in range(3))]
 

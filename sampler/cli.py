@@ -26,7 +26,7 @@ from sampler.errors import (
 )
 from sampler.language import expr
 from sampler.language.condition import Condition
-from sampler.output import Output
+from sampler.output import Output, outlet
 from sampler.output.csv import FORMATS
 from sampler.safety import supervisor
 from sampler.safety.repair import repair as repair_journal
@@ -503,7 +503,14 @@ def _run(config: SessionConfig, common: dict[str, Any], how: str) -> int:
         supervisor.release_signals()  # a Ctrl-C since the fork is raised here, inside _exit_code
         return run.sample(config, output, how)
 
-    return supervisor.run_in_worker(lambda: _exit_code(guarded), config.targets, config.guardian)
+    def in_worker() -> int:
+        outlet.install()  # no write of the worker's ever holds its loop (output/outlet.py)
+        try:
+            return _exit_code(guarded)
+        finally:
+            outlet.finish()
+
+    return supervisor.run_in_worker(in_worker, config.targets, config.guardian)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

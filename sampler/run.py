@@ -21,9 +21,9 @@ from sampler import notice
 from sampler.backends.base import Backend
 from sampler.backends.select import build, pick
 from sampler.config import SessionConfig
-from sampler.errors import ExpressionError, LocationNotFound, SamplerError, TargetExited, UsageError
+from sampler.errors import ExpressionError, LocationNotFound, OutputLost, SamplerError, TargetExited, UsageError
 from sampler.language.condition import Condition
-from sampler.output import Output, Writer
+from sampler.output import Output, Writer, outlet
 from sampler.output.aggregate import Aggregate
 from sampler.output.console import ConsoleWriter
 from sampler.output.csv import writer_for
@@ -46,6 +46,7 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
     # a bad --out is refused before any work; counting in sampler writes rows only to a file named
     rows = writer_for(out, names, output.format) if out != "-" or not output.aggregating else None
     writers: list[Writer] = [rows] if rows is not None else []
+    lost: SamplerError | None = None
     try:
         if target is None:
             backend: Backend = _fleet(config, quiet, how)
@@ -84,6 +85,16 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+        try:
+            outlet.settle()  # every row written (a stop signal cuts the wait to a second)
+        except (SamplerError, OSError) as e:
+            lost = e if isinstance(e, SamplerError) else OutputLost(f"cannot write the output: {e.strerror or e}")
+    if lost is not None:
+        raise lost
+    for name, count in outlet.dropped():  # under --quiet too: rows are missing
+        what = "per-sample lines" if name == "stderr" else "rows"
+        notice.say(f"{count} {what} to {name} were dropped: its reader fell behind (sampler never waits for "
+                   "its output while the target may be held; the seq column shows where)")
     if not quiet:
         median = summary.pause_us.median() / 1000
         ended = f", stopped by {summary.stopped_by}" if summary.stopped_by else ""

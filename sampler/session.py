@@ -19,7 +19,7 @@ from sampler.backends.base import Backend
 from sampler.budget import Budget, wake_latency_s
 from sampler.config import SessionConfig
 from sampler.durations import format_duration
-from sampler.output import Writer
+from sampler.output import Writer, outlet
 from sampler.quantile import LogHistogram
 from sampler.sample import Reading, Sample, Value, format_value
 from sampler.stop import StopFlag
@@ -230,6 +230,7 @@ class Session:
             if not self.stop.is_set():
                 self.summary.stopped_by = signal.Signals(signum).name
             self.stop.set()
+            outlet.request_stop()  # what is still queued for a reader may take a second more, no longer
 
         previous = {signum: signal.signal(signum, request_stop) for signum in STOP_SIGNALS}
         try:

@@ -1,5 +1,6 @@
 """Row files: CSV (header once sampling starts, one row per sample) and JSON Lines (one
-object per sample, numbers as numbers); each row written whole and at once."""
+object per sample, numbers as numbers); each row written whole and at once, by the file's
+own thread (outlet.py): a reader that stops reading never holds the sampling loop."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from sampler.errors import OutputError, OutputLost
+from sampler.output import outlet
 from sampler.sample import Sample, columns, record, row
 
 
@@ -37,6 +39,9 @@ class CsvWriter:
         self._fd = self._open(truncate=False) if self._own else sys.stdout.fileno()
         self._good = 0  # bytes of whole rows in the file
         self._begun = False  # the header went out: later failures are mid-run
+        shared = None if self._own else outlet.stdout()  # --out -: in order with the rest of stdout
+        self._shared = shared is not None
+        self.outlet = shared or outlet.register(outlet.Outlet(self.path if self._own else "stdout", self._sink))
 
     def name_columns(self, names: Sequence[str]) -> None:
         """Before ``begin``: the value columns as the backend lays them out (a probe column)."""
@@ -52,18 +57,35 @@ class CsvWriter:
                 raise OutputError(f"cannot write --out {self.path}: {e.strerror}") from None
         else:
             sys.stdout.flush()
-        self._emit_header()
         self._begun = True
+        self._put(("header", 0, _csv_line(self._header) if self._header_line else b""))
+
+    _header_line = True
 
     def write(self, sample: Sample) -> None:
-        if self._own and self._removed():
+        self._put(("row", sample.seq, self._encode(sample)))
+
+    def _put(self, item: tuple[str, int, bytes]) -> None:
+        try:
+            self.outlet.put(item[2] if self._shared else item)
+        except OSError as e:  # the shared stdout's thread could not write
+            raise OutputLost(f"cannot write --out {self.path}: {e.strerror or e}") from None
+
+    def _sink(self, item: tuple[str, int, bytes]) -> None:
+        """In the outlet's thread: one row (or the header, or the close) written whole."""
+        kind, seq, data = item
+        if kind == "close":
+            self._close_now()
+            return
+        if kind == "row" and self._own and self._removed():
             old, self._fd = self._fd, self._open(truncate=True)
             os.close(old)
             self._good = 0
             self._emit_header()
             print(f"sampler: --out {self.path} was removed while sampling: writing a new one from sample "
-                  f"{sample.seq}", file=sys.stderr, flush=True)
-        self._emit(self._encode(sample))
+                  f"{seq}", file=sys.stderr, flush=True)
+        if data:
+            self._emit(data)
 
     def _open(self, truncate: bool) -> int:
         """The file at --out, never through a link or into a file someone else planted: a new
@@ -129,6 +151,12 @@ class CsvWriter:
         self._good += len(data)
 
     def close(self) -> None:
+        """The file is closed once every row queued before is written (outlet.settle waits for it)."""
+        if self._shared:
+            return
+        self.outlet.put(("close", 0, b""))
+
+    def _close_now(self) -> None:
         if self._own and self._fd >= 0:
             fd, self._fd = self._fd, -1
             try:
@@ -144,6 +172,8 @@ class CsvWriter:
 
 class JsonLinesWriter(CsvWriter):
     """The same fields as the CSV, one JSON object per line, numbers as numbers, no header."""
+
+    _header_line = False
 
     def _emit_header(self) -> None:
         pass

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from sampler.errors import OutputError
+from sampler.output import outlet
 from sampler.output.console import ConsoleWriter, format_line
 from sampler.output.csv import CsvWriter
 from sampler.sample import Reading, Sample
@@ -23,7 +24,8 @@ def test_header_once_and_one_flushed_row_per_sample(tmp_path: Path) -> None:
     writer = CsvWriter(str(path), ["delta", "b.r"])
     writer.begin()
     writer.write(sample(1, (448, 7)))
-    # flushed: readable before close
+    outlet.settle()
+    # written by the file's thread: readable before close
     rows = list(csv.reader(path.read_text().splitlines()))
     assert rows == [
         ["seq", "time", "elapsed_s", "pid", "thread", "delta", "b.r", "pause_us", "wait_us", "late_us", "error"],
@@ -31,6 +33,7 @@ def test_header_once_and_one_flushed_row_per_sample(tmp_path: Path) -> None:
     ]
     writer.write(sample(2, (None, 1.5), error='delta: nil pointer, "quoted"'))
     writer.close()
+    outlet.settle()
     rows = list(csv.DictReader(path.read_text().splitlines()))
     assert rows[1]["delta"] == "" and rows[1]["b.r"] == "1.5"
     assert rows[1]["error"] == 'delta: nil pointer, "quoted"'
@@ -56,6 +59,7 @@ def test_no_header_until_sampling_starts(tmp_path: Path) -> None:
     # WHEN writers are opened and closed without sampling ever starting (an attach error)
     for path in (kept, new):
         CsvWriter(str(path), ["x"]).close()
+    outlet.settle()
     # THEN the existing file is as it was, and the new one is not left behind
     assert kept.read_text() == "an earlier run\n"
     assert not new.exists()
@@ -66,6 +70,7 @@ def test_stdout_gets_the_header_only_at_begin(capfd: pytest.CaptureFixture[str])
     assert capfd.readouterr().out == ""
     writer.begin()
     writer.close()
+    outlet.settle()
     assert capfd.readouterr().out.splitlines()[0].startswith("seq,time,")
 
 

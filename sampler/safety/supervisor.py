@@ -19,11 +19,37 @@ import ctypes
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Sequence
 
 PR_SET_PDEATHSIG = 1
 PR_SET_NAME = 15
 PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+EXIT_WAIT_S = 0.5
+"""How long the front waits for a worker that said its exit code to be gone."""
+
+
+def _let_go_of_stdio() -> None:
+    """stdin, stdout and stderr onto /dev/null (the worker is done with them)."""
+    try:
+        null = os.open(os.devnull, os.O_RDWR)
+    except OSError:
+        return
+    for fd in (0, 1, 2):
+        try:
+            os.dup2(null, fd)
+        except OSError:
+            pass
+    os.close(null)
+
+
+def _close(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
 
 
 def name_process(name: bytes) -> None:
@@ -59,9 +85,12 @@ def run_in_worker(work: Callable[[], int], targets: Sequence[int], guarded: bool
     sys.stderr.flush()
     # held from the fork until the front passes them on: a Ctrl-C in between reaches the worker
     unblocked = signal.pthread_sigmask(signal.SIG_BLOCK, PASSED_ON)
+    said, says = os.pipe2(os.O_CLOEXEC)  # the worker's exit code, said before it exits
     worker = os.fork()
     if worker == 0:
         code = 70
+        os.close(said)
+        os.register_at_fork(after_in_child=lambda: _close(says))  # the guardian says nothing here
         try:
             for signum in PASSED_ON:  # kept until work() calls release_signals() inside its own guard
                 signal.signal(signum, _hold)
@@ -77,7 +106,11 @@ def run_in_worker(work: Callable[[], int], targets: Sequence[int], guarded: bool
                 sys.stdout.flush()
                 sys.stderr.flush()
             finally:
-                os._exit(code)
+                try:
+                    _let_go_of_stdio()  # a thread left waiting on memory (guard.py) keeps the process
+                    os.write(says, bytes([code & 0xFF]))  # and its files: not a pipe's reader waiting
+                finally:
+                    os._exit(code)
 
     try:  # under memory pressure the OOM killer takes the front first: the worker then leaves cleanly
         with open("/proc/self/oom_score_adj", "w") as f:
@@ -94,6 +127,14 @@ def run_in_worker(work: Callable[[], int], targets: Sequence[int], guarded: bool
     for signum in PASSED_ON:
         signal.signal(signum, pass_on)
     signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)
+    os.close(says)
+    told = os.read(said, 1)  # retried by Python when a signal interrupts it
+    os.close(said)
+    if told:  # it ended its run: its exit follows at once, unless a thread of it waits on memory
+        deadline = time.monotonic() + EXIT_WAIT_S  # that never answers (guard.py): then it is left to init
+        while os.waitpid(worker, os.WNOHANG)[0] == 0 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        return told[0]
     _, status = os.waitpid(worker, 0)  # retried by Python when a signal interrupts it
     code = os.waitstatus_to_exitcode(status)
     if code >= 0:

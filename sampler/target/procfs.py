@@ -19,7 +19,7 @@ YAMA = Path("/proc/sys/kernel/yama/ptrace_scope")
 def status(pid: int) -> dict[str, str]:
     """/proc/PID/status as a dict; raise ProcessNotFound when the process is gone."""
     try:
-        with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as f:
+        with open(f"/proc/{pid}/status", encoding="utf-8", errors="surrogateescape") as f:
             lines = f.read().splitlines()
     except (FileNotFoundError, ProcessLookupError):
         raise ProcessNotFound(f"no process with PID {pid}") from None
@@ -90,7 +90,7 @@ def start_time(pid: int) -> int | None:
 def comm(pid: int) -> str:
     """The process's short name, or 'unknown'."""
     try:
-        return Path(f"/proc/{pid}/comm").read_text(errors="replace").strip()
+        return Path(f"/proc/{pid}/comm").read_text(errors="surrogateescape").strip()
     except OSError:
         return "unknown"
 
@@ -162,6 +162,16 @@ def in_root(pid: int, path: str) -> str:
     return f"/proc/{pid}/root{path}"
 
 
+def file_systems(pid: int) -> set[str]:
+    """The types of the file systems mounted where ``pid`` lives (/proc/PID/mountinfo)."""
+    try:
+        with open(f"/proc/{pid}/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+            lines = f.read().splitlines()
+    except (FileNotFoundError, ProcessLookupError):
+        raise ProcessNotFound(f"no process with PID {pid}") from None
+    return {line.split(" - ", 1)[1].split()[0] for line in lines if " - " in line}
+
+
 def yama_scope() -> int | None:
     """kernel.yama.ptrace_scope, or None when the kernel has no Yama."""
     try:
@@ -194,7 +204,7 @@ class Mapping:
 def maps(pid: int) -> list[Mapping]:
     """The process's memory mappings; ProcessNotFound when it is gone."""
     try:
-        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as f:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="surrogateescape") as f:
             lines = f.read().splitlines()
     except (FileNotFoundError, ProcessLookupError):
         raise ProcessNotFound(f"no process with PID {pid}") from None

@@ -32,6 +32,7 @@ from tests.integration.targets import (
     SAMPLER_ENV,
     Target,
     assert_csv_whole,
+    assert_text_matches_file,
     descendants,
     finish,
     sampler,
@@ -215,6 +216,55 @@ def test_out_is_never_written_through_a_link_someone_planted(jailed: list[Target
     assert proc.returncode != 0 and "made again by someone else" in stderr, stderr
     assert secret.read_text() == "root's own\n"
     target.assert_untouched()
+
+
+def test_out_made_again_stays_in_the_folder_it_was_in(jailed: list[Target], tmp_path: Path) -> None:
+    # GIVEN root's --out in another user's folder inside a world-writable one, and a root-only folder
+    target = Target([str(BIN / "jailed")])
+    jailed.append(target)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    theirs = shared / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, 65534, 65534)
+    secret = tmp_path / "root-only"
+    secret.mkdir(mode=0o700)
+    out = theirs / "rows.csv"
+    proc = start_sampler("attach", "--pid", str(target.pid), "--backend", "ptrace", "--quiet", "--expr", "counter",
+                         "--rate", "20", "--duration", "4s", "--out", str(out))
+    wait_for_rows(out, proc, 2)
+    # WHEN that user swaps their folder for a link to the root-only one and removes the file
+    moved = shared / "moved"
+    theirs.rename(moved)
+    theirs.symlink_to(secret)
+    (moved / "rows.csv").unlink()
+    _, stderr = finish(proc)
+    # THEN the file is made again in the folder it was in, never in the root-only one
+    assert proc.returncode == 0, stderr
+    assert list(secret.iterdir()) == [], list(secret.iterdir())
+    assert "was removed while sampling" in stderr, stderr
+    rows = assert_csv_whole(moved / "rows.csv")
+    assert len(rows) >= 10, len(rows)
+    target.assert_untouched()
+
+
+def test_a_name_that_is_not_utf8_is_printed_byte_by_byte(tmp_path: Path) -> None:
+    # GIVEN two processes whose name and command line hold the byte 0x9b (not UTF-8; a C1 CSI once decoded)
+    program = tmp_path / os.fsdecode(b"evil\x9bsl")
+    shutil.copy2("/bin/sleep", program)
+    procs = [subprocess.Popen([program, "30"]) for _ in range(2)]
+    try:
+        time.sleep(0.3)
+        # WHEN --pgrep lists them
+        result = sampler("attach", "--pgrep", "evil", "--expr", "x", "--count", "1")
+        # THEN the byte is written as \x9b, never as U+FFFD
+        assert result.returncode == 2 and "matches 2 processes" in result.stderr, result.stderr
+        assert result.stderr.count("evil\\x9bsl") >= 2 and "\ufffd" not in result.stderr, result.stderr
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
 
 
 def test_a_program_file_with_a_huge_sparse_tail_costs_nothing(jailed: list[Target], tmp_path: Path) -> None:
@@ -671,3 +721,169 @@ def _comm(pid: int) -> str:
         return Path(f"/proc/{pid}/comm").read_text().strip()
     except OSError:
         return ""
+
+
+# -- memory the target backs that never answers (issue 32) -------------------------------------
+
+MAPS_HANGFS = r"""
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+/* maps FILE and points `pointer` at OFFSET in it; the main thread calls tick() every 5 ms (and,
+   with "deref", once reads *pointer itself at a breakpoint-able instruction); another thread
+   prints each second how many loops it made and how many ticks the main thread made */
+volatile long *pointer;
+volatile long counter, ticks;
+__attribute__((noinline)) long tick(long n) { counter += n; ticks++; return counter; }
+__attribute__((naked, noinline)) long deref(volatile long *p) { __asm__("mov (%rdi), %rax\n\tret\n"); }
+static void *report(void *unused) {
+    long last = 0;
+    for (;;) {
+        long loops = 0;
+        for (int i = 0; i < 1000; i++) { usleep(1000); loops++; }
+        printf("requests/s=%ld\nticks/s=%ld\n", loops, ticks - last);
+        fflush(stdout);
+        last = ticks;
+    }
+    return unused;
+}
+int main(int argc, char **argv) {
+    int fd = open(argv[1], O_RDONLY);
+    char *map = fd < 0 ? MAP_FAILED : mmap(NULL, 8192, PROT_READ, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) { perror(argv[1]); return 1; }
+    if (map[0] != 0x42) return 2;  /* the first page is answered */
+    pointer = (volatile long *)(map + atoi(argv[2]));
+    pthread_t thread;
+    pthread_create(&thread, NULL, report, NULL);
+    printf("ready pid=%d\n", getpid());
+    fflush(stdout);
+    for (long i = 0;; i++) {
+        tick(1);
+        usleep(5000);
+        if (argc > 3 && !strcmp(argv[3], "deref") && i == 200) deref(pointer);
+    }
+}
+"""
+FUSE_ANSWERED = 0x4242424242424242
+
+
+@pytest.fixture
+def hangfs(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """A FUSE file that never answers for its second page (tests/integration/hangfs.py), and the
+    program that maps it."""
+    mountpoint = tmp_path / "hang"
+    mountpoint.mkdir()
+    server = subprocess.Popen([sys.executable, "-m", "tests.integration.hangfs", str(mountpoint)], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert server.stdout is not None and server.stdout.readline().strip() == "mounted", "no FUSE mount"
+        source, program = tmp_path / "maps.c", tmp_path / "maps-hangfs"
+        source.write_text(MAPS_HANGFS)
+        subprocess.run(["cc", "-O1", "-g", "-pthread", "-o", str(program), str(source)], check=True)
+        yield mountpoint / "file", program
+    finally:
+        server.kill()  # the kernel aborts every read it held: whatever waited on them goes on
+        server.wait(10)
+        if server.stdout is not None:
+            server.stdout.close()
+        subprocess.run(["umount", "-l", str(mountpoint)], capture_output=True)
+
+
+def _ticks(target: Target) -> list[int]:
+    return [int(line.split("=")[1]) for line in target.lines if line.startswith("ticks/s=")]
+
+
+@pytest.mark.parametrize("command", ["attach", "trace"])
+def test_memory_that_never_answers_holds_nothing(start_target: Callable[..., Target], hangfs: tuple[Path, Path],
+                                                 tmp_path: Path, command: str) -> None:
+    """Before: the first hit's read of *pointer waited in the kernel for good (the worker in D
+    state, SIGKILL included), the thread at the breakpoint held, SIGTERM ignored."""
+    file, program = hangfs
+    # GIVEN a program whose `pointer` points into the page of its FUSE file that never answers
+    target = start_target(str(program), str(file), "4096", binary=False)
+    before = len(_ticks(target))
+    out = tmp_path / "rows.csv"
+    # WHEN it is sampled (or traced) at tick() with *pointer among the values, for 3 s
+    timing = ["--interval", "100ms"] if command == "attach" else []
+    started = time.monotonic()
+    proc = start_sampler(command, "--backend", "ptrace", "--pid", str(target.pid), "--at", "tick", "--expr", "n",
+                         "--expr", "v=*pointer", "--duration", "3s", "--quiet", "--out", str(out), *timing)
+    _, stderr = finish(proc, 30)
+    took = time.monotonic() - started
+    # THEN the run ends on time, the rows say the read did not return and keep the other value,
+    # the thread at the breakpoint never stopped ticking, and the target is let go
+    assert proc.returncode == 0 and took < 10, (proc.returncode, took, stderr)
+    rows = assert_csv_whole(out)
+    assert any("did not return" in row["error"] for row in rows), rows[:3]
+    assert sum(row["n"] == "1" for row in rows) >= len(rows) - 2 and len(rows) >= 10, rows[:3]
+    assert not any(row["v"] for row in rows)
+    assert "did not return within 100 ms" in stderr, stderr  # the summary says it, --quiet or not
+    target.more_throughput(1)
+    during = _ticks(target)[before:]
+    assert during and min(during) > 50, during
+    target.assert_untouched()
+    assert_text_matches_file(target)
+
+
+def test_a_process_whose_memory_never_answers_holds_no_other(start_target: Callable[..., Target],
+                                                              hangfs: tuple[Path, Path], tmp_path: Path) -> None:
+    # GIVEN two processes of one program: one points into the page that never answers, one into
+    # the page that does
+    file, program = hangfs
+    hanging = start_target(str(program), str(file), "4096", binary=False)
+    fine = start_target(str(program), str(file), "0", binary=False)
+    out = tmp_path / "rows.csv"
+    # WHEN both are sampled in one run at 10 Hz for 3 s
+    proc = start_sampler("attach", "--backend", "ptrace", "--pid", str(hanging.pid), "--pid", str(fine.pid),
+                         "--at", "tick", "--expr", "v=*pointer", "--interval", "100ms", "--duration", "3s",
+                         "--quiet", "--out", str(out))
+    _, stderr = finish(proc, 30)
+    # THEN the other process got a row at every tick, each with the value its page holds
+    assert proc.returncode == 0, stderr
+    rows = assert_csv_whole(out)
+    theirs = [row for row in rows if row["pid"] == str(fine.pid)]
+    mine = [row for row in rows if row["pid"] == str(hanging.pid)]
+    assert len(theirs) >= 20 and all(int(row["v"]) == FUSE_ANSWERED and not row["error"] for row in theirs), \
+        theirs[:3]
+    assert len(mine) >= 20 and all(row["error"] for row in mine)
+    for target in (hanging, fine):
+        target.assert_untouched()
+
+
+def test_a_ctrl_c_ends_a_run_whose_reads_never_return(start_target: Callable[..., Target],
+                                                      hangfs: tuple[Path, Path], tmp_path: Path) -> None:
+    file, program = hangfs
+    target = start_target(str(program), str(file), "4096", binary=False)
+    proc = subprocess.Popen([sys.executable, "-m", "sampler", "trace", "--backend", "ptrace", "--pid",
+                             str(target.pid), "--at", "tick", "--expr", "v=*pointer", "--quiet", "--out",
+                             str(tmp_path / "rows.csv")], cwd=ROOT, env=SAMPLER_ENV, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    time.sleep(2)
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal sends it
+    _, stderr = finish(proc, 15)
+    assert proc.returncode == 0 and "Traceback" not in stderr, stderr
+    target.assert_untouched()
+
+
+def test_a_step_whose_instruction_waits_on_such_memory_holds_no_other_thread(
+        start_target: Callable[..., Target], hangfs: tuple[Path, Path], tmp_path: Path) -> None:
+    """deref()'s one instruction reads the page that never answers: single-stepped (it is not
+    one sampler emulates) with the other threads held, the step never ended and they stayed held."""
+    file, program = hangfs
+    target = start_target(str(program), str(file), "4096", "deref", binary=False)
+    before = len(target.throughput())
+    proc = start_sampler("trace", "--backend", "ptrace", "--pid", str(target.pid), "--at", "deref",
+                         "--duration", "4s", "--quiet", "--out", str(tmp_path / "rows.csv"))
+    _, stderr = finish(proc, 30)
+    assert proc.returncode == 0, stderr
+    assert "could not be held" in stderr, stderr  # the summary says the byte was out meanwhile
+    # THEN the target's other thread worked through the whole run (its main thread waits on its
+    # own FUSE file, as it would untraced), and sampler let the process go
+    loops = target.more_throughput(1)
+    during = target.throughput()[before:]
+    assert len(during) >= 4 and min(during) > 500, during
+    assert loops and target.status()["TracerPid"].strip() == "0"

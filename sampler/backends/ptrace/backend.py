@@ -24,8 +24,9 @@ from typing import ClassVar
 from sampler import notice
 from sampler.backends.base import Capabilities
 from sampler.backends.cycle import miss
+from sampler.backends.ptrace.guard import TIMEOUT_S, Guard
 from sampler.backends.ptrace.instructions import MAX_FUNCTION, starts_instruction
-from sampler.backends.ptrace.memory import Memory, UnreadableMemory
+from sampler.backends.ptrace.memory import Memory, MemoryHang, UnreadableMemory
 from sampler.backends.ptrace.plan import Snapshot
 from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.router import Router
@@ -90,6 +91,8 @@ class PtraceBackend:
         self._turn = 0
         """The probe the next sample is of."""
         self.memory: Memory | None = None
+        self.zero_stop_guard = Guard(config.pid)
+        """What makes the zero-stop reads, TIMEOUT_S at most a row (guard.py)."""
         self.tracer: Tracer | None = None
         self.guardian: Guardian | None = None
         self.tally = Tally()
@@ -125,10 +128,14 @@ class PtraceBackend:
         for site in self.sites:
             site.scope.check()  # without --at every name must be a global: others refused now
         if zero_stop:
-            site = self.sites[0]
+            site, memory = self.sites[0], self.memory
+            self.zero_stop_guard.on_hang = memory.mark_hung
             if site.scope.is_go:
                 site.scope.prepare_go(self.memory.read)
-            site.evaluate(self.memory, None)
+            try:
+                self.zero_stop_guard.call(lambda: site.evaluate(memory, None))
+            except MemoryHang:
+                pass  # the rows say it
             return
         for site in self.sites:
             assert site.address is not None
@@ -186,10 +193,15 @@ class PtraceBackend:
         return reading if reading is not None else self.end_turn(turn, stop)
 
     def read_globals(self) -> Reading:
-        """Zero-stop reads: nothing stops."""
+        """Zero-stop reads: nothing stops (a read that does not return in time is the row's error)."""
         memory = self.memory
         assert memory is not None
-        values, errors = self.sites[0].evaluate(memory, None)
+        site = self.sites[0]
+        try:
+            values, errors = self.zero_stop_guard.call(lambda: site.evaluate(memory, None))
+        except MemoryHang as e:
+            return Reading(site.missed(str(e), 0.0).values, error="; ".join(
+                f"{expression.name}: {e}" for expression in site.expressions))
         if errors:  # reads fail once it is gone
             memory.check_alive()
         return Reading(values, error="; ".join(errors))
@@ -227,7 +239,8 @@ class PtraceBackend:
                 return None
             self._disarm(sites)  # the hit one's byte is back already
             tracer.let_run()
-            caught_hit, snapshot = caught
+            caught_hit, held = caught
+            snapshot = Snapshot(held) if isinstance(held, MemoryHang) else held
             site = self._at[caught_hit.address]
             site.warm = caught_hit
             return site.reading(memory, caught_hit, turn.armed, [None] * len(site.expressions), snapshot)
@@ -242,7 +255,7 @@ class PtraceBackend:
             self._disarm(sites)  # the bytes go back before the thread does
         finally:
             tracer.rewind(hit)  # and the thread onto its instruction, before anything else is read
-        return self._at[hit.address].read_hit(memory, hit, turn.armed, self._resume)
+        return self._at[hit.address].read_hit(memory, hit, turn.armed, self._resume, tracer.guard)
 
     def end_turn(self, turn: Turn, stop: StopFlag) -> Reading:
         """No hit by the deadline: the breakpoints out, a miss."""
@@ -289,17 +302,18 @@ class PtraceBackend:
                 # worker without this, 190-210 us with it (bench/stall.py's target, 1 %); at full
                 # speed (no budget) the pause between hits costs the rate more than it saves
                 tracer.let_run()
-            caught_hit, snapshot = caught
+            caught_hit, held = caught
+            snapshot = Snapshot(held) if isinstance(held, MemoryHang) else held
             site = self._at[caught_hit.address]
             return site.reading(memory, caught_hit, waiting, [None] * len(site.expressions), snapshot)
         hit = tracer.wait_for_hit(until, stop)
         if hit is None:
             return None
-        return self._at[hit.address].read_hit(memory, hit, waiting, self._step_over)
+        return self._at[hit.address].read_hit(memory, hit, waiting, self._step_over, tracer.guard)
 
     def _step_over(self, hit: Hit) -> None:
         assert self.tracer is not None
-        self.tracer.step_over(hit)
+        self.tracer.step_over(hit)  # (its emulation's memory through the guard)
         if self.config.max_overhead is not None:
             self.tracer.let_run()  # as in trace()'s hot path
 
@@ -319,6 +333,7 @@ class PtraceBackend:
 
     def detach(self) -> None:
         try:
+            self.tally.hangs = self.zero_stop_guard.hangs
             if self.tracer is not None:
                 tracer, self.tracer = self.tracer, None
                 try:
@@ -326,7 +341,8 @@ class PtraceBackend:
                 finally:
                     self.tally = Tally(tracer.children.released, tracer.unsure, tracer.vfork_windows,
                                        tracer.emulated, tracer.stepped,
-                                       tracer.checked if CHECK_EMULATION else None, list(tracer.mismatches))
+                                       tracer.checked if CHECK_EMULATION else None, list(tracer.mismatches),
+                                       tracer.guard.hangs + self.zero_stop_guard.hangs)
             if self.guardian is not None:  # only once every byte is back
                 guardian, self.guardian = self.guardian, None
                 guardian.dismiss()
@@ -356,13 +372,16 @@ class Tally:
     """With SAMPLER_CHECK_EMULATION=1: hits checked."""
     differed: list[str] = field(default_factory=list)
     """Where the emulation differed from the CPU."""
+    hangs: int = 0
+    """Reads of the target's memory that did not return in time (guard.py)."""
 
     def __add__(self, other: Tally) -> Tally:
         checked = None if self.checked is None and other.checked is None else \
             (self.checked or 0) + (other.checked or 0)
         return Tally(self.released + other.released, self.unsure + other.unsure,
                      self.vfork_windows + other.vfork_windows, self.emulated + other.emulated,
-                     self.stepped + other.stepped, checked, self.differed + other.differed)
+                     self.stepped + other.stepped, checked, self.differed + other.differed,
+                     self.hangs + other.hangs)
 
     def notes(self, every_hit: bool, many: bool = False) -> list[str]:
         """``many``: of a run of many processes."""
@@ -382,6 +401,11 @@ class Tally:
             said.append(f"every hit: {self.emulated} ran on without a single-step, {self.stepped} single-stepped"
                         + (" (the instruction under the breakpoint is not one sampler emulates: each hit "
                            "stops the thread twice)" if self.stepped and not self.emulated else ""))
+        if self.hangs:
+            said.append(f"{self.hangs} read(s) of the target's memory did not return within "
+                        f"{TIMEOUT_S * 1000:.0f} ms (memory backed by a file system that does not answer?): their "
+                        "values are missed, the rows say so, those pages were not read again, and sampler's threads "
+                        "waiting on them stay until they return")
         if self.checked is not None:
             said.append(f"emulation checked against the CPU at {self.checked} hit(s): {len(self.differed)} differed"
                         + (f" (first: {self.differed[0]})" if self.differed else ""))

@@ -49,7 +49,7 @@ from typing import Any
 from capstone import CS_ARCH_X86, CS_MODE_64, Cs, CsError  # type: ignore[import-untyped]
 from capstone import x86_const as X
 
-from sampler.backends.ptrace.memory import LAST_ADDRESS, Memory, Protections
+from sampler.backends.ptrace.memory import LAST_ADDRESS, Memory, Protections, check_left
 
 
 class Access:
@@ -61,22 +61,30 @@ class Access:
         self.protections = protections
 
     def read(self, address: int, size: int) -> bytes | None:
-        if not 0 < address < address + size < LAST_ADDRESS or not self.protections.allows(address, size, b"r"):
+        memory = self.memory
+        if not 0 < address < address + size < LAST_ADDRESS or not self.protections.allows(address, size, b"r") \
+                or (memory.hung and memory.refuses(address, size)):
             return None
+        memory.inflight = (address, size)
         try:
-            data = os.pread(self.memory.fd, size, address)
+            data = os.pread(memory.fd, size, address)
         except OSError:
-            return None
+            data = b""
+        check_left()
         return data if len(data) == size else None
 
     def write(self, address: int, data: bytes) -> bool:
-        if not 0 < address < address + len(data) < LAST_ADDRESS \
-                or not self.protections.allows(address, len(data), b"w"):
+        memory = self.memory
+        if not 0 < address < address + len(data) < LAST_ADDRESS or not self.protections.allows(
+                address, len(data), b"w") or (memory.hung and memory.refuses(address, len(data))):
             return False
+        memory.inflight = (address, len(data))
         try:
-            return os.pwrite(self.memory.fd, data, address) == len(data)
+            written = os.pwrite(memory.fd, data, address)
         except OSError:
-            return False
+            written = -1
+        check_left()
+        return written == len(data)
 
 
 class Recorder(Access):

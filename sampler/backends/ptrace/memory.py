@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import threading
 import time
 from collections.abc import Callable
 
@@ -36,6 +37,26 @@ class UnreadableMemory(Exception):
     """An address the target has not mapped (a per-sample problem, not a session error)."""
 
 
+class MemoryHang(UnreadableMemory):
+    """A read of the target's memory did not return in time (guard.py)."""
+
+
+class Abandoned(BaseException):
+    """Raised in a helper thread that was left waiting on a read (guard.py), when the read
+    returns at last: it stops there, before it touches anything the tracing thread uses."""
+
+
+helping = threading.local()
+"""In a helper thread of guard.py: ``helping.left`` is an Event set once it was left."""
+
+
+def check_left() -> None:
+    """After every read and write: a helper that was left stops (Abandoned)."""
+    left = getattr(helping, "left", None)
+    if left is not None and left.is_set():
+        raise Abandoned()
+
+
 class Memory:
     def __init__(self, pid: int, writable: bool = False) -> None:
         self.pid = pid
@@ -45,6 +66,10 @@ class Memory:
             raise TargetExited(f"target process {pid} exited") from None
         except PermissionError:
             raise permission.denied(pid, "read the memory of") from None
+        self.hung: set[int] = set()
+        """Pages a read of which did not return (guard.py): not read again."""
+        self.inflight = (0, 0)
+        """(address, size) of the read being made (the one left waiting, when it did not return)."""
         self.protections: Protections | None = None
         """Writable (a run with breakpoints): the mappings of this same memory, opened with it,
         for the instructions sampler runs for a thread (emulate.py)."""
@@ -60,10 +85,15 @@ class Memory:
             raise UnreadableMemory(f"cannot read {size} bytes at {address:#x} (null pointer)")
         if address + size > LAST_ADDRESS or not 0 < size <= MAX_READ:
             raise UnreadableMemory(f"cannot read {size} bytes at {address:#x} (out of the address space)")
+        if self.hung and self.refuses(address, size):
+            raise MemoryHang(f"memory read at {address:#x} did not return before: not read again")
+        self.inflight = (address, size)
         try:
             data = os.pread(self.fd, size, address)
         except OSError:  # EIO: nothing mapped there (a bad pointer, the common case: no /proc read)
+            check_left()
             raise UnreadableMemory(f"cannot read {size} bytes at {address:#x}") from None
+        check_left()
         if len(data) != size:
             if not data:  # end of file, not EIO: the address space is gone (an exit or an exec)
                 self.check_alive()
@@ -93,6 +123,16 @@ class Memory:
             except UnreadableMemory:
                 results.append(None)
         return results
+
+    def refuses(self, address: int, size: int) -> bool:
+        """A read there would touch a page whose read did not return before."""
+        return any(page in self.hung for page in range(address >> 12, ((address + max(size, 1) - 1) >> 12) + 1))
+
+    def mark_hung(self) -> None:
+        """The read in flight did not return: its pages are not read again."""
+        address, size = self.inflight
+        if 0 < size <= MAX_READ:
+            self.hung.update(range(address >> 12, ((address + size - 1) >> 12) + 1))
 
     def batch(self, sizes: list[int]) -> Batch:
         """Reads of these sizes, to be made again and again at other addresses."""
@@ -158,22 +198,34 @@ class Batch:
     def read(self, addresses: list[int]) -> bytes | None:
         """The bytes of every read, one after the other; None unless all of them were read
         (then the caller reads them the careful way, one by one)."""
-        fd = self.memory.fd
+        memory = self.memory
+        fd = memory.fd
+        if memory.hung and any(memory.refuses(a, n) for a, n in zip(addresses, self.sizes)):
+            return None
         try:
             if self.count == 1:
+                memory.inflight = (addresses[0], self._size)
                 data = os.pread(fd, self._size, addresses[0])
+                check_left()
                 return data if len(data) == self._size else None
             low = min(addresses)
             high = max(address + size for address, size in zip(addresses, self.sizes))
             if high - low <= SPAN:
+                memory.inflight = (low, high - low)
                 span = os.pread(fd, high - low, low)
+                check_left()
                 if len(span) != high - low:
                     return None
                 return b"".join(span[address - low:address - low + size]
                                 for address, size in zip(addresses, self.sizes))
-            parts = [os.pread(fd, size, address) for address, size in zip(addresses, self.sizes)]
+            parts = []
+            for address, size in zip(addresses, self.sizes):
+                memory.inflight = (address, size)
+                parts.append(os.pread(fd, size, address))
         except (OSError, OverflowError):
+            check_left()
             return None
+        check_left()
         data = b"".join(parts)
         return data if len(data) == self.total else None
 

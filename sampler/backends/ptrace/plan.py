@@ -320,12 +320,16 @@ class ReadPlan:
 class Snapshot:
     """The bytes a plan read at one hit, served to the evaluation after the thread went on."""
 
-    def __init__(self) -> None:
+    def __init__(self, failed: UnreadableMemory | None = None) -> None:
         self.spans: list[tuple[int, int, bytes | None]] = []
         """(address, size, bytes or None: unreadable) of each read made."""
         self.missed = False
+        self.failed = failed
+        """The reads did not return in time (guard.py): every read says so."""
 
     def read(self, address: int, size: int) -> bytes:
+        if self.failed is not None:
+            raise UnreadableMemory(str(self.failed))
         for start, length, data in self.spans:
             if start <= address and address + size <= start + length:
                 if data is None:

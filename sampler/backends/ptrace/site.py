@@ -13,7 +13,8 @@ import functools
 import time
 from collections.abc import Callable, Sequence
 
-from sampler.backends.ptrace.memory import Memory, Read, UnreadableMemory
+from sampler.backends.ptrace.guard import Guard
+from sampler.backends.ptrace.memory import Memory, MemoryHang, Read, UnreadableMemory
 from sampler.backends.ptrace.plan import PlanMiss, ReadPlan, Recorder, Snapshot, Step
 from sampler.backends.ptrace.scope import Scope
 from sampler.backends.ptrace.tracer import Hit
@@ -56,31 +57,43 @@ class Site:
     def missed(self, error: str, wait_us: float) -> Reading:
         return Reading(self._laid_out([None] * len(self.expressions)), wait_us=wait_us, error=error)
 
-    def read_hit(self, memory: Memory, hit: Hit, since: float, let_go: Callable[[Hit], None]) -> Reading:
+    def read_hit(self, memory: Memory, hit: Hit, since: float, let_go: Callable[[Hit], None],
+                 guard: Guard | None = None) -> Reading:
         """The careful way: read at the hit, let the thread go on every way out, then
         evaluate; say how long it was held. The first hit, and the one after a plan missed,
         is evaluated in full while the thread waits, to make the read plans (plan.py); an
         expression whose reads the data chooses (an interface, a C string) is evaluated there
-        in full at every hit, and the others from the plans' reads after the thread went on."""
+        in full at every hit, and the others from the plans' reads after the thread went on.
+        What is read while the thread waits is read by ``guard``'s helper, TIMEOUT_S at most."""
         count = len(self.expressions)
         results: list[tuple[Value, str] | None] = [None] * count
         recorders: list[Recorder] = []
         plans, merged = self.plans, self.merged
-        try:
+        thread = str(hit.tid)
+        snapshot = Snapshot()
+
+        def in_pause() -> tuple[str, Snapshot]:
             if plans is None or merged is None:
                 fixed = self.scope.fixed_ranges()
-                recorders = [Recorder(memory.read, hit.registers, fixed) for _ in range(count)]
+                recorders[:] = [Recorder(memory.read, hit.registers, fixed) for _ in range(count)]
                 for index, recorder in enumerate(recorders):
                     results[index] = self.evaluate_one(memory, hit, index, recorder.read, recorder.branched)
-                thread = self.thread_of(hit, memory.read)
-            else:
-                for index, plan in enumerate(plans[:count]):
-                    if plan is None:  # the data chooses its reads: in full, now
-                        results[index] = self.evaluate_one(memory, hit, index)
-                snapshot = merged.run(hit.registers, memory.read_many)
+                return self.thread_of(hit, memory.read), snapshot
+            for index, plan in enumerate(plans[:count]):
+                if plan is None:  # the data chooses its reads: in full, now
+                    results[index] = self.evaluate_one(memory, hit, index)
+            return thread, merged.run(hit.registers, memory.read_many)
+
+        hang: MemoryHang | None = None
+        try:
+            thread, snapshot = guard.call(in_pause) if guard is not None else in_pause()
+        except MemoryHang as e:  # the thread goes on; every expression says why it has no value
+            hang = e
         finally:
             let_go(hit)
             hit.resumed = hit.resumed or time.monotonic()  # the thread vanished: no CONT
+        if hang is not None:
+            return self.row(hit, since, [(None, str(hang))] * count, str(hit.tid))
         if plans is None or merged is None:
             self._learn(memory, recorders)
             return self.row(hit, since, results, thread)

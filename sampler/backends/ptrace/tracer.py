@@ -25,8 +25,9 @@ from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
 from sampler.backends.ptrace import calls, emulate
 from sampler.backends.ptrace.children import ChildReleaser, shares_memory
+from sampler.backends.ptrace.guard import Guard
 from sampler.backends.ptrace.instructions import kind_of
-from sampler.backends.ptrace.memory import Memory, Protections, UnreadableMemory
+from sampler.backends.ptrace.memory import Memory, MemoryHang, Protections, UnreadableMemory
 from sampler.backends.ptrace.router import Router, Wakeups
 from sampler.errors import DebuggerError, ProcessNotFound, SamplerError, TargetExeced, TargetExited
 from sampler.safety.guardian import Guardian, Ward
@@ -92,13 +93,18 @@ EMULATE = os.environ.get("SAMPLER_EMULATE") != "0"
 """SAMPLER_EMULATE=0 single-steps every hit (for measuring what emulation is worth: bench/limit.py)."""
 CHECK_EMULATION = os.environ.get("SAMPLER_CHECK_EMULATION") == "1"
 """Run every emulated instruction on the CPU too (a single-step) and compare (for the tests)."""
+STEP_TIMEOUT_S = 0.1
+"""How long the other threads stay held for one thread's single-step over a breakpoint."""
+LATE = -1
+"""_wait_for: no status by the deadline."""
 TRAP_STOP = signal.SIGTRAP << 8 | 0x7F
 """waitpid's status of a thread stopped by a plain SIGTRAP (no ptrace event): a breakpoint's."""
 
 
 class Tracer:
     def __init__(self, pid: int, memory: Memory, journal: Journal | None = None,
-                 guardian: Guardian | Ward | None = None, go: bool = False, router: Router | None = None) -> None:
+                 guardian: Guardian | Ward | None = None, go: bool = False, router: Router | None = None,
+                 guard: Guard | None = None) -> None:
         self.pid = pid
         self.go = go
         """The target is a Go program (its stack check may be emulated: emulate.py)."""
@@ -125,6 +131,9 @@ class Tracer:
         """New processes whose first stop came before their parent's fork event: held."""
         self._queue: list[tuple[int, int]] = []
         """Events of other threads taken while holding them for a step, served next."""
+        self._stepping: dict[int, tuple[int, bytes, list[int]]] = {}
+        """Threads whose single-step did not end within STEP_TIMEOUT_S -> (breakpoint address, its
+        original byte, the signals held back for them): the byte stays out until it ends."""
         self._displaced: dict[int, str] = {}
         """Breakpoint address -> what its instruction needs for a step (instructions.kind_of)."""
         self._emulations: dict[int, emulate.Emulation | None] = {}
@@ -132,8 +141,8 @@ class Tracer:
         self.protections = memory.protections or Protections(pid)
         """The armed memory's mappings, for emulated accesses (opened with ``memory``, never by PID)."""
         self._access = emulate.Access(memory, self.protections)
-        self._after = calls.user_regs_struct()
-        """Where an emulation computes the registers it leaves (made once, not during a hit)."""
+        self.guard = guard or Guard(pid, memory.mark_hung)
+        """What reads the memory while a thread of the target is held, TIMEOUT_S at most (guard.py)."""
         self.emulated = 0
         """Every-hit hits whose instruction was emulated (no single-step)."""
         self.stepped = 0
@@ -267,7 +276,8 @@ class Tracer:
         for child in list(self._early):  # whose fork event never came (the parent was killed)
             self.children.release(child, self.patches, first_stop_seen=True)
             del self._early[child]
-        if pending:
+        pending -= set(self._stepping)  # in the kernel for a page that does not come: the kernel lets them
+        if pending:  # go when this tracer ends (and clears their single-step), or sampler does at their stop
             raise DebuggerError(f"threads {sorted(pending)} of process {self.pid} did not stop for detach")
 
     def _trap_pending(self, tid: int) -> bool:
@@ -285,6 +295,8 @@ class Tracer:
         sig = os.WSTOPSIG(status)
         if status >> 16:
             return 0
+        if self._stepping.pop(tid, None) is not None and sig == signal.SIGTRAP:
+            return 0  # the end of a step given up on
         if sig == signal.SIGTRAP and self._rewind_if_ours(tid):
             return 0
         return sig
@@ -355,28 +367,27 @@ class Tracer:
             return False
         return True
 
-    def step_over(self, hit: Hit) -> None:
+    def step_over(self, hit: Hit, emulated: Any = None, computed: bool = False) -> None:
         """Every-hit mode: run the hitting thread over the original instruction with the
         breakpoint kept, and let it go. Emulated when it can be (emulate.py: one stop, the
         int3 never leaves); else single-stepped: while it steps the original byte is in place,
-        so every other thread of the target is held meanwhile: none runs through uncounted."""
-        address = hit.address
-        if address in self._emulations:
-            emulation = self._emulations[address]
-        else:
-            emulation = self._emulations[address] = self._emulation_at(address) if EMULATE else None
-        if emulation is not None and not CHECK_EMULATION:
-            registers = self._after  # hit.registers stay as at the hit: the row is read from them
-            ctypes.memmove(ctypes.addressof(registers), ctypes.addressof(hit.registers), ctypes.sizeof(registers))
-            if emulation(registers, self._access):
-                self.emulated += 1
-                hit.rewound = True  # past the instruction, as a step leaves it
-                hit.resumed = time.monotonic()
-                if calls.ptrace(calls.PTRACE_SETREGS, hit.tid, None, ctypes.addressof(registers)) != -1:
-                    self._request(calls.PTRACE_CONT, hit.tid)
-                else:
-                    self._set_registers(hit)  # for its error (ESRCH: gone)
-                return
+        so every other thread of the target is held meanwhile: none runs through uncounted.
+        ``emulated``: the registers the emulation left (``catch`` computes them with the hit's
+        reads); not ``computed``: computed here."""
+        if not computed:
+            try:
+                emulated = self.guard.call(lambda: self._emulated(hit.address, hit.registers))
+            except MemoryHang:
+                emulated = None  # (the step's own access then waits in the target's thread, not here)
+        if emulated is not None:
+            self.emulated += 1
+            hit.rewound = True  # past the instruction, as a step leaves it
+            hit.resumed = time.monotonic()
+            if calls.ptrace(calls.PTRACE_SETREGS, hit.tid, None, ctypes.addressof(emulated)) != -1:
+                self._request(calls.PTRACE_CONT, hit.tid)
+            else:
+                self._set_registers(hit)  # for its error (ESRCH: gone)
+            return
         self.stepped += 1
         kind = self._displaced.get(hit.address)
         if kind is None:
@@ -385,12 +396,31 @@ class Tracer:
             self.unsure += len(self.threads) > 1
             self._step_in_place(hit, repeat=False)
             return
+        emulation = self._emulation_for(hit.address) if CHECK_EMULATION else None
         held = self._hold_others(hit.tid)
         try:  # the check's reads once the others are held: what the step itself will see
-            check = self._checker(hit, emulation) if emulation is not None and CHECK_EMULATION else None
+            check = self._checker(hit, emulation) if emulation is not None else None
             self._step_in_place(hit, repeat=kind == "repeat", check=check)
         finally:
             self._release(held)
+
+    def _emulated(self, address: int, registers: Any) -> Any:
+        """The registers the instruction at ``address`` leaves, computed from ``registers`` (and
+        the thread's memory) without a step; None when it must be stepped. Called in a guard's
+        helper: it changes nothing the tracing thread holds but the cache of decodings."""
+        if not EMULATE or CHECK_EMULATION:
+            return None
+        emulation = self._emulation_for(address)
+        if emulation is None:
+            return None
+        after = calls.user_regs_struct.from_buffer_copy(registers)
+        return after if emulation(after, self._access) else None
+
+    def _emulation_for(self, address: int) -> emulate.Emulation | None:
+        if address in self._emulations:
+            return self._emulations[address]
+        emulation = self._emulations[address] = self._emulation_at(address)
+        return emulation
 
     def _emulation_at(self, address: int) -> emulate.Emulation | None:
         try:
@@ -495,7 +525,12 @@ class Tracer:
         while stepping:
             if not self._request(calls.PTRACE_SINGLESTEP, hit.tid, 0, signum):
                 break  # the thread is gone
-            status = self._wait_for(hit.tid)
+            status = self._wait_for(hit.tid, time.monotonic() + STEP_TIMEOUT_S)
+            if status == LATE:  # it waits in the kernel (a page of a file system that does not answer?):
+                self._stepping[hit.tid] = (hit.address, original, later)  # nothing more is held for it;
+                self.unsure += 1  # the byte stays out until its step ends (_step_ended)
+                hit.resumed = time.monotonic()
+                return
             if status is None or not os.WIFSTOPPED(status):
                 break
             sig, event = os.WSTOPSIG(status), status >> 16
@@ -538,14 +573,47 @@ class Tracer:
         except PtraceError:
             return None
 
-    def _wait_for(self, tid: int) -> int | None:
-        """The next status of thread ``tid`` (a single-step ends within microseconds; the
-        other threads' events wait in the kernel's queue meanwhile)."""
-        try:
-            _, status = os.waitpid(tid, WALL)
-        except ChildProcessError:
-            return None
-        return status
+    def _wait_for(self, tid: int, deadline: float) -> int | None:
+        """The next status of thread ``tid``, LATE when none came by ``deadline`` (a single-step
+        ends within microseconds, unless its instruction's page must come from a file system
+        that is slow or never answers: the other threads held must not wait for it); the other
+        threads' events wait in the kernel's queue meanwhile."""
+        polls = 0
+        while True:
+            try:
+                got, status = os.waitpid(tid, WNOHANG_WALL)
+            except ChildProcessError:
+                return None
+            if got:
+                return status
+            polls += 1
+            if polls > 2:  # not spinning: the thread stepped may need this CPU to run its instruction
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return LATE
+                self._sleep(min(remaining, 0.001))  # (woken by its SIGCHLD: router.Wakeups)
+
+    def _step_ended(self, tid: int, status: int) -> bool:
+        """A step given up on (``_step_in_place``) ended: the breakpoint goes back in and the thread
+        goes on with the signals held back for it. False when ``tid`` was not stepping."""
+        stepping = self._stepping.pop(tid, None)
+        if stepping is None:
+            return False
+        address, original, later = stepping
+        if address not in self.armed and address in self.originals and not self._detaching:
+            self.armed[address] = original
+            self._write_int3(address)
+        if not os.WIFSTOPPED(status):
+            return False  # it exited or was killed: its end is handled as any
+        if status >> 16:
+            return False  # an event: handled as any
+        sig = os.WSTOPSIG(status)
+        first = later[0] if later else (0 if sig == signal.SIGTRAP else sig)
+        if self._request(calls.PTRACE_CONT, tid, 0, first):
+            for more in later[1:]:
+                if more:
+                    calls.tgkill(self.pid if tid not in self.sharing else tid, tid, more)
+        return True
 
     # -- waiting ---------------------------------------------------------------
 
@@ -562,7 +630,7 @@ class Tracer:
             self._sleep(remaining)
 
     def catch(self, holds: dict[int, Callable[[Any], T]], deadline: float, stop: StopFlag,
-              keep: bool = False) -> tuple[Hit, T] | None:
+              keep: bool = False) -> tuple[Hit, T | MemoryHang] | None:
         """The hot path of a sample. Serve events until a thread traps on one of the armed
         addresses of ``holds``; while it is stopped, do nothing but put that byte back, rewind
         the thread, ``hold(registers)`` (the address's read plan's reads) and let it go; with
@@ -592,7 +660,8 @@ class Tracer:
                     if tid == 0:
                         break
                 seen = self._seen = monotonic()
-                if status == TRAP_STOP and ptrace(calls.PTRACE_GETREGS, tid, None, reference) != -1 \
+                if status == TRAP_STOP and not (self._stepping and tid in self._stepping) \
+                        and ptrace(calls.PTRACE_GETREGS, tid, None, reference) != -1 \
                         and (address := registers.rip - 1) in holds and address in self.armed:
                     registers.rip = address  # $rip reads the breakpoint's address (the thread's: at rewind)
                     hit = Hit(tid, address, registers, seen)
@@ -609,9 +678,14 @@ class Tracer:
                     return None
                 self._sleep(remaining)
         hold = holds[address]  # every armed address has one (the caller's promise)
+        held: T | MemoryHang
+        emulated: Any = None
         try:
-            if keep:
-                held = hold(registers)
+            if keep:  # the reads and the instruction's own memory, in one hand-over (guard.py)
+                try:
+                    held, emulated = self.guard.call(lambda: (hold(registers), self._emulated(address, registers)))
+                except MemoryHang as e:
+                    held = e
             else:
                 original = self.armed.pop(address)
                 try:
@@ -624,10 +698,13 @@ class Tracer:
                 registers.rip = address
                 hit.rewound = ptrace(calls.PTRACE_SETREGS, hit.tid, None, reference) != -1 \
                     or self._set_registers(hit)
-                held = hold(registers)
+                try:
+                    held = self.guard.call(lambda: hold(registers))
+                except MemoryHang as e:  # the row says so; the thread goes on as always
+                    held = e
         finally:
             if keep:
-                self.step_over(hit)
+                self.step_over(hit, emulated, computed=True)
             else:
                 hit.resumed = monotonic()
                 if hit.rewound and ptrace(calls.PTRACE_CONT, hit.tid, None, None) == -1:
@@ -662,6 +739,8 @@ class Tracer:
             self.resume(hit)
 
     def _handle(self, tid: int, status: int) -> Hit | None:
+        if self._stepping and tid in self._stepping and self._step_ended(tid, status):
+            return None
         if os.WIFEXITED(status) or os.WIFSIGNALED(status):
             self.threads.discard(tid)
             self.sharing.discard(tid)

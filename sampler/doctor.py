@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from sampler import __version__
+from sampler.printable import printable
 from sampler.target import procfs
 
 PTRACE_SEIZE = 0x4206
@@ -114,7 +115,7 @@ def container() -> str:
     except OSError:
         cgroup = ""
     marks += [name for name in ("kubepods", "libpod", "docker", "containerd") if name in cgroup and name not in marks]
-    init = procfs.comm(1)
+    init = printable(procfs.comm(1))
     if not marks:
         return f"none seen (PID 1 is {init or 'not visible'})"
     return (f"yes ({', '.join(marks)}; PID 1 is {init or 'not visible'}: only the processes of this PID namespace "

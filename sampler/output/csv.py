@@ -35,8 +35,19 @@ class CsvWriter:
         self.path = path
         self._header = columns(names)
         self._own = path != "-"
-        self._created = self._own and not os.path.lexists(path)
-        self._fd = self._open(truncate=False) if self._own else sys.stdout.fileno()
+        self._link_ok = path in ("/dev/stdout", "/dev/stderr") or \
+            re.fullmatch(r"/dev/fd/\d+|/proc/self/fd/\d+", path) is not None
+        self._folder = -1  # the folder of --out, opened once: the file is made in it, never by path again
+        self._name = path
+        if self._own and not self._link_ok:
+            self._folder, self._name = _open_folder(path), os.path.basename(path)
+        self._created = self._own and not self._exists()
+        try:
+            self._fd = self._open(truncate=False) if self._own else sys.stdout.fileno()
+        except OutputError:
+            if self._folder >= 0:
+                os.close(self._folder)
+            raise
         self._good = 0  # bytes of whole rows in the file
         self._begun = False  # the header went out: later failures are mid-run
         shared = None if self._own else outlet.stdout()  # --out -: in order with the rest of stdout
@@ -94,14 +105,14 @@ class CsvWriter:
         folders), without following a link, and kept only when it is the user's own (or a
         character device such as /dev/null). Links: only /dev/stdout, /dev/stderr, /dev/fd/N
         and /proc/self/fd/N. A FIFO without a reader is refused, never waited for."""
-        link_ok = self.path in ("/dev/stdout", "/dev/stderr") or \
-            re.fullmatch(r"/dev/fd/\d+|/proc/self/fd/\d+", self.path) is not None
+        link_ok = self._link_ok
         flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK | (0 if link_ok else os.O_NOFOLLOW)
+        folder = self._folder if self._folder >= 0 else None
         try:
-            if truncate or not os.path.lexists(self.path):
-                fd = os.open(self.path, flags | os.O_EXCL, 0o666)
+            if truncate or not self._exists():
+                fd = os.open(self._name, flags | os.O_EXCL, 0o666, dir_fd=folder)
             else:
-                fd = os.open(self.path, flags, 0o666)
+                fd = os.open(self._name, flags, 0o666, dir_fd=folder)
             os.set_blocking(fd, True)
         except OSError as e:
             if e.errno == errno.ELOOP:
@@ -122,6 +133,15 @@ class CsvWriter:
                               f"(uid {os.geteuid()}): sampler does not write into another's file",
                               "remove it, or give a path of your own")
         return fd
+
+    def _exists(self) -> bool:
+        try:
+            os.stat(self._name, dir_fd=self._folder if self._folder >= 0 else None, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        except OSError:
+            return True  # (the open says what is wrong)
+        return True
 
     def _removed(self) -> bool:
         try:
@@ -165,9 +185,34 @@ class CsvWriter:
                 pass
             if self._created and not self._begun:
                 try:
-                    os.unlink(self.path)
+                    os.unlink(self._name, dir_fd=self._folder if self._folder >= 0 else None)
                 except OSError:
                     pass
+        if self._folder >= 0:
+            folder, self._folder = self._folder, -1
+            os.close(folder)
+
+
+def _open_folder(path: str) -> int:
+    """The folder of ``path``, opened once (O_DIRECTORY): a file made again later (the old one was
+    removed) is made in this folder, whatever is at its path by then (another user swapping a
+    folder of a world-writable one for a link to a root-only one). The folder itself through a
+    link only when the link is root's or sampler's user's own."""
+    folder = os.path.dirname(path) or "."
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+    try:
+        return os.open(folder, flags | os.O_NOFOLLOW)
+    except OSError as e:
+        if e.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise OutputError(f"cannot write --out {path}: {folder}: {e.strerror}") from None
+    try:
+        owner = os.lstat(folder).st_uid
+        if owner not in (0, os.geteuid()):
+            raise OutputError(f"--out {path}: its folder {folder} is a symbolic link of uid {owner}: sampler does "
+                              "not write through another user's link", "give the folder's own path")
+        return os.open(folder, flags)
+    except OSError as e:
+        raise OutputError(f"cannot write --out {path}: {folder}: {e.strerror}") from None
 
 
 class JsonLinesWriter(CsvWriter):

@@ -60,9 +60,13 @@ def can_ptrace() -> bool:
 def denied(pid: int, action: str, facts: Facts | None = None) -> UsageError:
     """The error for ``action`` (e.g. 'trace') refused on ``pid``: what is wrong, what to do."""
     f = facts or gather(pid)
+    can_ptrace = bool(f.our_caps >> CAP_SYS_PTRACE & 1)
+    if facts is None and (not procfs.is_running(pid) or (can_ptrace and not f.tracer and procfs.ends_within(pid, 0.2))):
+        # the kernel refuses a process that is exiting (EPERM), whoever asks
+        return ProcessNotFound(f"process {pid} exited while sampler began to {action} it",
+                               "nothing was changed in it; check that the program still runs")
     if f.tracer:
         return AlreadyTraced(f"process {f.pid} is already traced by PID {f.tracer} ({procfs.comm(f.tracer)})")
-    can_ptrace = bool(f.our_caps >> CAP_SYS_PTRACE & 1)
     what = f"not allowed to {action} process {f.pid}"
     if f.yama_scope == 3:
         return PermissionDenied(f"{what}: kernel.yama.ptrace_scope is 3, which forbids all tracing",
@@ -88,6 +92,10 @@ def denied(pid: int, action: str, facts: Facts | None = None) -> UsageError:
     if not can_ptrace and f.target_caps:
         return PermissionDenied(f"{what}: it holds capabilities sampler does not (or is not dumpable)",
                                 "run sampler as root (sudo)")
+    if can_ptrace:
+        return PermissionDenied(f"{what}, though sampler holds CAP_SYS_PTRACE",
+                                "a security module (AppArmor, SELinux, seccomp) may forbid it: check the host's audit "
+                                "log (dmesg, journalctl -k)")
     return PermissionDenied(what)
 
 

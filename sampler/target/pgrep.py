@@ -101,7 +101,7 @@ def _matches(pattern: str | None, container: str | None) -> list[tuple[int, str,
 
 def _cgroup(pid: int) -> str:
     try:
-        return Path(f"/proc/{pid}/cgroup").read_text(errors="replace")
+        return Path(f"/proc/{pid}/cgroup").read_text(errors="surrogateescape")
     except OSError:
         return ""
 
@@ -112,7 +112,7 @@ def _pids() -> list[int]:
 
 def _command_line(pid: int) -> str:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="surrogateescape").strip()
     except OSError:
         return ""
 

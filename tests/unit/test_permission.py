@@ -1,10 +1,14 @@
-"""The one line for each reason the kernel refuses ptrace (facts given, no /proc read)."""
+"""The one line for each reason the kernel refuses ptrace (facts given, no /proc read; one real zombie)."""
 
 from __future__ import annotations
 
+import subprocess
+import time
+
 import pytest
 
-from sampler.errors import AlreadyTraced, PermissionDenied
+from sampler.errors import AlreadyTraced, PermissionDenied, ProcessNotFound
+from sampler.target import procfs
 from sampler.target.permission import CAP_SYS_PTRACE, Facts, denied
 
 ALL = (1 << 41) - 1
@@ -37,7 +41,23 @@ def test_each_reason_has_its_line(given: dict[str, object], says: str, hint: str
 
 def test_root_with_the_capability_is_not_blamed_on_yama() -> None:
     error = denied(42, "trace", facts(our_uid=0, our_caps=ALL, yama_scope=1))
-    assert error.message == "not allowed to trace process 42"
+    assert error.message == "not allowed to trace process 42, though sampler holds CAP_SYS_PTRACE"
+    assert "run as root" not in error.hint and "security module" in error.hint
+
+
+def test_a_process_that_exited_meanwhile_is_said_to_have_exited() -> None:
+    # GIVEN a real process that has exited (a zombie: the kernel refuses to trace it, EPERM)
+    child = subprocess.Popen(["true"])
+    while procfs.state(child.pid) not in ("Z", ""):
+        time.sleep(0.01)
+    try:
+        # WHEN the refusal is explained, as root
+        error = denied(child.pid, "trace")
+        # THEN it says the process exited, not that sampler should run as root
+        assert isinstance(error, ProcessNotFound), str(error)
+        assert f"process {child.pid} exited while sampler began to trace it" in error.message
+    finally:
+        child.wait()
 
 
 def test_a_tracer_already_there_is_named() -> None:

@@ -113,10 +113,12 @@ def run(tracer: str, program: Program, pid: int, address: int, mode: Mode, scrat
         lines = out.stdout.splitlines()
     else:
         rows = scratch / "rows.csv"
+        guard = {"sampler-guarded": "1", "sampler-direct": "0"}.get(tracer)  # --guard-ab: forced either way
         out = subprocess.run([sys.executable, "-m", "sampler", "attach", "--pid", str(pid), "--backend", "ptrace",
                               "--at", f"*{address:#x}", "--expr", program.index, "--rate", str(mode.rate),
                               "--count", str(mode.count), "--out", str(rows), "--quiet"],
-                             capture_output=True, text=True, timeout=300, cwd=ROOT)
+                             capture_output=True, text=True, timeout=300, cwd=ROOT,
+                             env={**os.environ, **({"SAMPLER_GUARD": guard} if guard else {})})
         if out.returncode == 0:
             with open(rows, newline="") as f:
                 got = [r for r in csv.DictReader(f) if not r["error"]]
@@ -188,7 +190,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true",
                         help="one round of short runs, idle core only (the tests' form)")
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument("--guard-ab", action="store_true",
+                        help="sampler twice a round: every read through the guard thread (SAMPLER_GUARD=1) and "
+                             "direct (=0), side by side")
     args = parser.parse_args()
+    tracers = ("reference", "python", "sampler-guarded", "sampler-direct") if args.guard_ab else TRACERS
     rounds = 1 if args.quick else args.rounds
     modes = [Mode(10, 10 if args.quick else 60), Mode(1000, 100 if args.quick else 1000)]
     loads = ("idle",) if args.quick else ("idle", "busy")
@@ -202,7 +208,7 @@ def main() -> None:
                 address = entry_of(target.pid, program.function)
                 for round_ in range(rounds):
                     for mode in modes:
-                        for tracer in TRACERS:
+                        for tracer in tracers:
                             stalls(target, len(target.lines))  # forget what came before
                             since = len(target.lines)
                             indexes, pauses = run(tracer, program, target.pid, address, mode, Path(scratch))
@@ -233,6 +239,10 @@ def main() -> None:
         print((args.results / "BUDGET.md").read_text())
 
 
+KINDS = {"sampler": "", "sampler-guarded": " (guard thread)", "sampler-direct": " (direct reads)"}
+"""sampler's runs and how the table names them (--guard-ab: both ways of reading, side by side)."""
+
+
 def report(rows: list[dict[str, object]], rounds: int) -> str:
     loads = [load for load in ("idle", "busy") if any(row["load"] == load for row in rows)]
     lines = [f"# The stall the target sees, clocked inside it (all samples of {rounds} alternating round(s))",
@@ -240,8 +250,9 @@ def report(rows: list[dict[str, object]], rounds: int) -> str:
              "| program | load | rate | reference: median / p95 stall | python loop | sampler | sampler / reference "
              "(median) | sampler's pause_us, median | matched |",
              "|---|---|---|---|---|---|---|---|---|"]
-    for program, load, rate in [(p.label, load, rate) for p in PROGRAMS for load in loads
-                                for rate in sorted({int(str(r["rate"])) for r in rows})]:
+    kinds = [kind for kind in KINDS if any(row["tracer"] == kind for row in rows)]
+    for program, load, rate, kind in [(p.label, load, rate, kind) for p in PROGRAMS for load in loads
+                                      for rate in sorted({int(str(r["rate"])) for r in rows}) for kind in kinds]:
         got: dict[str, list[float]] = {}
         pauses: list[float] = []
         matched = samples = 0
@@ -249,16 +260,16 @@ def report(rows: list[dict[str, object]], rounds: int) -> str:
             if row["program"] != program or row["load"] != load or row["rate"] != rate:
                 continue
             got.setdefault(str(row["tracer"]), []).extend(float(s) for s in str(row["stalls_us"]).split())
-            if row["tracer"] == "sampler":
+            if row["tracer"] == kind:
                 matched += int(str(row["matched"]))
                 samples += int(str(row["samples"]))
                 if row["median_pause_us"] != "":
                     pauses.append(float(str(row["median_pause_us"])))
-        ratio = statistics.median(got["sampler"]) / statistics.median(got["reference"]) \
-            if got.get("sampler") and got.get("reference") else float("nan")
+        ratio = statistics.median(got[kind]) / statistics.median(got["reference"]) \
+            if got.get(kind) and got.get("reference") else float("nan")
         pause = f"{statistics.median(pauses):.0f} us" if pauses else "-"
         lines.append(f"| {program} | {load} | {rate} Hz | {cell(got, 'reference')} | {cell(got, 'python')} | "
-                     f"{cell(got, 'sampler')} | {ratio:.2f}x | {pause} | {matched}/{samples} |")
+                     f"{cell(got, kind)}{KINDS[kind]} | {ratio:.2f}x | {pause} | {matched}/{samples} |")
     lines += ["", "stall: how long the call that hit the breakpoint took, from the program's own clock "
               "(CLOCK_MONOTONIC around the call), matched to the sample by the call's index. busy: a thread "
               "of the target spins on the other core.", ""]

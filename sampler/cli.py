@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pwd
 import resource
 import shutil
 import time
@@ -83,8 +84,8 @@ def cli() -> None:
 F = TypeVar("F", bound=Callable[..., Any])
 
 SECTIONS = {
-    "What to sample": ("--pid", "--pgrep", "--all", "--container", "--exe", "--follow-forks", "--wait-target",
-                       "--expr"),
+    "What to sample": ("--pid", "--pgrep", "--all", "--container", "--exe", "--user", "--follow-forks",
+                       "--wait-target", "--expr"),
     "Where": ("--at", "--backend", "--debug-dir", "--symbols"),
     "When": ("--interval", "--rate", "--count", "--max-events", "--duration", "--hit-timeout", "--stop-when",
              "--max-overhead"),
@@ -150,7 +151,11 @@ def target_options(command: F) -> F:
         click.option("--exe", metavar="PATH",
                      help="Every process running this program file (a path, or a name found on PATH), and each "
                           "that starts during the run, picked up at the next tick (ptrace), as a uprobe on a "
-                          "binary covers them."),
+                          "binary covers them: every user's, so another user can put a process of theirs in the "
+                          "run; --user limits it."),
+        click.option("--user", "users", metavar="USER", multiple=True,
+                     help="With --exe: only the processes of this user (a name or a UID; repeatable), by their "
+                          "real user ID."),
         click.option("--follow-forks", "follow_forks", is_flag=True,
                      help="Sample the child processes the targets fork during the run too, from their first "
                           "instruction, as strace -f does; their rows carry their own pid (ptrace). Without it, "
@@ -277,8 +282,12 @@ def _config(ctx: click.Context, common: dict[str, Any], locations: Sequence[str]
     if exe is not None:
         if common["pids"] or common["pgrep"] is not None or common["container"] is not None:
             raise UsageError("--exe excludes --pid, --pgrep and --container", "give the target one way")
-        pids = _running(exe, common["wait_target"])
+        users = _users(common["users"])
+        pids = _running(exe, common["wait_target"], users)
     else:
+        if common["users"]:
+            raise UsageError("--user goes with --exe", "give --exe PATH, or name the process by --pid or --pgrep")
+        users = ()
         pids = _targets(common["pids"], common["pgrep"], common["container"], common["wait_target"],
                         common["every_match"])
     many = len(pids) > 1 or common["follow_forks"] or exe is not None
@@ -291,7 +300,7 @@ def _config(ctx: click.Context, common: dict[str, Any], locations: Sequence[str]
                          "give --backend ptrace, or one process")
     names = [e.name for e in expressions] + ([PROBE] if locations else [])  # checked again once it is known
     return SessionConfig(pid=pids[0], pids=pids if many else (), follow_forks=common["follow_forks"], exe=exe,
-                         expressions=expressions,
+                         users=users, expressions=expressions,
                          location=locations[0] if locations else None,
                          probes=probes, duration_s=common["duration"],
                          backend=common["backend"], guardian=not common["no_guardian"],
@@ -451,15 +460,30 @@ def _program(given: str) -> str:
     return os.path.abspath(path)  # matched by the file it names (a symbolic link's target)
 
 
-def _running(exe: str, wait: float | None) -> tuple[int, ...]:
-    """The processes running ``exe`` now, waiting up to ``wait`` for the first."""
+def _users(given: Sequence[str]) -> tuple[int, ...]:
+    """--user: each a name from the password file or a UID."""
+    uids = []
+    for user in given:
+        if user.isdigit():
+            uids.append(int(user))
+            continue
+        try:
+            uids.append(pwd.getpwnam(user).pw_uid)
+        except KeyError:
+            raise UsageError(f"--user {user}: no such user", "give a user name from /etc/passwd or a UID") from None
+    return tuple(uids)
+
+
+def _running(exe: str, wait: float | None, users: tuple[int, ...] = ()) -> tuple[int, ...]:
+    """The processes running ``exe`` now (of ``users`` only, when given), waiting up to ``wait`` for the first."""
     deadline = time.monotonic() + (wait or 0.0)
     while True:
-        found = pgrep.running(exe)
+        found = pgrep.running(exe, users=users)
         if found:
             return tuple(found)
         if time.monotonic() >= deadline:
-            raise ProcessNotFound(f"--exe {exe}: no process runs it",
+            whose = f" of user {', '.join(map(str, users))}" if users else ""
+            raise ProcessNotFound(f"--exe {exe}: no process{whose} runs it",
                                   "start it, or give --wait-target DURATION to wait for the first")
         time.sleep(0.1)
 

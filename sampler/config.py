@@ -55,6 +55,8 @@ class SessionConfig:
 
     exe: str | None = None
     """--exe: every process running this program file, those that start during the run too."""
+    users: tuple[int, ...] = ()
+    """--user: with --exe, only the processes whose real user ID is one of these; empty: every user's."""
     follow_forks: bool = False
     """--follow-forks: the children the processes fork are sampled too, from their first instruction."""
     pids: tuple[int, ...] = ()

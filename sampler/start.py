@@ -13,6 +13,12 @@ INTERRUPTED = "sampler: interrupted before sampling started; the target was not 
 
 def main() -> int:
     try:
+        from sampler.safety import unpacked
+
+        refusal = unpacked.check()  # the single file, as root, where another user could swap its libraries
+        if refusal:
+            print(refusal, file=sys.stderr, flush=True)
+            return 2
         from sampler import cli
 
         code = cli.main()

@@ -19,6 +19,13 @@ untouched() {  # running, untraced, not stopped
 T=$!
 sleep 0.5
 $S --version
+mkdir -m 777 /tmp/open  # a TMPDIR every user may write: the single file, as root, refuses to start from it
+if TMPDIR=/tmp/open $S --version > /dev/null 2> /tmp/open.err; then
+  [ "$S" != /dist/sampler ] || fail "the single file ran as root unpacked into a folder every user may write"
+else
+  grep -q "another user can change it" /tmp/open.err || fail "TMPDIR refused with: $(cat /tmp/open.err)"
+  say "a TMPDIR every user may write: refused"
+fi
 $S attach --backend ptrace --pid "$T" --at ring_read --expr 'delta=b->w - b->r' --count 20 --rate 50 \
   --out /tmp/attach.csv --quiet
 rows=$(($(wc -l < /tmp/attach.csv) - 1))

@@ -36,10 +36,10 @@ def find_all(pattern: str | None, container: str | None = None) -> list[int]:
     return sorted(pid for pid, _, _ in _matches(pattern, container))
 
 
-def running(path: str, judged: set[int] | None = None) -> list[int]:
+def running(path: str, judged: set[int] | None = None, users: tuple[int, ...] = ()) -> list[int]:
     """Every process whose program is the file ``path`` (the same file: device and inode, so a
     process in a container that maps it by another path counts); sampler, its ancestors and its
-    own children (the guardian) excepted.
+    own children (the guardian) excepted; with ``users``, only those whose real user ID is one of them.
     ``judged``: PIDs looked at before, not looked at again (kept to those still there, and
     added to: a scan every tick costs a listing of /proc and a stat of each new process)."""
     try:
@@ -60,9 +60,17 @@ def running(path: str, judged: set[int] | None = None) -> list[int]:
             exe = os.stat(f"/proc/{pid}/exe")
         except OSError:
             continue  # a kernel thread, gone, or not ours to see
-        if (exe.st_dev, exe.st_ino) == (wanted.st_dev, wanted.st_ino) and _parent(pid) != os.getpid():
+        same = (exe.st_dev, exe.st_ino) == (wanted.st_dev, wanted.st_ino)
+        if same and _parent(pid) != os.getpid() and (not users or _real_uid(pid) in users):
             found.append(pid)
     return found
+
+
+def _real_uid(pid: int) -> int | None:
+    try:
+        return int(procfs.status(pid)["Uid"].split()[0])
+    except (ProcessNotFound, KeyError, ValueError, IndexError):
+        return None
 
 
 def _parent(pid: int) -> int:

@@ -283,6 +283,38 @@ def test_exe_refuses_a_program_nobody_runs(tmp_path: Path) -> None:
                                                             "--expr", "x"))
 
 
+def test_exe_with_user_takes_in_only_that_users_processes(start_target: Callable[..., Target],
+                                                         tmp_path: Path) -> None:
+    # GIVEN a program file any user may run, run by root and by nobody (who could plant theirs in a run)
+    from tests.integration.test_permissions import NOBODY
+    os.chmod(tmp_path, 0o755)
+    program = tmp_path / "ring"
+    shutil.copy(BIN / "ringbuf-c", program)
+    roots = start_target(str(program), binary=False)
+    theirs = start_target(*NOBODY, str(program), binary=False)
+    idle = tmp_path / "idle"
+    shutil.copy(BIN / "ringbuf-c", idle)
+    for user, wanted, other in (("root", roots, theirs), ("65534", theirs, roots)):
+        # WHEN --exe is limited to one user
+        out = tmp_path / f"{user}.csv"
+        result = sampler("attach", "--exe", str(program), "--user", user, "--at", "ring_read", "--expr",
+                         "delta=b->w - b->r", "--interval", "100ms", "--count", "6", "--out", str(out), "--quiet")
+        # THEN only that user's process is sampled (6 rows, its pid), the other never traced
+        assert result.returncode == 0, result.stderr
+        rows = assert_csv_whole(out)
+        assert {row["pid"] for row in rows} == {str(wanted.pid)}, rows
+        assert len(rows) == 6
+        assert str(other.pid) not in result.stderr
+    untouched(roots, theirs)
+    # AND a user who runs none of it, an unknown user and --user without --exe are one line each
+    assert "no process of user 0 runs it" in one_line_error(
+        sampler("attach", "--exe", str(idle), "--user", "root", "--expr", "x"))
+    assert "--user nosuch: no such user" in one_line_error(
+        sampler("attach", "--exe", str(program), "--user", "nosuch", "--expr", "x"))
+    assert "--user goes with --exe" in one_line_error(
+        sampler("attach", "--pid", str(roots.pid), "--user", "root", "--expr", "x"))
+
+
 def test_a_pre_fork_server_is_traced_whole_with_its_respawned_workers(start_target: Callable[..., Target],
                                                                       tmp_path: Path) -> None:
     # GIVEN a pre-fork server (its own program file) with 4 workers calling handle(n), n counting

@@ -174,7 +174,7 @@ class Fleet:
             self._judged = {member.config.pid for member in self.members}
         self._scanned = now
         try:
-            found = pgrep.running(self.config.exe, self._judged)
+            found = pgrep.running(self.config.exe, self._judged, self.config.users)
         except UsageError:
             return  # the file is being replaced: looked at again next time
         for pid in found:

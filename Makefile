@@ -10,7 +10,7 @@ export GOCACHE := $(CURDIR)/.cache/go-build
 export GOPATH := $(CURDIR)/.cache/go
 endif
 
-.PHONY: demo test lint bench bench-quick faults faults-quick soak soak-quick guardian-bench bench-attach bench-limit bench-many \
+.PHONY: demo test lint bench bench-quick faults faults-quick ctrl-c soak soak-quick guardian-bench bench-attach bench-limit bench-many \
 	setup system-deps bench-deps \
 	image kube-test dist dist-test \
 	targets clean
@@ -41,6 +41,10 @@ bench-quick: setup bench-deps
 # signalled or killed, the target exits or stops, a second debugger comes, the disk fills
 faults: setup
 	$(VENV)/bin/python bench/faults.py
+
+# one Ctrl-C to the whole process group at 100 moments of attach and trace (about 2 minutes; the test suite: 12)
+ctrl-c: setup targets
+	SAMPLER_CTRL_C_RUNS=100 $(VENV)/bin/python -m pytest -q -s tests/integration/test_ctrl_c.py
 
 # one trial per fault (a few minutes); the test suite runs it once
 faults-quick: setup
@@ -110,7 +114,7 @@ $(VENV)/.installed: pyproject.toml | system-deps
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
 	$(VENV)/bin/python -m pip uninstall -q -y sampler 2>/dev/null || true  # the distribution's name before debug-sampler
-	$(VENV)/bin/python -m pip install -q -e '.[plot,test,bench]'
+	$(VENV)/bin/python -m pip install -q -e '.[plot,test,bench]' --config-settings editable_mode=compat  # a path in a .pth: nothing imported at start-up, where a Ctrl-C would be a traceback
 	touch $@
 
 targets: targets/bin/ringbuf-go targets/bin/ringbuf-go-stripped targets/bin/httpd-go targets/bin/httpd-go-stripped targets/bin/ringbuf-c targets/bin/ringbuf-c-O0 targets/bin/ringbuf-lib \

@@ -18,6 +18,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -791,6 +792,26 @@ def hangfs(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
         if server.stdout is not None:
             server.stdout.close()
         subprocess.run(["umount", "-l", str(mountpoint)], capture_output=True)
+
+
+def test_the_guard_turns_on_when_a_file_system_that_may_hang_is_mounted(start_target: Callable[..., Target],
+                                                                       request: pytest.FixtureRequest,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reads are direct (no hand-over to a thread) while the target's mounts hold no FUSE or
+    network file system, and guarded once one appears there."""
+    from sampler.backends.ptrace.guard import Guard
+    monkeypatch.delenv("SAMPLER_GUARD", raising=False)
+    target = start_target("ringbuf-c")
+    guard = Guard(target.pid)
+    assert not guard.on, "this host has a FUSE or network mount: the test needs one without"
+    assert guard.call(lambda: 7) == 7
+    assert not guard.on
+    mounted = time.monotonic()
+    request.getfixturevalue("hangfs")  # GIVEN a FUSE file system mounted where the target lives
+    while not guard.on:  # THEN the guard is on within moments (a thread of sampler's polls the mounts)
+        assert time.monotonic() - mounted < 10, "the mount was not seen"
+        time.sleep(0.01)
+    assert guard.call(threading.get_ident) != threading.get_ident()  # AND reads run on its thread
 
 
 def _ticks(target: Target) -> list[int]:

@@ -15,16 +15,20 @@ helpers waiting is one whose memory does not answer: its part of the run ends.
 A helper that is left and later returns stops as its read returns (memory.check_left raises
 Abandoned), before it touches anything the tracing thread uses since.
 
-Cost: two thread wake-ups per pause (docs/cost.md has it beside direct reads: tens of us on a
-VM, more when the CPUs are idle). So the guard is on only for a process that can reach memory
-that may never answer (``needed``): /dev/fuse in its root (any user may mount a FUSE file system
-in a user namespace of their own), or a FUSE or network file system among its mounts. A pod
-without /dev/fuse gets direct reads. SAMPLER_GUARD=1 turns it on, =0 off, for every process.
+Cost: two thread wake-ups per pause, 100-650 us of the target's stall on this 2-core VM (the
+waking of an idle CPU; docs/safety.md has it beside direct reads). So the guard is on only for a
+process that has a FUSE or network file system among its mounts (``needed``), and a thread
+(``_Watcher``) turns it on as one appears there during the run (the target mounted its own, in
+a user namespace of its own too: the kernel wakes a poll() on /proc/PID/mountinfo at each
+change; a new mount namespace is seen within a second). Not seen: such a file system mounted in another mount
+namespace whose file's descriptor was passed to the target (docs/safety.md says so).
+SAMPLER_GUARD=1 turns it on, =0 off, for every process, for the whole run.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import threading
 from collections.abc import Callable
 from typing import TypeVar
@@ -46,18 +50,81 @@ MAY_HANG = ("fuse", "nfs", "nfs4", "cifs", "smb3", "9p", "ceph", "glusterfs", "a
 """File systems whose pages may take forever to come: FUSE (fuse, fuseblk, fuse.NAME), network."""
 
 
-def needed(pid: int) -> bool:
-    """Whether reads of ``pid``'s memory may never return: it can mount FUSE, or it has a
-    FUSE or network file system (SAMPLER_GUARD=1/0 decides for every process)."""
+def forced() -> bool | None:
+    """SAMPLER_GUARD=1/0: on or off for every process; None: as ``needed`` says."""
     setting = os.environ.get("SAMPLER_GUARD", "")
-    if setting in ("0", "1"):
-        return setting == "1"
+    return setting == "1" if setting in ("0", "1") else None
+
+
+def needed(pid: int) -> bool:
+    """Whether reads of ``pid``'s memory may never return: a FUSE or network file system is
+    among its mounts (SAMPLER_GUARD=1/0 decides for every process)."""
+    setting = forced()
+    if setting is not None:
+        return setting
     try:
-        if os.path.lexists(procfs.in_root(pid, "/dev/fuse")):
-            return True
         return any(kind.split(".")[0] in MAY_HANG or kind == "fuseblk" for kind in procfs.file_systems(pid))
     except (OSError, ProcessNotFound):
         return True
+
+
+class _Watcher:
+    """One thread for the run that turns guards on when a FUSE or network file system appears
+    among their process's mounts: it sleeps in poll() on each /proc/PID/mountinfo (the kernel
+    wakes it at any change of the mount table, POLLPRI) and looks at the identity of each mount
+    namespace once a second. Nothing of it runs in a pause."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.guards: dict[int, list[Guard]] = {}
+        self.files: dict[int, tuple[int, int]] = {}  # pid: (mountinfo fd, mount namespace inode)
+        self.poll = select.poll()
+        self.thread: threading.Thread | None = None
+
+    def add(self, guard: Guard) -> None:
+        with self.lock:
+            self._add(guard)
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._watch, name="sampler-mounts", daemon=True)
+                self.thread.start()
+
+    def _add(self, guard: Guard) -> None:
+        if guard.pid not in self.files:
+            try:
+                namespace = os.stat(f"/proc/{guard.pid}/ns/mnt").st_ino
+                fd = os.open(f"/proc/{guard.pid}/mountinfo", os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                return  # gone: its reads say so
+            self.files[guard.pid] = (fd, namespace)
+            self.poll.register(fd, select.POLLPRI | select.POLLERR)
+        self.guards.setdefault(guard.pid, []).append(guard)
+
+    def _watch(self) -> None:
+        while True:
+            events = self.poll.poll(1000)
+            with self.lock:
+                changed = {fd for fd, _ in events}
+                for pid, (fd, namespace) in list(self.files.items()):
+                    try:
+                        moved = os.stat(f"/proc/{pid}/ns/mnt").st_ino != namespace
+                    except OSError:
+                        moved = True
+                    if fd in changed or moved:
+                        self._look(pid, fd)
+
+    def _look(self, pid: int, fd: int) -> None:
+        self.poll.unregister(fd)
+        os.close(fd)
+        del self.files[pid]
+        if needed(pid):
+            for guard in self.guards.pop(pid, []):
+                guard.on = True  # from its next read on
+            return
+        for guard in self.guards.pop(pid, []):
+            self._add(guard)  # watched afresh (in its new mount namespace)
+
+
+_watcher = _Watcher()
 
 
 class MemoryDead(SamplerError):
@@ -113,6 +180,8 @@ class Guard:
         """Helpers left waiting (their reads never returned)."""
         self.hangs = 0
         """Calls given up (for the summary)."""
+        if on is None and not self.on and forced() is None:
+            _watcher.add(self)  # on when such a file system appears among its mounts
 
     def call(self, job: Callable[[], T]) -> T:
         """``job()`` in the helper; MemoryHang when it has not returned within TIMEOUT_S

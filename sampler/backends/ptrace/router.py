@@ -145,6 +145,10 @@ class Router:
         self.wakeups.sleep(timeout)
 
 
+
+def _ignore(_signum: int, _frame: object) -> None:
+    """SIGCHLD's handler while sampling and after: it only wakes the loop (the wakeup fd)."""
+
 class Wakeups:
     """How the tracing worker sleeps until a tracee stops. SIGCHLD is blocked in this thread
     and read from a signalfd: a handler would run inside every ptrace request that wakes a
@@ -161,7 +165,7 @@ class Wakeups:
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
         os.set_blocking(self.wake_w, False)
-        previous_handler = signal.signal(signal.SIGCHLD, lambda *_: None)
+        previous_handler = signal.signal(signal.SIGCHLD, _ignore)
         previous_fd = signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
         self._previous = (previous_handler, previous_fd, mask)
@@ -174,9 +178,13 @@ class Wakeups:
     def stop(self) -> None:
         if self._previous is not None:
             handler, fd, mask = self._previous
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            # a SIGCHLD that came (to another thread) just before this must meet a Python handler
+            # when Python gets to it: with SIG_DFL back it prints "OSError: Signal 17 ignored due
+            # to race condition" and a traceback (1 of 100 Ctrl-C runs). So where the default was
+            # (SIGCHLD's is to ignore it), a handler that does nothing stays.
+            signal.signal(signal.SIGCHLD, handler if callable(handler) else _ignore)
             signal.set_wakeup_fd(fd)
-            signal.signal(signal.SIGCHLD, handler)
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             self._previous = None
         for fd in (self.wake_r, self.wake_w, self.child_fd):
             if fd >= 0:

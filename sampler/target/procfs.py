@@ -16,13 +16,18 @@ from sampler.errors import ProcessNotFound
 YAMA = Path("/proc/sys/kernel/yama/ptrace_scope")
 
 
-def status(pid: int) -> dict[str, str]:
-    """/proc/PID/status as a dict; raise ProcessNotFound when the process is gone."""
+def _lines(pid: int, name: str) -> list[str]:
+    """The lines of /proc/PID/NAME, bytes that are not UTF-8 kept (surrogateescape); ProcessNotFound when it is gone."""
     try:
-        with open(f"/proc/{pid}/status", encoding="utf-8", errors="surrogateescape") as f:
-            lines = f.read().splitlines()
+        with open(f"/proc/{pid}/{name}", encoding="utf-8", errors="surrogateescape") as f:
+            return f.read().splitlines()
     except (FileNotFoundError, ProcessLookupError):
         raise ProcessNotFound(f"no process with PID {pid}") from None
+
+
+def status(pid: int) -> dict[str, str]:
+    """/proc/PID/status as a dict; raise ProcessNotFound when the process is gone."""
+    lines = _lines(pid, "status")
     fields = {}
     for line in lines:
         key, _, value = line.partition(":")
@@ -164,11 +169,7 @@ def in_root(pid: int, path: str) -> str:
 
 def file_systems(pid: int) -> set[str]:
     """The types of the file systems mounted where ``pid`` lives (/proc/PID/mountinfo)."""
-    try:
-        with open(f"/proc/{pid}/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
-            lines = f.read().splitlines()
-    except (FileNotFoundError, ProcessLookupError):
-        raise ProcessNotFound(f"no process with PID {pid}") from None
+    lines = _lines(pid, "mountinfo")
     return {line.split(" - ", 1)[1].split()[0] for line in lines if " - " in line}
 
 
@@ -203,11 +204,7 @@ class Mapping:
 
 def maps(pid: int) -> list[Mapping]:
     """The process's memory mappings; ProcessNotFound when it is gone."""
-    try:
-        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="surrogateescape") as f:
-            lines = f.read().splitlines()
-    except (FileNotFoundError, ProcessLookupError):
-        raise ProcessNotFound(f"no process with PID {pid}") from None
+    lines = _lines(pid, "maps")
     found = []
     for line in lines:
         fields = line.split(maxsplit=5)

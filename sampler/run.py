@@ -107,8 +107,8 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
         where = " or ".join(probe.location for probe in config.probe_list())
         notice.say(f"no call of {where} was seen: the breakpoint was in, never hit (does the program call it? "
                    "a program can have its own copy, e.g. jemalloc's malloc, not libc's)")
-    for note in backend.notes():  # under --quiet only what changes what the rows mean
-        if not quiet or "missed" in note:
+    for note in backend.notes():  # under --quiet only what changes what the rows mean, or harms
+        if not quiet or "missed" in note or "SIGTRAP" in note:
             notice.say(note)
     return 0
 

@@ -2,12 +2,15 @@
 never one of the second: memory a target maps from it makes every reader of that page wait
 for good (issue 32). Spoken over /dev/fuse directly (no libfuse): run as root,
 ``python -m tests.integration.hangfs MOUNTPOINT``; it prints "mounted", and "holding read
-OFFSET SIZE" for each read it keeps; killed, the kernel aborts the waits."""
+OFFSET SIZE" for each read it keeps; killed, the kernel aborts the waits. SIGUSR1 answers
+every read it kept, and every read from then on (bytes 0x43): the waiters go on as if the file
+system had only been slow."""
 
 from __future__ import annotations
 
 import ctypes
 import os
+import signal
 import struct
 import sys
 
@@ -30,6 +33,17 @@ def serve(mountpoint: str) -> None:
     options = f"fd={fd},rootmode=40000,user_id=0,group_id=0,allow_other".encode()
     if libc.mount(b"hangfs", mountpoint.encode(), b"fuse", 0, options) != 0:
         raise OSError(ctypes.get_errno(), f"mount of {mountpoint}")
+    held: list[tuple[int, int]] = []
+    answering = False
+
+    def answer_all(_signum: int, _frame: object) -> None:
+        nonlocal answering
+        answering = True
+        while held:
+            unique, size = held.pop()
+            os.write(fd, struct.pack("<IiQ", 16 + size, 0, unique) + bytes([0x43]) * size)
+
+    signal.signal(signal.SIGUSR1, answer_all)
     print("mounted", flush=True)
     while True:
         try:
@@ -58,8 +72,11 @@ def serve(mountpoint: str) -> None:
             _, offset, size = struct.unpack_from("<QQI", body)
             if offset < ANSWERED:
                 reply(bytes([0x42]) * min(size, ANSWERED - offset))
+            elif answering:
+                reply(bytes([0x43]) * min(size, SIZE - offset))
             else:
-                print("holding read", offset, size, flush=True)  # never answered
+                held.append((unique, min(size, SIZE - offset)))
+                print("holding read", offset, size, flush=True)  # answered only at SIGUSR1
         elif opcode in (FORGET, BATCH_FORGET, INTERRUPT):
             pass
         elif opcode in (RELEASE, RELEASEDIR, FLUSH):

@@ -32,7 +32,7 @@ from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.router import Router
 from sampler.backends.ptrace.scope import Scope
 from sampler.backends.ptrace.site import Site
-from sampler.backends.ptrace.tracer import CHECK_EMULATION, Hit, Tracer
+from sampler.backends.ptrace.tracer import CHECK_EMULATION, DETACH_TIMEOUT_S, Hit, Tracer
 from sampler.config import Probe, SessionConfig
 from sampler.debuginfo.debugfiles import DebugFinder
 from sampler.debuginfo.locate import Place, resolve_all
@@ -342,7 +342,9 @@ class PtraceBackend:
                     self.tally = Tally(tracer.children.released, tracer.unsure, tracer.vfork_windows,
                                        tracer.emulated, tracer.stepped,
                                        tracer.checked if CHECK_EMULATION else None, list(tracer.mismatches),
-                                       tracer.guard.hangs + self.zero_stop_guard.hangs)
+                                       tracer.guard.hangs + self.zero_stop_guard.hangs,
+                                       len(tracer.waiting_in_kernel), len(tracer.given_up),
+                                       len(tracer.left_stepping))
             if self.guardian is not None:  # only once every byte is back
                 guardian, self.guardian = self.guardian, None
                 guardian.dismiss()
@@ -374,6 +376,12 @@ class Tally:
     """Where the emulation differed from the CPU."""
     hangs: int = 0
     """Reads of the target's memory that did not return in time (guard.py)."""
+    waiting: int = 0
+    """Threads waiting in the kernel (state D) when sampler let go: the kernel detaches them."""
+    given_up: int = 0
+    """Every-hit breakpoints taken out: their instruction's memory did not answer."""
+    left_stepping: int = 0
+    """Threads left inside a single-step that never ended (their trap flag set)."""
 
     def __add__(self, other: Tally) -> Tally:
         checked = None if self.checked is None and other.checked is None else \
@@ -381,7 +389,8 @@ class Tally:
         return Tally(self.released + other.released, self.unsure + other.unsure,
                      self.vfork_windows + other.vfork_windows, self.emulated + other.emulated,
                      self.stepped + other.stepped, checked, self.differed + other.differed,
-                     self.hangs + other.hangs)
+                     self.hangs + other.hangs, self.waiting + other.waiting, self.given_up + other.given_up,
+                     self.left_stepping + other.left_stepping)
 
     def notes(self, every_hit: bool, many: bool = False) -> list[str]:
         """``many``: of a run of many processes."""
@@ -406,6 +415,20 @@ class Tally:
                         f"{TIMEOUT_S * 1000:.0f} ms (memory backed by a file system that does not answer?): their "
                         "values are missed, the rows say so, those pages were not read again, and sampler's threads "
                         "waiting on them stay until they return")
+        if self.waiting:
+            said.append(f"{self.waiting} thread(s) of the {'targets' if many else 'target'} waited in the kernel "
+                        "(uninterruptible: a file system that does not answer?) and could not stop for sampler to "
+                        "let go: every breakpoint byte was back first, and the kernel lets each go on untraced as "
+                        "sampler's tracer ends")
+        if self.given_up:
+            said.append(f"{self.given_up} breakpoint(s) were taken out for the rest of the run: the memory the "
+                        f"instruction there reads did not answer within {TIMEOUT_S * 1000:.0f} ms, and a thread "
+                        "single-stepped on it could not be let go safely; calls after that were missed")
+        if self.left_stepping:
+            said.append(f"{self.left_stepping} thread(s) of the {'targets' if many else 'target'} were inside a "
+                        "single-step whose memory did not answer for "
+                        f"{DETACH_TIMEOUT_S:.0f} s: Linux keeps their trap flag when sampler exits, so each dies "
+                        "of SIGTRAP if that memory comes (SAMPLER_GUARD=1 checks the memory before each step)")
         if self.checked is not None:
             said.append(f"emulation checked against the CPU at {self.checked} hit(s): {len(self.differed)} differed"
                         + (f" (first: {self.differed[0]})" if self.differed else ""))

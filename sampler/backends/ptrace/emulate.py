@@ -172,6 +172,51 @@ def _compile(insn: Any, after: int, go: bool, shadow_stack: bool) -> Emulation |
     return None
 
 
+NO_ACCESS = {X.X86_INS_LEA, X.X86_INS_NOP, X.X86_INS_PREFETCH, X.X86_INS_PREFETCHNTA, X.X86_INS_PREFETCHT0,
+             X.X86_INS_PREFETCHT1, X.X86_INS_PREFETCHT2, X.X86_INS_PREFETCHW, X.X86_INS_CLFLUSH}
+"""Instructions whose memory operand is only an address: nothing is read or written there."""
+STACK = {X.X86_INS_PUSH, X.X86_INS_POP, X.X86_INS_CALL, X.X86_INS_RET, X.X86_INS_PUSHFQ, X.X86_INS_POPFQ,
+         X.X86_INS_LEAVE, X.X86_INS_ENTER}
+"""Instructions that read or write the stack without naming it."""
+STRINGS = {X.X86_INS_MOVSB: 1, X.X86_INS_MOVSW: 2, X.X86_INS_MOVSD: 4, X.X86_INS_MOVSQ: 8,
+           X.X86_INS_STOSB: 1, X.X86_INS_STOSW: 2, X.X86_INS_STOSD: 4, X.X86_INS_STOSQ: 8,
+           X.X86_INS_LODSB: 1, X.X86_INS_LODSW: 2, X.X86_INS_LODSD: 4, X.X86_INS_LODSQ: 8,
+           X.X86_INS_CMPSB: 1, X.X86_INS_CMPSW: 2, X.X86_INS_CMPSD: 4, X.X86_INS_CMPSQ: 8,
+           X.X86_INS_SCASB: 1, X.X86_INS_SCASW: 2, X.X86_INS_SCASD: 4, X.X86_INS_SCASQ: 8}
+"""String instructions (their first element, at rsi and rdi; a rep form runs on past it)."""
+
+
+def touched(code: bytes, address: int, registers: Any) -> list[tuple[int, int]]:
+    """The memory the instruction at the start of CODE (at ADDRESS) reads or writes with these
+    registers, as (address, size), as far as decoding says: its memory operands (fs and gs ones
+    left out: thread-local storage), the stack around rsp for pushes, pops, calls and returns,
+    and the first element at rsi and rdi of a string instruction. Empty when it does not decode.
+    A single-step of an instruction whose memory does not answer would leave its thread in the
+    kernel with the trap flag set: killed by SIGTRAP when the memory comes after sampler left."""
+    try:
+        decoded = next(_DECODER.disasm(code, address, 1), None)
+    except CsError:
+        return []
+    if decoded is None or decoded.id in NO_ACCESS:
+        return []
+    after = address + decoded.size
+    spans = []
+    for op in decoded.operands:
+        if op.type != X.X86_OP_MEM or decoded.reg_name(op.mem.segment) in ("fs", "gs"):
+            continue
+        try:
+            at = _address_of(decoded, op.mem, after, flat=True)(registers)
+        except (KeyError, ValueError):
+            continue
+        spans.append((at, max(op.size, 1)))
+    if decoded.id in STACK:
+        spans.append(((registers.rsp - 8) & MASK[8], 16))
+    width = STRINGS.get(decoded.id)
+    if width:
+        spans += [(registers.rsi, width), (registers.rdi, width)]
+    return spans
+
+
 def _register(insn: Any, reg: int) -> tuple[str, int]:
     """(user_regs_struct field, width in bytes) of a 64- or 32-bit general register."""
     return _REGISTERS[insn.reg_name(reg)]
@@ -191,9 +236,10 @@ def _source(insn: Any, op: Any, width: int, after: int) -> Callable[[Any], int]:
     raise ValueError("a memory operand")
 
 
-def _address_of(insn: Any, mem: Any, after: int) -> Callable[[Any], int]:
-    """The address a memory operand names (lea's result), from the registers."""
-    if mem.segment:
+def _address_of(insn: Any, mem: Any, after: int, flat: bool = False) -> Callable[[Any], int]:
+    """The address a memory operand names (lea's result), from the registers. ``flat``: a
+    segment other than fs and gs is taken as based at 0 (as x86-64 makes them)."""
+    if mem.segment and not (flat and insn.reg_name(mem.segment) not in ("fs", "gs")):
         raise ValueError("a segment")
     base = insn.reg_name(mem.base) if mem.base else None
     index = _register(insn, mem.index)[0] if mem.index else None

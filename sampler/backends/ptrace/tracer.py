@@ -25,7 +25,7 @@ from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
 from sampler.backends.ptrace import calls, emulate
 from sampler.backends.ptrace.children import ChildReleaser, shares_memory
-from sampler.backends.ptrace.guard import Guard
+from sampler.backends.ptrace.guard import Guard, MemoryDead
 from sampler.backends.ptrace.instructions import kind_of
 from sampler.backends.ptrace.memory import Memory, MemoryHang, Protections, UnreadableMemory
 from sampler.backends.ptrace.router import Router, Wakeups
@@ -60,6 +60,9 @@ GROUP_STOP_SIGNALS = {signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIG
 FAULTS = {signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL}
 """Signals an instruction raises itself: the same one again before the step is its own."""
 DETACH_TIMEOUT_S = 5.0
+UNINTERRUPTIBLE_S = 0.2
+"""A thread still in an uninterruptible wait (state D) this long after detach interrupted it is not
+waited for: it cannot stop (a page of a file system that does not answer); the kernel lets it go."""
 HOLD_TIMEOUT_S = 0.2
 """How long the other threads may take to stop for a step over the breakpoint's instruction."""
 IN_KERNEL = ("S", "D")
@@ -162,6 +165,12 @@ class Tracer:
         self.unsure = 0
         """Steps over the breakpoint during which a thread of the target could not be held:
         a call it made meanwhile may have been missed (said in the summary)."""
+        self.waiting_in_kernel: set[int] = set()
+        """Threads that could not stop for detach: waiting in the kernel (state D)."""
+        self.given_up: set[int] = set()
+        """Every-hit breakpoints taken out for good: the instruction's memory did not answer."""
+        self.left_stepping: set[int] = set()
+        """Threads inside a single-step that had not ended at detach (the trap flag still set)."""
         self.stops: dict[int, int] = {}
         """ptrace-stops seen per thread (breakpoint traps and passed-on signals alike)."""
         self.exit_status: int | None = None
@@ -245,8 +254,13 @@ class Tracer:
                 pending.add(tid)
             else:
                 self.threads.discard(tid)
-        deadline = time.monotonic() + DETACH_TIMEOUT_S
+        started = time.monotonic()
+        deadline = started + DETACH_TIMEOUT_S
         while pending and time.monotonic() < deadline:
+            if time.monotonic() - started > UNINTERRUPTIBLE_S:  # (a step is waited for: its trap flag)
+                waiting = {tid for tid in pending if tid not in self._stepping and self._thread_state(tid) == "D"}
+                self.waiting_in_kernel |= waiting  # (a page of a file system that does not answer?)
+                pending -= waiting
             for tid, status in self._events():
                 if os.WIFEXITED(status) or os.WIFSIGNALED(status):
                     pending.discard(tid)
@@ -276,8 +290,9 @@ class Tracer:
         for child in list(self._early):  # whose fork event never came (the parent was killed)
             self.children.release(child, self.patches, first_stop_seen=True)
             del self._early[child]
-        pending -= set(self._stepping)  # in the kernel for a page that does not come: the kernel lets them
-        if pending:  # go when this tracer ends (and clears their single-step), or sampler does at their stop
+        self.left_stepping |= pending & set(self._stepping)  # in the kernel for a page that does not come:
+        pending -= set(self._stepping)  # the kernel lets them go when this tracer ends, with the trap flag
+        if pending:  # set (summary), or sampler does at their stop (router.owner)
             raise DebuggerError(f"threads {sorted(pending)} of process {self.pid} did not stop for detach")
 
     def _trap_pending(self, tid: int) -> bool:
@@ -388,6 +403,11 @@ class Tracer:
             else:
                 self._set_registers(hit)  # for its error (ESRCH: gone)
             return
+        if self.guard.on and not self._memory_answers(hit):
+            self.given_up.add(hit.address)  # not stepped: a step that never ends is a SIGTRAP later
+            self.disarm(hit.address)
+            self.resume(hit)  # it runs the instruction itself, and waits where it would untraced
+            return
         self.stepped += 1
         kind = self._displaced.get(hit.address)
         if kind is None:
@@ -403,6 +423,26 @@ class Tracer:
             self._step_in_place(hit, repeat=kind == "repeat", check=check)
         finally:
             self._release(held)
+
+    def _memory_answers(self, hit: Hit) -> bool:
+        """Whether the memory the instruction at the hit reads or writes comes (read through the
+        guard, TIMEOUT_S at most). A single-step whose instruction waits in the kernel for good
+        leaves its thread with the trap flag set: Linux does not clear it when its tracer ends,
+        and the thread dies of SIGTRAP once its memory comes, if ever (issue 32)."""
+        memory, access = self.memory, self._access
+
+        def read() -> bool:
+            code = bytes([self.originals[hit.address]]) + memory.read(hit.address + 1, 15)
+            spans = emulate.touched(code, hit.address, hit.registers)
+            for address, size in spans:
+                access.read(address, size)  # (faults each page in, as the instruction would)
+            return not (memory.hung and any(memory.refuses(address, size) for address, size in spans))
+        try:
+            return self.guard.call(read)
+        except (MemoryHang, MemoryDead):
+            return False
+        except UnreadableMemory:
+            return True  # the step finds out, as the CPU does
 
     def _emulated(self, address: int, registers: Any) -> Any:
         """The registers the instruction at ``address`` leaves, computed from ``registers`` (and

@@ -6,6 +6,7 @@ import os
 import pwd
 import resource
 import shutil
+import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -540,8 +541,17 @@ def _run(config: SessionConfig, common: dict[str, Any], how: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: run the CLI and turn every failure into one line and an exit code."""
     _more_files()
-    return _exit_code(lambda: cli.main(args=list(argv) if argv is not None else None, prog_name="sampler",
-                                       standalone_mode=False))
+    return _exit_code(lambda: _invoke(list(argv) if argv is not None else sys.argv[1:]))
+
+
+def _invoke(args: list[str]) -> object:
+    """click's main without its handling of a Ctrl-C: it prints a blank line before its Abort
+    (two lines where sampler says one)."""
+    try:
+        with cli.make_context("sampler", args) as ctx:
+            return cli.invoke(ctx)
+    except click.exceptions.Exit as e:
+        return e.exit_code
 
 
 def _more_files() -> None:
@@ -566,8 +576,13 @@ def _exit_code(call: Callable[[], object]) -> int:
         _say(f"{e.format_message()} (see 'sampler --help')")
         return e.exit_code
     except (click.Abort, KeyboardInterrupt):
+        if sys.stderr.isatty():
+            click.echo(err=True)  # after the terminal's ^C
         _say("interrupted before sampling started; the target was not touched")
         return 130
+    except BrokenPipeError:  # stdout's reader left (as click's main takes it)
+        sys.stdout = click.utils._PacifyFlushWrapper(sys.stdout)
+        return 1
     except Exception as e:  # a bug of ours: one line, traceback only on request
         if os.environ.get("SAMPLER_DEBUG"):
             traceback.print_exc()

@@ -546,7 +546,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _invoke(args: list[str]) -> object:
     """click's main without its handling of a Ctrl-C: it prints a blank line before its Abort
-    (two lines where sampler says one)."""
+    (two lines where sampler says one). Shell completion (_SAMPLER_COMPLETE) as click's main."""
+    cli._main_shell_completion({}, "sampler", None)  # exits when it completes
     try:
         with cli.make_context("sampler", args) as ctx:
             return cli.invoke(ctx)

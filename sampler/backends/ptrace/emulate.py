@@ -178,19 +178,14 @@ NO_ACCESS = {X.X86_INS_LEA, X.X86_INS_NOP, X.X86_INS_PREFETCH, X.X86_INS_PREFETC
 STACK = {X.X86_INS_PUSH, X.X86_INS_POP, X.X86_INS_CALL, X.X86_INS_RET, X.X86_INS_PUSHFQ, X.X86_INS_POPFQ,
          X.X86_INS_LEAVE, X.X86_INS_ENTER}
 """Instructions that read or write the stack without naming it."""
-STRINGS = {X.X86_INS_MOVSB: 1, X.X86_INS_MOVSW: 2, X.X86_INS_MOVSD: 4, X.X86_INS_MOVSQ: 8,
-           X.X86_INS_STOSB: 1, X.X86_INS_STOSW: 2, X.X86_INS_STOSD: 4, X.X86_INS_STOSQ: 8,
-           X.X86_INS_LODSB: 1, X.X86_INS_LODSW: 2, X.X86_INS_LODSD: 4, X.X86_INS_LODSQ: 8,
-           X.X86_INS_CMPSB: 1, X.X86_INS_CMPSW: 2, X.X86_INS_CMPSD: 4, X.X86_INS_CMPSQ: 8,
-           X.X86_INS_SCASB: 1, X.X86_INS_SCASW: 2, X.X86_INS_SCASD: 4, X.X86_INS_SCASQ: 8}
-"""String instructions (their first element, at rsi and rdi; a rep form runs on past it)."""
 
 
 def touched(code: bytes, address: int, registers: Any) -> list[tuple[int, int]]:
     """The memory the instruction at the start of CODE (at ADDRESS) reads or writes with these
     registers, as (address, size), as far as decoding says: its memory operands (fs and gs ones
-    left out: thread-local storage), the stack around rsp for pushes, pops, calls and returns,
-    and the first element at rsi and rdi of a string instruction. Empty when it does not decode.
+    left out: thread-local storage; a string instruction's first element at rsi and rdi, as
+    capstone lists them) and the stack around rsp for pushes, pops, calls and returns. Empty
+    when it does not decode.
     A single-step of an instruction whose memory does not answer would leave its thread in the
     kernel with the trap flag set: killed by SIGTRAP when the memory comes after sampler left."""
     try:
@@ -211,9 +206,6 @@ def touched(code: bytes, address: int, registers: Any) -> list[tuple[int, int]]:
         spans.append((at, max(op.size, 1)))
     if decoded.id in STACK:
         spans.append(((registers.rsp - 8) & MASK[8], 16))
-    width = STRINGS.get(decoded.id)
-    if width:
-        spans += [(registers.rsi, width), (registers.rdi, width)]
     return spans
 
 

@@ -432,8 +432,7 @@ class Tracer:
         memory, access = self.memory, self._access
 
         def read() -> bool:
-            code = bytes([self.originals[hit.address]]) + memory.read(hit.address + 1, 15)
-            spans = emulate.touched(code, hit.address, hit.registers)
+            spans = emulate.touched(self._code_at(hit.address), hit.address, hit.registers)
             for address, size in spans:
                 access.read(address, size)  # (faults each page in, as the instruction would)
             return not (memory.hung and any(memory.refuses(address, size) for address, size in spans))
@@ -443,6 +442,10 @@ class Tracer:
             return False
         except UnreadableMemory:
             return True  # the step finds out, as the CPU does
+
+    def _code_at(self, address: int) -> bytes:
+        """The longest instruction's bytes at a breakpoint, its original first byte in front."""
+        return bytes([self.originals[address]]) + self.memory.read(address + 1, 15)
 
     def _emulated(self, address: int, registers: Any) -> Any:
         """The registers the instruction at ``address`` leaves, computed from ``registers`` (and
@@ -464,7 +467,7 @@ class Tracer:
 
     def _emulation_at(self, address: int) -> emulate.Emulation | None:
         try:
-            code = bytes([self.originals[address]]) + self.memory.read(address + 1, 15)
+            code = self._code_at(address)
         except UnreadableMemory:
             return None
         try:  # a CET shadow stack (kernel 6.6 and later, when the program asks for one)

@@ -43,6 +43,7 @@ def main() -> int:
     base: list[float] = []
     sampled: list[float] = []
     rates: list[float] = []
+    torn = rows_in_all = 0
     try:
         time.sleep(2)
         with tempfile.TemporaryDirectory() as tmp:
@@ -60,6 +61,8 @@ def main() -> int:
                 with open(out, newline="") as f:
                     rows = list(csv.DictReader(f))
                 rates.append(len(rows) / float(rows[-1]["elapsed_s"]))
+                torn += sum("torn" in row["error"] for row in rows)
+                rows_in_all += len(rows)
     finally:
         target.kill()
         target.wait()
@@ -67,7 +70,8 @@ def main() -> int:
     print(f"{args.target}: zero-stop rate reached median {statistics.median(rates):.0f}/s "
           f"(min {min(rates):.0f}, max {max(rates):.0f}) asking {args.rate}/s; target reads/s "
           f"median {statistics.median(base):.0f} alone vs {statistics.median(sampled):.0f} sampled "
-          f"(ratio {ratio:.2f}; {len(base)} and {len(sampled)} one-second lines; 2 cores shared)")
+          f"(ratio {ratio:.2f}; {len(base)} and {len(sampled)} one-second lines; 2 cores shared); "
+          f"{torn} of {rows_in_all} rows torn")
     return 0
 
 

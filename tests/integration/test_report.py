@@ -192,8 +192,6 @@ def test_report_names_a_column_that_is_not_there(bug_run: Path) -> None:
     assert "no column 'nosuch'" in line and "delta" in line
 
 
-@pytest.mark.xfail(strict=False, reason="issue 33, open: a zero-stop row reads w and r at two moments; a torn "
-                   "pair (r past w) reads as 2**64 - n and holds 'delta > 16' (1 of 4 clean-clone CI runs)")
 def test_stop_when_catches_the_ring_at_capacity_plus_one(start_target: Callable[..., Target],
                                                          tmp_path: Path) -> None:
     # GIVEN the Go ring buffer with its off-by-one, sampled with the short form

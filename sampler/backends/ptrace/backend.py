@@ -24,6 +24,7 @@ from typing import ClassVar
 from sampler import notice
 from sampler.backends.base import Capabilities
 from sampler.backends.cycle import miss
+from sampler.backends.ptrace.consistent import BUDGET_S, Moment, Torn
 from sampler.backends.ptrace.guard import TIMEOUT_S, Guard
 from sampler.backends.ptrace.instructions import MAX_FUNCTION, starts_instruction
 from sampler.backends.ptrace.memory import Memory, MemoryHang, UnreadableMemory
@@ -93,6 +94,8 @@ class PtraceBackend:
         self.memory: Memory | None = None
         self.zero_stop_guard = Guard(config.pid)
         """What makes the zero-stop reads, TIMEOUT_S at most a row (guard.py)."""
+        self.moment: Moment | None = None
+        """What makes each zero-stop row's reads agree (consistent.py)."""
         self.tracer: Tracer | None = None
         self.guardian: Guardian | None = None
         self.tally = Tally()
@@ -130,6 +133,7 @@ class PtraceBackend:
         if zero_stop:
             site, memory = self.sites[0], self.memory
             self.zero_stop_guard.on_hang = memory.mark_hung
+            self.moment = Moment(memory)
             if site.scope.is_go:
                 site.scope.prepare_go(self.memory.read)
             try:
@@ -194,12 +198,13 @@ class PtraceBackend:
 
     def read_globals(self) -> Reading:
         """Zero-stop reads: nothing stops (a read that does not return in time is the row's error)."""
-        memory = self.memory
-        assert memory is not None
+        memory, moment = self.memory, self.moment
+        assert memory is not None and moment is not None
         site = self.sites[0]
         try:
-            values, errors = self.zero_stop_guard.call(lambda: site.evaluate(memory, None))
-        except MemoryHang as e:
+            values, errors = self.zero_stop_guard.call(
+                lambda: moment.read(lambda read: site.evaluate(memory, None, read)))
+        except (MemoryHang, Torn) as e:
             return Reading(site.missed(str(e), 0.0).values, error="; ".join(
                 f"{expression.name}: {e}" for expression in site.expressions))
         if errors:  # reads fail once it is gone
@@ -334,6 +339,8 @@ class PtraceBackend:
     def detach(self) -> None:
         try:
             self.tally.hangs = self.zero_stop_guard.hangs
+            if self.moment is not None:
+                self.tally.torn, self.tally.read_again = self.moment.torn, self.moment.again
             if self.tracer is not None:
                 tracer, self.tracer = self.tracer, None
                 try:
@@ -382,6 +389,10 @@ class Tally:
     """Every-hit breakpoints taken out: their instruction's memory did not answer."""
     left_stepping: int = 0
     """Threads left inside a single-step that never ended (their trap flag set)."""
+    torn: int = 0
+    """Zero-stop rows whose reads never agreed (consistent.py): no values."""
+    read_again: int = 0
+    """Times zero-stop rows were read again because a value changed while read."""
 
     def __add__(self, other: Tally) -> Tally:
         checked = None if self.checked is None and other.checked is None else \
@@ -390,7 +401,8 @@ class Tally:
                      self.vfork_windows + other.vfork_windows, self.emulated + other.emulated,
                      self.stepped + other.stepped, checked, self.differed + other.differed,
                      self.hangs + other.hangs, self.waiting + other.waiting, self.given_up + other.given_up,
-                     self.left_stepping + other.left_stepping)
+                     self.left_stepping + other.left_stepping, self.torn + other.torn,
+                     self.read_again + other.read_again)
 
     def notes(self, every_hit: bool, many: bool = False) -> list[str]:
         """``many``: of a run of many processes."""
@@ -429,6 +441,13 @@ class Tally:
                         "single-step whose memory did not answer for "
                         f"{DETACH_TIMEOUT_S:.0f} s: Linux keeps their trap flag when sampler exits, so each dies "
                         "of SIGTRAP if that memory comes (SAMPLER_GUARD=1 checks the memory before each step)")
+        if self.read_again:
+            said.append(f"zero-stop rows were read again {self.read_again} time(s) because a value changed "
+                        "while read: every row kept is of one moment")
+        if self.torn:
+            said.append(f"{self.torn} row(s) were torn: the target changed the values they read every time "
+                        f"they were read (for {BUDGET_S * 1e3:.1f} ms each), so their values are missed and the "
+                        "rows say \"torn\" (a value that changes faster than it can be read twice: use --at)")
         if self.checked is not None:
             said.append(f"emulation checked against the CPU at {self.checked} hit(s): {len(self.differed)} differed"
                         + (f" (first: {self.differed[0]})" if self.differed else ""))

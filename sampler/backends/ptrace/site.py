@@ -167,9 +167,11 @@ class Site:
 
     # -- evaluation ------------------------------------------------------------------
 
-    def evaluate(self, memory: Memory, hit: Hit | None) -> tuple[tuple[Value, ...], list[str]]:
-        """Every expression at the hit (None: globals only), laid out in the run's columns."""
-        results = [self.evaluate_one(memory, hit, index) for index in range(len(self.expressions))]
+    def evaluate(self, memory: Memory, hit: Hit | None, read: Read | None = None
+                 ) -> tuple[tuple[Value, ...], list[str]]:
+        """Every expression at the hit (None: globals only), laid out in the run's columns;
+        ``read``: what reads the memory (memory.read when not given)."""
+        results = [self.evaluate_one(memory, hit, index, read) for index in range(len(self.expressions))]
         values, errors = joined(self.expressions, results)
         return self._laid_out(list(values)), errors
 

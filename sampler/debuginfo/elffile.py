@@ -40,6 +40,9 @@ class Symbol:
     is_function: bool
     exported: bool = True
     """Not a local (static) symbol: one that a copy relocation can move into the program."""
+    ifunc: bool = False
+    """An STT_GNU_IFUNC: its address is the resolver's, which returns, once per process, the
+    implementation calls go to (ifunc.py)."""
 
 
 class ElfFile:
@@ -155,20 +158,29 @@ class ElfFile:
                     continue
                 strings = self.elf.get_section(section["sh_link"])
                 if self.elf.elfclass == 64 and self.elf.little_endian and strings["sh_type"] == "SHT_STRTAB":
-                    _read_symbols(section.data(), strings.data(), found, self.shadowed)
+                    _read_symbols(section.data(), strings.data(), found, self.shadowed,
+                                  self._hidden_versions() if name == ".dynsym" else b"")
                     continue
                 for sym in section.iter_symbols():  # other ELF classes: pyelftools' slower parse
                     kind = sym["st_info"]["type"]
-                    if kind in ("STT_FUNC", "STT_OBJECT") and sym["st_value"] \
-                            and sym["st_shndx"] != "SHN_UNDEF":
+                    if kind in ("STT_FUNC", "STT_OBJECT", "STT_LOOS") and sym["st_value"] \
+                            and sym["st_shndx"] != "SHN_UNDEF":  # STT_LOOS: STT_GNU_IFUNC's number
                         found[sym.name] = Symbol(sym["st_value"], sym["st_size"], kind != "STT_OBJECT",
-                                                 sym["st_info"]["bind"] != "STB_LOCAL")
+                                                 sym["st_info"]["bind"] != "STB_LOCAL", kind == "STT_LOOS")
             if self.elf.get_section_by_name(".symtab") is None:  # stripped Go: its own table
                 table = self.go_table()
                 for function in table.functions() if table is not None else ():
                     found.setdefault(function.name, Symbol(function.entry, function.end - function.entry, True))
             self._symbols = found
         return self._symbols
+
+    def _hidden_versions(self) -> bytes:
+        """.gnu.version: a 16-bit entry per .dynsym symbol, 0x8000 set on a version that is not
+        the default (glibc's memcpy@GLIBC_2.2.5 beside memcpy@@GLIBC_2.14); b'' without one."""
+        section = self.elf.get_section_by_name(".gnu.version")
+        if section is None or section["sh_type"] == "SHT_NOBITS" or section["sh_size"] > MAX_SECTION:
+            return b""
+        return bytes(section.data())
 
     @_guarded
     def go_table(self) -> PcLineTable | None:
@@ -195,27 +207,40 @@ class ElfFile:
 
 
 _ELF64_SYM = struct.Struct("<IBBHQQ")
-_STT_OBJECT, _STT_FUNC = 1, 2
+_STT_OBJECT, _STT_FUNC, _STT_GNU_IFUNC = 1, 2, 10
+_HIDDEN = 0x8000
+"""A .gnu.version entry's bit for a version that is not the symbol's default."""
 
 
 def _read_symbols(table: bytes, strings: bytes, into: dict[str, Symbol],
-                  others: list[tuple[str, Symbol]] | None = None) -> None:
+                  others: list[tuple[str, Symbol]] | None = None, versions: bytes = b"") -> None:
     """Elf64_Sym entries, read directly (pyelftools takes a second for libc's 10,000).
     ``others``: the symbols a later one of the same name displaced (two static functions
-    of one name in two files)."""
+    of one name in two files). ``versions``: .dynsym's .gnu.version; a name's default
+    version wins over its old ones, whatever their order."""
     usable = len(table) - len(table) % _ELF64_SYM.size
-    for name, info, _other, section, value, size in _ELF64_SYM.iter_unpack(table[:usable]):
+    hidden: set[str] = set()
+    for index, (name, info, _other, section, value, size) in enumerate(_ELF64_SYM.iter_unpack(table[:usable])):
         kind = info & 0xF
-        if kind not in (_STT_OBJECT, _STT_FUNC) or not value or section == 0 or name >= len(strings):
+        if kind not in (_STT_OBJECT, _STT_FUNC, _STT_GNU_IFUNC) or not value or section == 0 \
+                or name >= len(strings):
             continue
         end = strings.find(b"\0", name)
         text = strings[name:end if end >= 0 else len(strings)].decode("utf-8", "replace")
         if text:
-            symbol = Symbol(value, size, kind == _STT_FUNC, info >> 4 != 0)
+            symbol = Symbol(value, size, kind != _STT_OBJECT, info >> 4 != 0, kind == _STT_GNU_IFUNC)
+            old = 2 * index + 2 <= len(versions) and versions[2 * index + 1] << 8 & _HIDDEN != 0
             displaced = into.get(text)
-            if others is not None and displaced is not None and displaced.address != value:
+            if old and displaced is not None and text not in hidden:  # the default is in already
+                continue
+            if others is not None and displaced is not None and displaced.address != value \
+                    and text not in hidden:  # (an old version displaced is no other function)
                 others.append((text, displaced))
             into[text] = symbol
+            if old:
+                hidden.add(text)
+            else:
+                hidden.discard(text)
 
 
 CRC_SECONDS = 5.0

@@ -15,7 +15,7 @@ import difflib
 import re
 from dataclasses import dataclass
 
-from sampler.debuginfo import prologue
+from sampler.debuginfo import ifunc, prologue
 from sampler.debuginfo.clones import clones_of
 from sampler.debuginfo.dies import Malformed, origin, same_file
 from sampler.debuginfo.dwarf import Function, InlineWalkTooLarge, Variable
@@ -251,9 +251,15 @@ def _in_module(modules: Modules, module: Module, name: str, everywhere: bool) ->
         if found is None:
             return None
         return Place(found + module.bias, module, _function_at(module, found + module.bias))
-    address = module.function_symbol(name)
-    if address is not None:
-        return _at_symbol(modules, module, address)
+    symbol = module.symbol(name)
+    if symbol is not None and symbol.is_function:
+        if symbol.ifunc:
+            choice = ifunc.chosen(modules, module, name, symbol.address)
+            also = f" (also {', '.join(choice.also)}'s choice: its calls are counted too)" if choice.also else ""
+            modules.finder.say(f"--at {name}: an IFUNC of {module.name}; this process's calls go to "
+                               f"{choice.name or hex(choice.address)}, chosen for this CPU: breaking there{also}")
+            return _at_symbol(modules, module, choice.address - module.bias)
+        return _at_symbol(modules, module, symbol.address)
     matches = module.functions_matching(name, bare=everywhere)
     if len(matches) == 1:
         [(address, _)] = matches.items()

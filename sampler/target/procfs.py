@@ -92,6 +92,18 @@ def start_time(pid: int) -> int | None:
         return None
 
 
+def age_s(pid: int) -> float | None:
+    """How long ago the process started (its fork: an exec keeps it), to the clock tick
+    (10 ms); None when it is gone."""
+    started = start_time(pid)
+    try:
+        with open("/proc/uptime", "rb") as f:
+            uptime = float(f.read().split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+    return None if started is None else max(0.0, uptime - started / os.sysconf("SC_CLK_TCK"))
+
+
 def comm(pid: int) -> str:
     """The process's short name, or 'unknown'."""
     try:

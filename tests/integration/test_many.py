@@ -23,9 +23,12 @@ from tests.integration.targets import (
     code_differs,
     finish,
     one_line_error,
+    read_counter,
+    read_csv,
     sampler,
     start_sampler,
     wait_for_rows,
+    wait_until_patched,
 )
 
 
@@ -266,12 +269,49 @@ def test_exe_takes_in_a_process_that_starts_during_the_run(start_target: Callabl
     _, stderr = finish(proc)
     # THEN it was sampled too, from the tick after it started, each tick a row of each process
     assert proc.returncode == 0, stderr
-    assert f"PID {second.pid} started running {program}: sampling it too" in stderr
+    assert f"PID {second.pid} started running {program} about " in stderr
+    assert "ms ago: sampling it too from now (its calls before were not traced)" in stderr
+    assert "--exe: 1 process(es) joined the run after they started" in stderr
     assert taken_in_s < 5, taken_in_s  # an interval and the parse of its program, with room for a busy host
     rows = assert_csv_whole(out)
     since = [row["pid"] for row in rows[[row["pid"] for row in rows].index(str(second.pid)):]]
     assert abs(since.count(str(first.pid)) - since.count(str(second.pid))) <= 1, since
     untouched(first, second)
+
+
+def test_exe_marks_the_processes_that_joined_late(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN a program of its own that calls strlen 500 times at each SIGUSR1, traced with --exe
+    program = tmp_path / "calls"
+    shutil.copy(BIN / "ifuncs", program)
+    first = start_target(str(program), "strlen", "500", binary=False)
+    out = tmp_path / "calls.csv"
+    proc = start_sampler("trace", "--exe", str(program), "--at", "libc:strlen", "--out", str(out))
+    wait_until_patched(first.pid)
+    # WHEN 4 processes start during the run, each with a burst at once (before it can have
+    # joined) and one 2 s later
+    late = []
+    for _ in range(4):
+        target = start_target(str(program), "strlen", "500", binary=False)
+        target.proc.send_signal(signal.SIGUSR1)
+        target.wait_for(lambda t=target: read_counter(t, "bursts") == 1, 20, "no first burst")  # type: ignore[misc]
+        time.sleep(2)
+        target.proc.send_signal(signal.SIGUSR1)
+        target.wait_for(lambda t=target: read_counter(t, "bursts") == 2, 20, "no second burst")  # type: ignore[misc]
+        late.append(target)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = finish(proc)
+    # THEN each one's second burst is whole, and a first burst missed is said: every late process
+    # is named as joining from then on, and the summary counts them
+    assert proc.returncode in (0, 130), stderr
+    rows = collections.Counter(row["pid"] for row in read_csv(out))
+    for target in late:
+        assert 500 <= rows[str(target.pid)] <= 1000, (rows, stderr)
+        assert f"PID {target.pid} started running {program} about " in stderr
+    assert "--exe: 4 process(es) joined the run after they started" in stderr
+    assert "the calls they made before were missed" in stderr
+    for target in [first, *late]:
+        assert_code_matches_files(target.pid)
 
 
 def test_exe_refuses_a_program_nobody_runs(tmp_path: Path) -> None:

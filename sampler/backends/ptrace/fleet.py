@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import statistics
 import time
 from collections.abc import Callable
 from functools import partial
@@ -94,6 +95,10 @@ class Fleet:
         self.followed_ended = 0
         self.not_followed = 0
         """Children that could not be taken in (let go clean)."""
+        self.joined_after: list[float] = []
+        """--exe: how long each process that joined during the run had run by then (s)."""
+        self.not_joined = 0
+        """--exe: processes of the program found but gone (or refused) before they could join."""
 
     @property
     def per_tick(self) -> int:
@@ -187,10 +192,16 @@ class Fleet:
                 member = self.make(pid, self._modules())
             except ENDS_A_PROCESS as e:
                 notice.say(f"PID {pid} (started running {self.config.exe}): {_said(e)}; not sampled")
+                self.not_joined += 1
                 continue
             self._take_in(member)
-            if member in self.members and not self.config.quiet:
-                notice.say(f"PID {pid} started running {self.config.exe}: sampling it too")
+            if member in self.members:
+                age = procfs.age_s(pid)
+                self.joined_after.append(age or 0.0)
+                if not self.config.quiet:
+                    notice.say(f"PID {pid} started running {self.config.exe}"
+                               + (f" about {age * 1000:.0f} ms ago" if age is not None else "")
+                               + ": sampling it too from now (its calls before were not traced)")
 
     def _take_in(self, member: PtraceBackend) -> None:
         self.members.append(self._enlist(member))
@@ -354,6 +365,17 @@ class Fleet:
                         f"instruction, {self.followed_ended} of them ended before the run did"
                         + (f"; {self.not_followed} could not be and were let go clean (calls in them were not "
                            "traced: missed)" if self.not_followed else ""))
+        if self.joined_after:
+            joined = sorted(self.joined_after)
+            said.append(f"--exe: {len(joined)} process(es) joined the run after they started, "
+                        f"{joined[0] * 1000:.0f}-{joined[-1] * 1000:.0f} ms after (median "
+                        f"{statistics.median(joined) * 1000:.0f} ms, to 10 ms): the calls they made before were "
+                        f"missed, and a process that starts and ends between two looks for new ones (every "
+                        f"{DISCOVER_EVERY_S:g} s tracing, every tick sampling) is not seen at all"
+                        + (f"; {self.not_joined} found were gone before they could join" if self.not_joined else ""))
+        elif self.not_joined:
+            said.append(f"--exe: {self.not_joined} process(es) of the program were gone before they could join "
+                        "(their calls were missed)")
         if self.ended:
             said.append(f"{len(self.ended)} of {self._count} process(es) ended before the run did: "
                         + "; ".join(f"{pid} ({why})" for pid, why in self.ended[:5])

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 import signal
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -35,6 +37,7 @@ from sampler.session import STOP_SIGNALS, Session
 from sampler.target import process, procfs
 
 T = TypeVar("T")
+_LET_GO = re.compile(r"^(\d+) child process\(es\) the targets? forked were let go")
 
 
 def sample(config: SessionConfig, output: Output, how: str) -> int:
@@ -42,6 +45,7 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
     writers, run the session, print the summary and the backend's notes."""
     out, quiet = output.out, output.quiet
     target = process.inspect(config.pid) if not config.pids else None  # refuses a traced target
+    stopped_before = {pid for pid in (config.pids or (config.pid,)) if procfs.state(pid) == "T"}
     names = [e.name for e in config.expressions]
     # a bad --out is refused before any work; counting in sampler writes rows only to a file named
     rows = writer_for(out, names, output.format) if out != "-" or not output.aggregating else None
@@ -69,7 +73,8 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
         except BaseException:
             backend.detach()
             raise
-        session = Session(config, backend, writers, names)  # run() detaches it
+        session = Session(config, backend, writers, names, on_ready=None if quiet else functools.partial(
+            _say_ready, config, backend, how))  # run() detaches it
         try:
             summary = _gone_is_exit(config.pid, session.run)
         except SamplerError as e:
@@ -100,14 +105,22 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
         ended = f", stopped by {summary.stopped_by}" if summary.stopped_by else ""
         click.echo(f"sampler: {summary.samples} samples ({summary.misses} with errors) to "
                    f"{_where(out, output)}; median pause {median:.2f}ms{ended}; "
-                   f"{'targets' if config.pids else 'target'} left running", err=True)
+                   f"{_left(config, stopped_before)}", err=True)
     if summary.overhead:  # said under --quiet too: it changes what the rows mean
         notice.say(summary.overhead)
+    notes = backend.notes()
     if config.every_hit and summary.samples == 0 and config.probe_list():  # under --quiet too: no row says it
         where = " or ".join(probe.location for probe in config.probe_list())
-        notice.say(f"no call of {where} was seen: the breakpoint was in, never hit (does the program call it? "
-                   "a program can have its own copy, e.g. jemalloc's malloc, not libc's)")
-    for note in backend.notes():  # under --quiet only what changes what the rows mean, or harms
+        children = next((m.group(1) for m in map(_LET_GO.match, notes) if m), None)
+        notice.say(f"no call of {where} was seen: the breakpoint was in, never hit "
+                   + ("(the target was stopped by a signal, SIGSTOP or a terminal's, before the run began: "
+                      "it runs no code until a SIGCONT)" if stopped_before and all(
+                          procfs.state(pid) == "T" for pid in stopped_before) else
+                      f"in the target itself; {children} child process(es) it forked were let go untraced: "
+                      "--follow-forks traces them" if children else
+                      "(does the program call it? a program can have its own copy, e.g. jemalloc's malloc, "
+                      "not libc's)"))
+    for note in notes:  # under --quiet only what changes what the rows mean, or harms
         if not quiet or "missed" in note or "SIGTRAP" in note:
             notice.say(note)
     return 0
@@ -124,8 +137,7 @@ def _one(config: SessionConfig, target: process.TargetProcess, quiet: bool, how:
         notice.say(f"--debug-dir and --symbols are used by the ptrace backend only; {choice.name} finds debug "
              "info by its own rules (dlv's debug-info-directories)")
     if not quiet:
-        click.echo(f"sampler: {choice.name} backend ({choice.reason}); sampling PID {config.pid} {how}",
-                   err=True)
+        click.echo(f"sampler: {choice.name} backend ({choice.reason}); attaching to PID {config.pid}", err=True)
     return _gone_is_exit(config.pid, lambda: build(choice, config, target))
 
 
@@ -176,8 +188,32 @@ def _fleet(config: SessionConfig, quiet: bool, how: str) -> Backend:
         if config.exe:
             extra.append(f"each process of {config.exe} that starts")
         more = f" (and {' and '.join(extra)})" if extra else ""
-        click.echo(f"sampler: ptrace backend (one tracer for every process); sampling {which}{more}, {how}", err=True)
+        click.echo(f"sampler: ptrace backend (one tracer for every process); attaching to {which}{more}", err=True)
     return Fleet(config, members, make)
+
+
+def _left(config: SessionConfig, stopped_before: set[int]) -> str:
+    """How the targets were left: running, or stopped by a signal that was not sampler's."""
+    pids = config.pids or (config.pid,)
+    states = {pid: procfs.state(pid) for pid in pids}
+    stopped = [pid for pid, state in states.items() if state == "T"]
+    if not stopped:
+        return "targets left running" if config.pids else "target left running"
+    how = "as it was" if all(pid in stopped_before for pid in stopped) else "by a signal not sampler's"
+    if not config.pids:
+        return f"target left stopped ({how}: sampler does not resume a stop it did not make)"
+    return (f"targets left running but {len(stopped)} stopped ({how}: sampler does not resume a stop "
+            "it did not make)")
+
+
+def _say_ready(config: SessionConfig, backend: Backend, how: str) -> None:
+    """The line that sampling began: the probes are in (tracing), the first sample is due."""
+    from sampler.start import STARTED
+
+    what = "breakpoints in" if config.every_hit else "ready"
+    pids: list[int] = list(getattr(backend, "pids", None) or [config.pid])  # a run of many: those left
+    which = f"PID {pids[0]}" if len(pids) == 1 else f"{len(pids)} processes"
+    click.echo(f"sampler: {what} {time.monotonic() - STARTED:.2f} s after start: sampling {which} {how}", err=True)
 
 
 def _repair(pid: int) -> None:

@@ -27,6 +27,8 @@ from sampler.ticks import Schedule
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 TRACE_POLL_S = 0.5
+QUIET_LINE_S = 10.0
+"""Tracing: a line after this long without a hit (a header alone for minutes says nothing)."""
 ON_TIME_SPIN_S = 0.0015
 """The worker wakes this long before a tick and waits the rest awake: a sleep's wake-up on this
 2-vCPU VM came a median 0.9-1.5 ms late at 1 Hz (a halted virtual CPU is slow to wake)."""
@@ -53,8 +55,11 @@ class Summary:
 
 class Session:
     def __init__(self, config: SessionConfig, backend: Backend, writers: Sequence[Writer],
-                 names: Sequence[str] | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 names: Sequence[str] | None = None, clock: Callable[[], float] = time.monotonic,
+                 on_ready: Callable[[], None] | None = None) -> None:
         self.config = config
+        self.on_ready = on_ready
+        """Told once, when the probes are in (tracing) or the first sample is due (sampling)."""
         self.backend = backend
         self.names = list(names) if names is not None else [e.name for e in config.expressions]
         """The value columns of each reading, in order (a probe column first in a run with several)."""
@@ -79,6 +84,8 @@ class Session:
                 self.backend.attach()
                 for writer in self.writers:
                     writer.begin()
+                if not self.config.every_hit:
+                    self._ready()
                 started = self.clock()
                 try:
                     self._trace_loop() if self.config.every_hit else self._loop()
@@ -165,18 +172,41 @@ class Session:
         start = self.clock()
         started_wall = datetime.now(timezone.utc)
         end = start + config.duration_s if config.duration_s is not None else None
+        first = self.backend.trace(self.stop, start)  # a deadline passed: the breakpoints in, no wait
+        self._ready()
+        if first is not None:
+            self._row(first, started_wall, self.clock() - start, late_s=0.0)
+        last = start
+        """The last hit, or the last line that there was none."""
         while not self.stop.is_set():
             if config.count is not None and self.summary.samples >= config.count:
                 return
             now = self.clock()
             if end is not None and now >= end:
                 return
+            if now - last >= QUIET_LINE_S:
+                last = now
+                self._say_no_hit(now - start)
             until = now + TRACE_POLL_S if end is None else min(end, now + TRACE_POLL_S)
             reading = self.backend.trace(self.stop, until)
             if reading is not None:
+                last = self.clock()
                 self._row(reading, started_wall, self.clock() - start, late_s=0.0)
                 if self.budget is not None:
                     self._rest(self.budget, reading, start, end)
+
+    def _say_no_hit(self, since_s: float) -> None:
+        """Tracing, nothing for QUIET_LINE_S: a line that the run is alive and where it waits."""
+        if self.config.quiet:
+            return
+        where = " and ".join(probe.location for probe in self.config.probe_list())
+        notice.say(f"no hit in the last {QUIET_LINE_S:.0f} s ({self.summary.samples} in {since_s:.0f} s): "
+                   f"the breakpoints are in at {where}")
+
+    def _ready(self) -> None:
+        if self.on_ready is not None:
+            self.on_ready()
+            self.on_ready = None
 
     def _rest(self, budget: Budget, reading: Reading, start: float, end: float | None) -> None:
         """After a traced hit: the breakpoints out for as long as the budget needs."""

@@ -49,8 +49,9 @@ class Aggregate:
         self._index = {name: index for index, name in enumerate(self.names)}
         self.count_by = list(count_by)
         self.hists = list(hists)
-        self.who = f"PID {pid}" if isinstance(pid, int) else pid
-        """Whose samples: a PID, or "4 processes" in a run of many."""
+        self.pid = pid if isinstance(pid, int) else None
+        """The PID of a run of one; None in a run of many (the headers count the PIDs seen)."""
+        self.pids: set[int] = set()
         self.stream = stream
         self.counts: dict[str, dict[str, int]] = {name: {} for name in self.count_by}
         self.buckets: dict[str, dict[int, int]] = {name: {} for name in self.hists}
@@ -67,8 +68,16 @@ class Aggregate:
             return sample.pid
         return sample.reading.values[self._index[name]]
 
+    @property
+    def who(self) -> str:
+        """Whose samples: a PID, or "4 processes" (those with samples) in a run of many."""
+        if self.pid is not None:
+            return f"PID {self.pid}"
+        return f"{len(self.pids)} process{'' if len(self.pids) == 1 else 'es'}"
+
     def write(self, sample: Sample) -> None:
         self.samples += 1
+        self.pids.add(sample.pid)
         for name in self.count_by:
             counted = self.counts[name]
             key = key_of(self._value(sample, name))

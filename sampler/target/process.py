@@ -40,6 +40,9 @@ def inspect(pid: int) -> TargetProcess:
     except PermissionError:
         raise permission.denied(pid, "read the program of") from None
     except (FileNotFoundError, ProcessLookupError):
+        if procfs.is_kernel_thread(pid):
+            raise UnsupportedTarget(f"PID {pid} ({procfs.comm(pid)}) is a kernel thread: it runs no program to "
+                                    "sample", "give the PID of a user-space process") from None
         raise ProcessNotFound(f"no process with PID {pid}") from None
     try:
         elf = ElfFile(exe, shown_as=path)  # the guarded reader: a hostile file raises BadFile only

@@ -92,6 +92,18 @@ def start_time(pid: int) -> int | None:
         return None
 
 
+PF_KTHREAD = 0x00200000
+"""A task's flag (field 9 of stat) for a kernel thread."""
+
+
+def is_kernel_thread(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[6]) & PF_KTHREAD != 0
+    except (OSError, IndexError, ValueError):
+        return False
+
+
 def age_s(pid: int) -> float | None:
     """How long ago the process started (its fork: an exec keeps it), to the clock tick
     (10 ms); None when it is gone."""

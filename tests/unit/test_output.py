@@ -99,3 +99,15 @@ def test_counts_kept_in_sampler_cap_the_values_a_target_can_make() -> None:
     assert text.startswith("@cmd (PID 42):\nget") and "\n(other)   " in text and "@thread (PID 42):\n7" in text
     assert "(9982 more values, 9982 samples)" in text  # 20 shown of 10,002
     assert "@n (PID 42):" in text and "samples of n were no number: not counted" in text
+
+
+def test_count_headers_of_a_run_of_many_count_the_processes_seen() -> None:
+    from sampler.output import aggregate
+
+    # a run that began with one process (--exe) and took in 3 more: the headers say 4
+    out = io.StringIO()
+    counts = aggregate.Aggregate(["n"], ["pid"], [], "1 processes", stream=out)
+    for pid in (10, 11, 12, 13, 10):
+        counts.write(Sample(0, datetime.now(UTC), 0.0, pid, Reading((1,)), 0.0))
+    assert "pid (4 processes)" in counts.render()
+    assert "1 processes" not in counts.render()

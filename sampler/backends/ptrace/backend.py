@@ -410,7 +410,8 @@ class Tally:
         if self.released:
             whose = "targets" if many else "target"
             said.append(f"{self.released} child process(es) the {whose} forked were let go with "
-                        "sampler's breakpoints taken out of their copy of its memory")
+                        "sampler's breakpoints taken out of their copy of its memory: their calls were not "
+                        "traced (missed; --follow-forks traces them)")
         if self.unsure:
             said.append(f"in {self.unsure} step(s) over the breakpoint a thread of the target could not be "
                         "held: calls it made then may have been missed (at most one each)")

@@ -201,6 +201,23 @@ def test_the_guardian_restores_every_process_when_the_worker_is_killed(
     untouched(*targets)
 
 
+def test_wait_us_of_a_trace_of_many_is_the_wait_for_the_hit(start_target: Callable[..., Target],
+                                                             tmp_path: Path) -> None:
+    # GIVEN two programs that call tick() once a second each
+    targets = [start_target("ringbuf-c") for _ in range(2)]
+    out = tmp_path / "t.csv"
+    # WHEN one run traces both
+    result = sampler("trace", *pids(*targets), "--at", "tick", "--max-events", "5", "--out", str(out), "--quiet")
+    # THEN each row's wait is the time since the row before (hits 0-1 s apart), not the microseconds
+    # its process's turn took (10-30 us before)
+    assert result.returncode == 0, result.stderr
+    waits = sorted(float(row["wait_us"]) for row in assert_csv_whole(out))
+    assert len(waits) == 5
+    assert waits[len(waits) // 2] > 20_000, waits
+    assert all(wait < 2_000_000 for wait in waits), waits
+    untouched(*targets)
+
+
 def test_ctrl_c_during_a_trace_of_many_leaves_every_process_clean(start_target: Callable[..., Target],
                                                                  tmp_path: Path) -> None:
     # GIVEN three ring buffers traced at their hot read function

@@ -87,6 +87,8 @@ class Fleet:
         """Samples of each process per tick: one of each probe."""
         self._armed = False
         """Tracing: every process's breakpoints are in."""
+        self._since = 0.0
+        """Tracing: when the last row's hit was handed out (or the breakpoints went in)."""
         self._last_error: BaseException | None = None
         self._began = 0.0
         """When the tick's samples began (every process armed at once)."""
@@ -283,6 +285,7 @@ class Fleet:
             for member in list(self.members):
                 self._each(member, member.arm_all)
             self._armed = True
+            self._since = time.monotonic()
         self._discover(DISCOVER_EVERY_S)
         if not self.members and self.config.exe is not None:  # none runs the program now
             stop.wait(max(0.0, min(until - time.monotonic(), DISCOVER_EVERY_S)))
@@ -295,7 +298,12 @@ class Fleet:
                 if reading is not None:
                     self._next = (self.members.index(member) + 1) % len(self.members) \
                         if member in self.members else 0
-                    return self._tagged(member, reading)
+                    # a process's own wait is from its turn here (microseconds): the run's is from
+                    # the row before, as in a run of one
+                    now = time.monotonic()
+                    waited = max(reading.wait_us, (now - self._since) * 1e6 - reading.pause_us)
+                    self._since = now
+                    return self._tagged(member, dataclasses.replace(reading, wait_us=waited))
             remaining = until - time.monotonic()
             if remaining <= 0:
                 return None

@@ -129,10 +129,13 @@ def report(table: Table, by_s: float | None = None) -> dict[str, Any]:
         if by_s:
             windows = []
             start = min(elapsed)
-            for index, window in group(rows, lambda row, s=start, b=by_s: int((row["elapsed_s"] - s) // b)).items():
+            grouped = group(rows, lambda row, s=start, b=by_s: int((row["elapsed_s"] - s) // b))
+            for index in range(max(grouped) + 1):  # a window without rows is one of 0 (calls per second)
+                window = grouped.get(index, [])
                 windows.append({"from_s": float(start + index * by_s), "to_s": float(start + (index + 1) * by_s),
+                                "rows": len(window),
                                 "columns": {name: column_stats(window, name) for name in table.expressions
-                                            if name in table.columns}})
+                                            if name in table.columns} if window else {}})
             entry["windows"] = windows
         result["pids"][key] = entry
     return result
@@ -185,10 +188,11 @@ def render(result: dict[str, Any]) -> str:
             table.append([name, *(format_number(stats.get(key)) for key in keys)])
         lines += _aligned(table)
         for window in entry.get("windows", []):
-            lines.append(f"  {window['from_s']:.1f}-{window['to_s']:.1f} s")
-            rows = [["column", *keys]] + [[name, *(format_number(s.get(k)) for k in keys)]
-                                          for name, s in window["columns"].items()]
-            lines += ["  " + line for line in _aligned(rows)]
+            lines.append(f"  {window['from_s']:.1f}-{window['to_s']:.1f} s: {window['rows']} rows")
+            if window["columns"]:
+                rows = [["column", *keys]] + [[name, *(format_number(s.get(k)) for k in keys)]
+                                              for name, s in window["columns"].items()]
+                lines += ["  " + line for line in _aligned(rows)]
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 

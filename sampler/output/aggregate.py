@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from sampler.output import hist
-from sampler.sample import Sample, Value
+from sampler.sample import PROBE, Sample, Value
 
 MAX_KEYS = 10_000
 """Distinct values counted per column; beyond them, one ``(other)`` count."""
@@ -56,6 +56,8 @@ class Aggregate:
         self.counts: dict[str, dict[str, int]] = {name: {} for name in self.count_by}
         self.buckets: dict[str, dict[int, int]] = {name: {} for name in self.hists}
         self.not_numbers: dict[str, int] = dict.fromkeys(self.hists, 0)
+        self.absent: dict[str, int] = dict.fromkeys([*self.count_by, *self.hists], 0)
+        """Rows of a probe that has no such column (another probe's --expr): not counted."""
         self.samples = 0
 
     def begin(self) -> None:
@@ -80,17 +82,32 @@ class Aggregate:
         self.pids.add(sample.pid)
         for name in self.count_by:
             counted = self.counts[name]
-            key = key_of(self._value(sample, name))
+            value = self._value(sample, name)
+            if value is None and self._absent(sample, name):
+                self.absent[name] += 1
+                continue
+            key = key_of(value)
             if key not in counted and key != FAILED and len(counted) >= MAX_KEYS:
                 key = OTHER
             counted[key] = counted.get(key, 0) + 1
         for name in self.hists:
             value = self._value(sample, name)
+            if value is None and self._absent(sample, name):
+                self.absent[name] += 1
+                continue
             if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
                 bucket = hist.power_of_two_key(value)
                 self.buckets[name][bucket] = self.buckets[name].get(bucket, 0) + 1
             else:
                 self.not_numbers[name] += 1
+
+    def _absent(self, sample: Sample, name: str) -> bool:
+        """The column is an expression of another probe (its value None with no error of its
+        own): the row's probe never asked it."""
+        if name in ("thread", "pid") or PROBE not in self._index:
+            return False
+        error = sample.reading.error
+        return not any(part.startswith(f"{name}: ") for part in error.split("; ")) if error else True
 
     def render(self) -> str:
         """The tables, as ``sampler report --count-by/--hist`` prints them."""
@@ -102,13 +119,19 @@ class Aggregate:
             text = hist.render_counts(f"{name} ({self.who})", top)
             if len(ordered) > SHOWN:
                 text += f"({len(ordered) - SHOWN} more values, {sum(n for _, n in ordered[SHOWN:])} samples)\n"
+            text += self._absent_line(name)
             parts.append(text)
         for name, buckets in self.buckets.items():
             text = hist.render(f"{name} ({self.who})", hist.power_of_two_buckets(buckets))
             if self.not_numbers[name]:
                 text += f"({self.not_numbers[name]} samples of {name} were no number: not counted)\n"
+            text += self._absent_line(name)
             parts.append(text)
         return "\n".join(parts)
+
+    def _absent_line(self, name: str) -> str:
+        absent = self.absent[name]
+        return f"({absent} samples of probes without {name}: not counted)\n" if absent else ""
 
     def close(self) -> None:
         stream = self.stream or sys.stdout

@@ -35,13 +35,21 @@ def run(request: Request) -> str:
     histograms, counted = [], []
     for key, pid, rows in stats.runs(table):
         who = f"PID {key}" if pid else key  # 0: all the processes of a run together
+        absent = [name for name in (*request.hists, *(h[0] for h in request.lhists), *request.count_by)
+                 if not stats.has_values(table, rows, name)]
         for name in request.hists:
+            if name in absent:
+                continue
             values = _values(rows, name)
             histograms.append((f"{name} ({who})", hist.power_of_two(values)))
         for name, low, high, step in request.lhists:
+            if name in absent:
+                continue
             values = _values(rows, name)
             histograms.append((f"{name} ({who})", hist.linear(values, low, high, step)))
         for name in request.count_by:
+            if name in absent:
+                continue
             counted.append((f"{name} ({who})", stats.top_values(rows, name, request.top)))
     if request.plot:
         from sampler.report.plot import plot  # matplotlib only when asked for

@@ -124,7 +124,7 @@ def report(table: Table, by_s: float | None = None) -> dict[str, Any]:
             "rows": len(rows),
             "seconds": float(max(elapsed) - min(elapsed)),
             "columns": {name: column_stats(rows, name) for name in (*table.expressions, *OWN)
-                        if name in table.columns and name != PROBE and _has_values(table, rows, name)},
+                        if name in table.columns and name != PROBE and has_values(table, rows, name)},
         }
         if by_s:
             windows = []
@@ -141,7 +141,7 @@ def report(table: Table, by_s: float | None = None) -> dict[str, Any]:
     return result
 
 
-def _has_values(table: Table, rows: list[Row], name: str) -> bool:
+def has_values(table: Table, rows: list[Row], name: str) -> bool:
     """Some row has a value in the column (a probe's rows have none in another probe's columns)."""
     if name in OWN or PROBE not in table.columns:
         return True

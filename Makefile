@@ -124,7 +124,7 @@ targets: targets/bin/ringbuf-go targets/bin/ringbuf-go-stripped targets/bin/http
 	targets/bin/libplugin.so targets/bin/ringbuf-cpp targets/bin/ringbuf-rust targets/bin/ringbuf-c-exported \
 	targets/bin/forker targets/bin/callers targets/bin/emulate targets/bin/spawner-go targets/bin/jailed targets/bin/jailed-nodebug \
 	targets/bin/clones targets/bin/clones-cpp targets/bin/stall targets/bin/stall-go targets/bin/pool \
-	targets/bin/execrace targets/bin/ifuncs
+	targets/bin/execrace targets/bin/ifuncs targets/bin/eintr
 
 targets/bin/ringbuf-go: targets/ringbuf-go/main.go targets/ringbuf-go/go.mod | system-deps
 	mkdir -p targets/bin
@@ -228,6 +228,11 @@ targets/bin/pool: targets/pool/pool.c | system-deps
 targets/bin/execrace: targets/execrace/execrace.c | system-deps
 	mkdir -p targets/bin
 	$(CC) -O2 -g -Wall -o $@ $<
+
+# threads blocked for good in epoll_wait, poll and sigtimedwait, counting their EINTRs (test_eintr.py)
+targets/bin/eintr: targets/eintr/eintr.c | system-deps
+	mkdir -p targets/bin
+	$(CC) -O2 -g -Wall -pthread -o $@ $<
 
 # calls one of glibc's IFUNC string functions a known number of times (test_ifuncs.py)
 targets/bin/ifuncs: targets/ifuncs/ifuncs.c | system-deps

@@ -212,7 +212,8 @@ def _say_ready(config: SessionConfig, backend: Backend, how: str) -> None:
 
     what = "breakpoints in" if config.every_hit else "ready"
     pids: list[int] = list(getattr(backend, "pids", None) or [config.pid])  # a run of many: those left
-    which = f"PID {pids[0]}" if len(pids) == 1 else f"{len(pids)} processes"
+    shown = ", ".join(str(pid) for pid in pids[:8]) + (f" and {len(pids) - 8} more" if len(pids) > 8 else "")
+    which = f"PID {pids[0]}" if len(pids) == 1 else f"{len(pids)} processes (PID {shown})"
     click.echo(f"sampler: {what} {time.monotonic() - STARTED:.2f} s after start: sampling {which} {how}", err=True)
 
 

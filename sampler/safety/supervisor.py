@@ -75,6 +75,11 @@ def release_signals() -> None:
         raise KeyboardInterrupt
 
 
+IN_WORKER = False
+"""True in the forked worker: its tracer ends with the run (the kernel lets go, at the tracer's
+exit, a thread that detach left asleep in a system call: tracer.py)."""
+
+
 def run_in_worker(work: Callable[[], int], targets: Sequence[int], guarded: bool = True) -> int:
     """Run ``work`` (sampling the processes ``targets``) in a forked worker; return its exit code (in the front).
     In the worker, SIGINT, SIGTERM and SIGHUP are held (recorded, not acted on) until ``work``
@@ -88,6 +93,8 @@ def run_in_worker(work: Callable[[], int], targets: Sequence[int], guarded: bool
     said, says = os.pipe2(os.O_CLOEXEC)  # the worker's exit code, said before it exits
     worker = os.fork()
     if worker == 0:
+        global IN_WORKER
+        IN_WORKER = True
         code = 70
         os.close(said)
         os.register_at_fork(after_in_child=lambda: _close(says))  # the guardian says nothing here

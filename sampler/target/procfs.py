@@ -142,6 +142,61 @@ def thread_state(pid: int, tid: int) -> str:
         return ""
 
 
+MAX_THREAD_FILES = 512
+"""ThreadFiles keeps no more descriptors open than this."""
+
+
+class ThreadFiles:
+    """A thread's stat and schedstat, each opened once and read again at offset 0 (an open
+    costs 20 us, a read 1-3 us: they are read at every single-step of a hit)."""
+
+    def __init__(self) -> None:
+        self._fds: dict[tuple[int, str], int] = {}
+
+    def _read(self, pid: int, tid: int, name: str, size: int) -> bytes:
+        fd = self._fds.get((tid, name))
+        if fd is None:
+            if len(self._fds) >= MAX_THREAD_FILES:  # threads that ended keep theirs: start again
+                self.close()
+            fd = self._fds[(tid, name)] = os.open(f"/proc/{pid}/task/{tid}/{name}", os.O_RDONLY | os.O_CLOEXEC)
+        return os.pread(fd, size, 0)
+
+    def state(self, pid: int, tid: int) -> str:
+        """As thread_state."""
+        try:
+            return self._read(pid, tid, "stat", 1024).rsplit(b")", 1)[1].split()[0].decode()
+        except (OSError, IndexError, UnicodeDecodeError):
+            self.forget(tid)
+            return ""
+
+    def cpu_ns(self, pid: int, tid: int) -> int | None:
+        """As cpu_ns."""
+        try:
+            return int(self._read(pid, tid, "schedstat", 128).split()[0])
+        except (OSError, IndexError, ValueError):
+            self.forget(tid)
+            return None
+
+    def forget(self, tid: int) -> None:
+        for key in [key for key in self._fds if key[0] == tid]:
+            os.close(self._fds.pop(key))
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+
+def cpu_ns(pid: int, tid: int) -> int | None:
+    """The CPU time one thread has run (schedstat's first field, ns): unchanged, it has not
+    run; None when it is gone or the kernel keeps no schedstat."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+            return int(f.read().split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def pending_signals(pid: int, tid: int) -> int:
     """The signals pending for one thread alone (SigPnd, a bit per signal: 1 << (signum - 1)),
     0 when it is gone."""

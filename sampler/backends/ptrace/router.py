@@ -120,13 +120,15 @@ class Router:
             return owner
         if owner is None:
             if os.WIFSTOPPED(status):  # (a process whose part ended, its last events: not its parent's)
-                self._let_go(tid, clean=first_stop)
+                self._let_go(tid, clean=first_stop, signum=0 if status >> 16 else os.WSTOPSIG(status))
             return None
         self._owners[tid] = owner
         return owner
 
-    def _let_go(self, tid: int, clean: bool) -> None:
-        """A stopped task no tracer claims: let go. ``clean``: at its first stop, a child whose
+    def _let_go(self, tid: int, clean: bool, signum: int = 0) -> None:
+        """A stopped task no tracer claims: let go, with the signal it stopped for (``signum``:
+        a thread left asleep in a system call at its process's detach, woken by a signal since;
+        every breakpoint of that process was out first). ``clean``: at its first stop, a child whose
         parent was killed at its fork, before the fork event said whose it is; it may hold
         copies of sampler's int3 bytes: each goes back where one stands (the originals of every
         process of the run: they are one program but for a run of several programs)."""
@@ -137,7 +139,7 @@ class Router:
                 originals.update(tracer.patches)
             put_back_into(tid, originals)
         try:
-            ptrace_func.ptrace_detach(tid, 0)
+            ptrace_func.ptrace_detach(tid, signum)
         except PtraceError:
             pass
 

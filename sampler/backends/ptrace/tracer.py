@@ -30,6 +30,7 @@ from sampler.backends.ptrace.instructions import kind_of
 from sampler.backends.ptrace.memory import Memory, MemoryHang, Protections, UnreadableMemory
 from sampler.backends.ptrace.router import Router, Wakeups
 from sampler.errors import DebuggerError, ProcessNotFound, SamplerError, TargetExeced, TargetExited
+from sampler.safety import supervisor
 from sampler.safety.guardian import Guardian, Ward
 from sampler.safety.journal import Journal
 from sampler.safety.patches import Describer, Patch
@@ -167,6 +168,13 @@ class Tracer:
         a call it made meanwhile may have been missed (said in the summary)."""
         self.waiting_in_kernel: set[int] = set()
         """Threads that could not stop for detach: waiting in the kernel (state D)."""
+        self._thread_files = procfs.ThreadFiles()
+        """Each thread's stat and schedstat, opened once (closed at detach)."""
+        self._asleep: dict[int, int] = {}
+        """During a step: the threads left asleep in a system call (not held), and their CPU time."""
+        self.left_asleep: set[int] = set()
+        """Threads not stopped for detach, asleep in a system call (state S): the kernel lets
+        them go as the tracer ends, the router at a stop before that (a run of many)."""
         self.given_up: set[int] = set()
         """Every-hit breakpoints taken out for good: the instruction's memory did not answer."""
         self.left_stepping: set[int] = set()
@@ -239,6 +247,7 @@ class Tracer:
         try:
             self._detach()
         finally:
+            self._thread_files.close()
             self._stop_wakeups()  # (in a run of many: out of the router, whatever happened)
 
     def _detach(self) -> None:
@@ -249,7 +258,17 @@ class Tracer:
             self.journal.close()
         self._detaching = True
         pending, detached = set(), set()
+        stopped = {tid for tid, _ in self._queue}
         for tid in list(self.threads):
+            if supervisor.IN_WORKER and tid not in self._stepping and tid not in stopped \
+                    and self._thread_state(tid) == "S":
+                # asleep in a system call: an interrupt would end epoll_wait, sigtimedwait and their
+                # kin with EINTR (signal(7)); every byte is back, and the kernel lets it go
+                # untouched when this tracer ends with the worker (exit_ptrace), or the router at
+                # its next stop (a run of many); a tracer in a process that goes on stops it
+                self.left_asleep.add(tid)
+                self.threads.discard(tid)
+                continue
             if self._request(PTRACE_INTERRUPT, tid):
                 pending.add(tid)
             else:
@@ -422,6 +441,7 @@ class Tracer:
             check = self._checker(hit, emulation) if emulation is not None else None
             self._step_in_place(hit, repeat=kind == "repeat", check=check)
         finally:
+            self._ran_meanwhile()
             self._release(held)
 
     def _memory_answers(self, hit: Hit) -> bool:
@@ -512,8 +532,18 @@ class Tracer:
         or dead cannot run an instruction before it stops. One still running past
         HOLD_TIMEOUT_S counts in ``unsure``. Events of other tracees taken meanwhile are queued."""
         stopped = {queued for queued, _ in self._queue}  # stopped already, their stop not yet served
-        waiting = {other for other in self.threads if other != tid and other not in stopped
-                   and self._request(PTRACE_INTERRUPT, other)}
+        self._asleep = {}
+        waiting = set()
+        for other in self.threads:
+            if other == tid or other in stopped:
+                continue
+            if self._thread_state(other) == "S":  # asleep in a system call: an interrupt would end
+                ran = self._thread_files.cpu_ns(self._group_of(other), other)  # epoll_wait, kin: EINTR
+                if ran is not None:  # not stopped, and checked after the step (_ran_meanwhile)
+                    self._asleep[other] = ran
+                    continue
+            if self._request(PTRACE_INTERRUPT, other):
+                waiting.add(other)
         held: list[tuple[int, int]] = []
         deadline = time.monotonic() + HOLD_TIMEOUT_S
         polls = 0
@@ -541,7 +571,18 @@ class Tracer:
         return held
 
     def _thread_state(self, tid: int) -> str:
-        return procfs.thread_state(tid if tid in self.sharing else self.pid, tid)
+        return self._thread_files.state(self._group_of(tid), tid)
+
+    def _group_of(self, tid: int) -> int:
+        return tid if tid in self.sharing else self.pid
+
+    def _ran_meanwhile(self) -> None:
+        """After a step: a thread left asleep for it that ran since (it woke) may have run
+        through the breakpoint's place while the byte was out: counted in ``unsure``."""
+        files = self._thread_files
+        if any(files.cpu_ns(self._group_of(tid), tid) not in (ran, None) for tid, ran in self._asleep.items()):
+            self.unsure += 1
+        self._asleep = {}
 
     def _release(self, held: list[tuple[int, int]]) -> None:
         """Let held threads go: a thread stopped by the interrupt goes on; one that stopped

@@ -23,7 +23,7 @@ from tests.integration.targets import Target, assert_code_matches_files, assert_
 NGINX = "/usr/sbin/nginx"
 
 
-def start_nginx(start_target: Callable[..., Target], folder: Path) -> tuple[Target, Path, int]:
+def start_nginx(start_target: Callable[..., Target], folder: Path, level: str = "notice") -> tuple[Target, Path, int]:
     """Debian's nginx in the foreground (master and 4 workers) on a free port of 127.0.0.1,
     logging every request to folder/access.log; a failure under CI when it is missing. It runs
     from a copy of its program file (folder/nginx): --exe on it finds no other nginx of the host."""
@@ -39,7 +39,7 @@ def start_nginx(start_target: Callable[..., Target], folder: Path) -> tuple[Targ
     (folder / "nginx.conf").write_text(f"""
 worker_processes 4;
 pid {folder}/nginx.pid;
-error_log {folder}/error.log notice;
+error_log {folder}/error.log {level};
 events {{ worker_connections 64; }}
 http {{
     access_log {folder}/access.log;
@@ -91,6 +91,31 @@ def test_nginx_every_request_of_every_worker_is_traced_through_a_reload(start_ta
         traced_through_a_reload(nginx, program, port, tmp_path)
     finally:
         stop_nginx(nginx, program)
+
+
+def test_nginx_logs_no_interrupted_system_call(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN Debian's nginx logging at info, where an epoll_wait ended by EINTR says
+    # "epoll_wait() failed (4: Interrupted system call)" (27 of them in one trace before)
+    nginx, program, port = start_nginx(start_target, tmp_path, level="info")
+    try:
+        workers = procfs.children(nginx.pid)
+        # WHEN sampler samples, traces and leaves its workers, requests coming meanwhile
+        for command in (["attach", "--at", "ngx_http_process_request", "--expr", "arg0",
+                         "--expr", "*(uint64_t *)&ngx_current_msec", "--rate", "20", "--duration", "2s"],
+                        ["trace", "--at", "ngx_http_process_request", "--duration", "2s"]):
+            proc = start_sampler(*command, *(a for pid in workers for a in ("--pid", str(pid))),
+                                 "--out", str(tmp_path / "n.csv"), "--quiet")
+            while proc.poll() is None:
+                get(port, 5)
+            _, stderr = finish(proc)
+            assert proc.returncode == 0, stderr
+            assert lines(tmp_path / "n.csv") > 1, stderr
+        assert get(port, 20) == 20
+    finally:
+        stop_nginx(nginx, program)
+    # THEN no blocked call of nginx's was interrupted
+    errors = (tmp_path / "error.log").read_text()
+    assert "Interrupted system call" not in errors, errors[-2000:]
 
 
 def traced_through_a_reload(nginx: Target, program: Path, port: int, tmp_path: Path) -> None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import re
 import signal
-import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -31,6 +31,7 @@ from sampler.output.console import ConsoleWriter
 from sampler.output.csv import writer_for
 from sampler.output.live import LiveView
 from sampler.output.metrics import MetricsWriter, is_loopback
+from sampler.safety import supervisor
 from sampler.safety.repair import repair as repair_journal
 from sampler.sample import PROBE
 from sampler.session import STOP_SIGNALS, Session
@@ -207,14 +208,15 @@ def _left(config: SessionConfig, stopped_before: set[int]) -> str:
 
 
 def _say_ready(config: SessionConfig, backend: Backend, how: str) -> None:
-    """The line that sampling began: the probes are in (tracing), the first sample is due."""
-    from sampler.start import STARTED
-
+    """The line that sampling began: the probes are in (tracing), the first sample is due;
+    the time is the whole command's, from the start of its process (the front's, in the worker)."""
+    age = procfs.age_s(os.getppid() if supervisor.IN_WORKER else os.getpid())
     what = "breakpoints in" if config.every_hit else "ready"
     pids: list[int] = list(getattr(backend, "pids", None) or [config.pid])  # a run of many: those left
     shown = ", ".join(str(pid) for pid in pids[:8]) + (f" and {len(pids) - 8} more" if len(pids) > 8 else "")
     which = f"PID {pids[0]}" if len(pids) == 1 else f"{len(pids)} processes (PID {shown})"
-    click.echo(f"sampler: {what} {time.monotonic() - STARTED:.2f} s after start: sampling {which} {how}", err=True)
+    after = f" {age:.2f} s after start" if age is not None else ""
+    click.echo(f"sampler: {what}{after}: sampling {which} {how}", err=True)
 
 
 def _repair(pid: int) -> None:

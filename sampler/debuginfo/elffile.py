@@ -177,10 +177,13 @@ class ElfFile:
     def _hidden_versions(self) -> bytes:
         """.gnu.version: a 16-bit entry per .dynsym symbol, 0x8000 set on a version that is not
         the default (glibc's memcpy@GLIBC_2.2.5 beside memcpy@@GLIBC_2.14); b'' without one."""
-        section = self.elf.get_section_by_name(".gnu.version")
-        if section is None or section["sh_type"] == "SHT_NOBITS" or section["sh_size"] > MAX_SECTION:
+        try:
+            section = self.elf.get_section_by_name(".gnu.version")
+            if section is None or section["sh_type"] == "SHT_NOBITS" or section["sh_size"] > MAX_SECTION:
+                return b""
+            return bytes(section.data())
+        except Exception:  # a hostile file's versions: the symbols without them (every version in)
             return b""
-        return bytes(section.data())
 
     @_guarded
     def go_table(self) -> PcLineTable | None:

@@ -18,11 +18,14 @@ import functools
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
-from sampler.debuginfo.elffile import MAX_SECTION, ElfFile
+from sampler.debuginfo.elffile import MAX_SECTION, BadFile, ElfFile
 from sampler.debuginfo.modules import Module, Modules
+from sampler.debuginfo.untrusted import converting
 from sampler.errors import LocationNotFound
 
+T = TypeVar("T")
 _RELA = struct.Struct("<QQq")
 _X86_64_GLOB_DAT, _X86_64_JUMP_SLOT, _X86_64_IRELATIVE = 6, 7, 37
 _MAX_RELOCATIONS = 16 << 20
@@ -56,16 +59,32 @@ def answer(slots: list[int], bias: int, read: Callable[[int, int], bytes | None]
     return found.pop() if len(found) == 1 else None
 
 
+_SHF_COMPRESSED = 0x800
+_guarded = converting(BadFile)
+
+
+def _or_none(find: Callable[[ElfFile, T], list[int]], file: ElfFile, key: T) -> list[int]:
+    """``find``'s slots; none when the file's relocations cannot be read (a hostile file)."""
+    try:
+        return find(file, key)
+    except BadFile:
+        return []
+
+
+
 @functools.lru_cache(maxsize=16)
+@_guarded
 def _relocations(file: ElfFile) -> list[tuple[int, int, int, int]]:
-    """(offset, type, symbol index, addend) of every RELA entry of an x86-64 file."""
+    """(offset, type, symbol index, addend) of every RELA entry of an x86-64 file (BadFile
+    when the file's sections cannot be read)."""
     elf = file.elf
     if elf["e_machine"] != "EM_X86_64" or elf.elfclass != 64 or not elf.little_endian:
         return []
     found = []
     total = 0
     for section in elf.iter_sections():
-        if section["sh_type"] != "SHT_RELA" or section["sh_size"] > MAX_SECTION:
+        if section["sh_type"] != "SHT_RELA" or section["sh_size"] > MAX_SECTION \
+                or section["sh_flags"] & _SHF_COMPRESSED:  # (a loader reads none compressed)
             continue
         total += section["sh_size"]
         if total > _MAX_RELOCATIONS:
@@ -77,10 +96,11 @@ def _relocations(file: ElfFile) -> list[tuple[int, int, int, int]]:
     return found
 
 
+@_guarded
 def _dynamic_indexes(file: ElfFile, name: str) -> set[int]:
     """The .dynsym indexes of the symbols called ``name``."""
     section = file.elf.get_section_by_name(".dynsym")
-    if section is None or section["sh_type"] == "SHT_NOBITS":
+    if section is None or section["sh_type"] == "SHT_NOBITS" or section["sh_flags"] & _SHF_COMPRESSED:
         return set()
     strings = file.elf.get_section(section["sh_link"])
     if strings["sh_type"] != "SHT_STRTAB":
@@ -111,10 +131,10 @@ def chosen(modules: Modules, module: Module, name: str, resolver: int) -> Choice
     def within(address: int) -> bool:
         return mapped(address) is module
 
-    address = answer(irelative_slots(module.file, resolver), module.bias, modules.code, within)
+    address = answer(_or_none(irelative_slots, module.file, resolver), module.bias, modules.code, within)
     if address is None:
         for other in modules.everything():
-            address = answer(named_slots(other.file, name), other.bias, modules.code, within)
+            address = answer(_or_none(named_slots, other.file, name), other.bias, modules.code, within)
             if address is not None:
                 break
     if address is None:
@@ -129,6 +149,7 @@ def chosen(modules: Modules, module: Module, name: str, resolver: int) -> Choice
     preferred = [n for n in names if f"_{name}_" in n] or names
     also = sorted({n for n, symbol in module.function_symbols()
                    if symbol.ifunc and symbol.address != resolver and not n.startswith("_") and "@" not in n
-                   and answer(irelative_slots(module.file, symbol.address), module.bias, modules.code, within)
+                   and answer(_or_none(irelative_slots, module.file, symbol.address), module.bias, modules.code,
+                              within)
                    == address})
     return Choice(address, preferred[0] if preferred else "", tuple(also))

@@ -72,12 +72,14 @@ def resolve(modules: Modules, location: str) -> Place:
         return place
     for attempt in range(2):
         modules_now = modules.everything() if attempt == 0 else modules.refresh()
-        for module in modules_now:
-            place = _in_module(modules, module, text, everywhere=module.is_main)
-            if place is not None:
-                if module.is_main and place.function is not None and _is_bare(text):
-                    _say_if_libraries_have(modules, text)
-                return place
+        # FILE:LINE: first the modules whose line tables surely name the file, then the others
+        for sure in (True, False) if _FILE_LINE.match(text) else (False,):
+            for module in modules_now:
+                place = _in_module(modules, module, text, everywhere=module.is_main, sure=sure)
+                if place is not None:
+                    if module.is_main and place.function is not None and _is_bare(text):
+                        _say_if_libraries_have(modules, text)
+                    return place
     near = [] if _FILE_LINE.match(text) else nearest(text, modules.main.function_names())
     raise LocationNotFound(f"no function or line {text!r} in {_program(modules)} or the "
                            f"{len(modules.libraries)} libraries it has loaded (looked in their symbol "
@@ -235,16 +237,17 @@ def _hint(module: Module, otherwise: str) -> str:
     return NO_DEBUG_HINT if _without(module) else otherwise
 
 
-def _in_module(modules: Modules, module: Module, name: str, everywhere: bool) -> Place | None:
+def _in_module(modules: Modules, module: Module, name: str, everywhere: bool, sure: bool = False) -> Place | None:
     """FUNCTION or FILE:LINE in one module. ``everywhere``: also walk its DWARF for a name
-    its symbol table lacks (done for the executable and a library named by the user)."""
+    its symbol table lacks (done for the executable and a library named by the user).
+    ``sure``: FILE:LINE only where the line tables surely name the file (Debug.line_address)."""
     line = _FILE_LINE.match(name)
     if line:
         debug = module.debug(remote=everywhere)
         if debug is None:
             return _go_line(module, line.group("file"), int(line.group("line")))
         try:
-            found = debug.line_address(line.group("file"), int(line.group("line")))
+            found = debug.line_address(line.group("file"), int(line.group("line")), sure)
         except Malformed as e:
             module.drop_debug(e)
             return None

@@ -107,7 +107,12 @@ class Aggregate:
         if name in ("thread", "pid") or PROBE not in self._index:
             return False
         error = sample.reading.error
-        return not any(part.startswith(f"{name}: ") for part in error.split("; ")) if error else True
+        if not error:
+            return True
+        # every part of the error is another expression's ("other: why"): this row's probe asked
+        # no such column; a row's own error ("breakpoint not hit ...") is counted as (error)
+        others = {n for n in self.names if n != name}
+        return all(part.partition(": ")[0] in others for part in error.split("; "))
 
     def render(self) -> str:
         """The tables, as ``sampler report --count-by/--hist`` prints them."""

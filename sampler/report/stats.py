@@ -6,7 +6,7 @@ import math
 from collections import Counter
 from typing import Any
 
-from sampler.report.load import Row, Table, cells, numeric, present
+from sampler.report.load import ReportError, Row, Table, cells, numeric, present
 from sampler.sample import PROBE
 
 Stats = dict[str, Any]
@@ -110,6 +110,10 @@ def probe_of(rows: list[Row]) -> str | None:
     return next(iter(probes)) if len(probes) == 1 and probes != {""} else None
 
 
+MAX_WINDOWS = 100_000
+"""--by: windows of one run at most (each is printed, empty ones too)."""
+
+
 def report(table: Table, by_s: float | None = None) -> dict[str, Any]:
     """Per run (a PID in a file; several runs or processes stay apart): the statistics of every
     column, and with ``by_s`` of every window of that many seconds."""
@@ -130,6 +134,9 @@ def report(table: Table, by_s: float | None = None) -> dict[str, Any]:
             windows = []
             start = min(elapsed)
             grouped = group(rows, lambda row, s=start, b=by_s: int((row["elapsed_s"] - s) // b))
+            if max(grouped) >= MAX_WINDOWS:
+                raise ReportError(f"--by {by_s:g}s makes {max(grouped) + 1:,} windows of {entry['seconds']:.0f} s "
+                                  f"(at most {MAX_WINDOWS:,})", "give a longer --by")
             for index in range(max(grouped) + 1):  # a window without rows is one of 0 (calls per second)
                 window = grouped.get(index, [])
                 windows.append({"from_s": float(start + index * by_s), "to_s": float(start + (index + 1) * by_s),

@@ -169,13 +169,24 @@ class ThreadFiles:
             self.forget(tid)
             return ""
 
-    def cpu_ns(self, pid: int, tid: int) -> int | None:
-        """As cpu_ns."""
+    def ran(self, pid: int, tid: int) -> bytes | None:
+        """The thread's schedstat line (CPU time, wait, times switched in): another line later
+        means it ran meanwhile; None when it is gone."""
         try:
-            return int(self._read(pid, tid, "schedstat", 128).split()[0])
-        except (OSError, IndexError, ValueError):
+            return self._read(pid, tid, "schedstat", 128)
+        except OSError:
             self.forget(tid)
             return None
+
+    def system_call(self, pid: int, tid: int) -> int | None:
+        """The system call a thread blocked in the kernel is in (/proc/PID/task/TID/syscall's
+        first field); None when it runs in user space, is gone, or it cannot be read."""
+        try:
+            first = self._read(pid, tid, "syscall", 256).split(b" ", 1)[0]
+        except OSError:
+            self.forget(tid)
+            return None
+        return int(first) if first.lstrip(b"-").isdigit() and not first.startswith(b"-") else None
 
     def forget(self, tid: int) -> None:
         for key in [key for key in self._fds if key[0] == tid]:
@@ -185,16 +196,6 @@ class ThreadFiles:
         for fd in self._fds.values():
             os.close(fd)
         self._fds.clear()
-
-
-def cpu_ns(pid: int, tid: int) -> int | None:
-    """The CPU time one thread has run (schedstat's first field, ns): unchanged, it has not
-    run; None when it is gone or the kernel keeps no schedstat."""
-    try:
-        with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
-            return int(f.read().split()[0])
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def pending_signals(pid: int, tid: int) -> int:

@@ -116,3 +116,27 @@ def test_unreadable_memory_is_the_rows_error_not_a_retry():
 def test_spans_join_what_one_read_can_hold():
     assert spans_of([(0x1008, 8), (0x1000, 8), (0x1000, 8)]) == [(0x1000, 16)]
     assert spans_of([(0x1000, 8), (0x3000, 8)]) == [(0x1000, 8), (0x3000, 8)]
+
+
+class Pair:
+    """{r, w} in one span, w - r always 1, both moving on at every read."""
+
+    def __init__(self) -> None:
+        self.r = 0
+
+    def read(self, address: int, size: int) -> bytes:
+        self.r += 1
+        data = struct.pack("<QQ", self.r, self.r + 1)
+        return data[address - RING:address - RING + size]
+
+
+def test_the_first_row_is_of_one_moment_too():
+    # (the first row's reads were made one by one and taken as they came: w - r was 2, then 1)
+    pair = Pair()
+    moment = Moment(pair)  # type: ignore[arg-type]
+
+    def w_minus_r(read) -> int:
+        w = int.from_bytes(read(RING + 8, 8), "little")
+        return w - int.from_bytes(read(RING, 8), "little")
+
+    assert [moment.read(w_minus_r) for _ in range(5)] == [1] * 5

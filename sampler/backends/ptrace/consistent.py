@@ -26,10 +26,12 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from sampler.backends.ptrace.memory import SPAN, Memory, Read, UnreadableMemory
+from sampler.backends.ptrace.memory import SPAN, Memory, MemoryHang, Read, UnreadableMemory
 
 TRIES = 64
 """Attempts at a row before it is called torn..."""
+MIN_TRIES = 3
+"""...at least (a loaded host can take the budget in one)..."""
 BUDGET_S = 0.0005
 """...and the time they may take."""
 
@@ -56,14 +58,19 @@ class Spans:
         self.missed: list[tuple[int, int]] = []
         self.used: list[tuple[int, int]] = []
         """Every read served, in order."""
+        self._wanted = set(wanted)
         for start, size in spans:
             try:
                 self.spans.append((start, size, memory.read(start, size)))
+            except MemoryHang:
+                raise  # its own error: the row says the read did not return
             except UnreadableMemory:
                 for address, length in wanted:
                     if start <= address < start + size:
                         try:
                             self.alone[(address, length)] = memory.read(address, length)
+                        except MemoryHang:
+                            raise
                         except UnreadableMemory:
                             self.alone[(address, length)] = None
 
@@ -78,8 +85,8 @@ class Spans:
 
     def read(self, address: int, size: int) -> bytes:
         self.used.append((address, size))
-        found, data = self.get(address, size)
-        if not found:
+        found, data = self.get(address, size) if (address, size) in self._wanted else (False, None)
+        if not found:  # (a read within a span but not wanted was not checked: a miss too)
             self.missed.append((address, size))
             return self.memory.read(address, size)
         if data is None:
@@ -130,7 +137,9 @@ class Moment:
         agreed."""
         memory = self.memory
         ends = time.monotonic() + BUDGET_S
-        for _ in range(TRIES):
+        for attempt in range(TRIES):
+            if attempt >= MIN_TRIES and time.monotonic() > ends:
+                break
             spans = self.spans
             if len(spans) > 1:
                 before = Spans(memory, self.wanted, spans)
@@ -139,18 +148,15 @@ class Moment:
                 if changed:
                     self.again += 1
                     spans.sort(key=lambda span: span[0] in changed)  # one of them innermost next
-                    if time.monotonic() > ends:
-                        break
                     continue
             else:
                 now = Spans(memory, self.wanted, spans)
             result = evaluate(now.read)
             if not now.missed:
                 return result
-            self.wanted = sorted(set(now.used))  # the next row's reads, and this one's again
-            self.spans = spans_of(self.wanted)
-            if len(self.spans) <= 1:  # one pread is one moment
-                return result
+            self.wanted = sorted(set(now.used))  # read again, each within its span: the row's
+            self.spans = spans_of(self.wanted)  # reads were made one by one (the first row, a
+            # pointer that moved): no moment yet
         self.torn += 1
         raise Torn("torn: the values changed every time they were read (for "
                    f"{(time.monotonic() - ends + BUDGET_S) * 1e6:.0f} us)")

@@ -120,7 +120,9 @@ class Router:
             return owner
         if owner is None:
             if os.WIFSTOPPED(status):  # (a process whose part ended, its last events: not its parent's)
-                self._let_go(tid, clean=first_stop, signum=0 if status >> 16 else os.WSTOPSIG(status))
+                signum = os.WSTOPSIG(status)  # a signal it stopped for goes on with it; a trap (a
+                self._let_go(tid, clean=first_stop,  # step of sampler's ending late) does not
+                             signum=0 if status >> 16 or signum == signal.SIGTRAP else signum)
             return None
         self._owners[tid] = owner
         return owner

@@ -61,6 +61,14 @@ GROUP_STOP_SIGNALS = {signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIG
 FAULTS = {signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL}
 """Signals an instruction raises itself: the same one again before the step is its own."""
 DETACH_TIMEOUT_S = 5.0
+ENDED_BY_A_STOP = frozenset({
+    232, 281, 441,  # epoll_wait, epoll_pwait, epoll_pwait2
+    65, 220,  # semop, semtimedop
+    128,  # rt_sigtimedwait (sigwaitinfo too)
+    208, 333,  # io_getevents, io_pgetevents
+})
+"""x86-64 system calls that return EINTR after a ptrace stop, with no handler run (signal(7)):
+a thread blocked in one is not stopped unless it must be."""
 UNINTERRUPTIBLE_S = 0.2
 """A thread still in an uninterruptible wait (state D) this long after detach interrupted it is not
 waited for: it cannot stop (a page of a file system that does not answer); the kernel lets it go."""
@@ -170,7 +178,7 @@ class Tracer:
         """Threads that could not stop for detach: waiting in the kernel (state D)."""
         self._thread_files = procfs.ThreadFiles()
         """Each thread's stat and schedstat, opened once (closed at detach)."""
-        self._asleep: dict[int, int] = {}
+        self._asleep: dict[int, bytes] = {}
         """During a step: the threads left asleep in a system call (not held), and their CPU time."""
         self.left_asleep: set[int] = set()
         """Threads not stopped for detach, asleep in a system call (state S): the kernel lets
@@ -261,7 +269,7 @@ class Tracer:
         stopped = {tid for tid, _ in self._queue}
         for tid in list(self.threads):
             if supervisor.IN_WORKER and tid not in self._stepping and tid not in stopped \
-                    and self._thread_state(tid) == "S":
+                    and self._asleep_for_good(tid) is not None:
                 # asleep in a system call: an interrupt would end epoll_wait, sigtimedwait and their
                 # kin with EINTR (signal(7)); every byte is back, and the kernel lets it go
                 # untouched when this tracer ends with the worker (exit_ptrace), or the router at
@@ -537,11 +545,10 @@ class Tracer:
         for other in self.threads:
             if other == tid or other in stopped:
                 continue
-            if self._thread_state(other) == "S":  # asleep in a system call: an interrupt would end
-                ran = self._thread_files.cpu_ns(self._group_of(other), other)  # epoll_wait, kin: EINTR
-                if ran is not None:  # not stopped, and checked after the step (_ran_meanwhile)
-                    self._asleep[other] = ran
-                    continue
+            ran = self._asleep_for_good(other)  # an interrupt would end its call with EINTR: not
+            if ran is not None:  # held, and checked after the step (_ran_meanwhile)
+                self._asleep[other] = ran
+                continue
             if self._request(PTRACE_INTERRUPT, other):
                 waiting.add(other)
         held: list[tuple[int, int]] = []
@@ -576,11 +583,22 @@ class Tracer:
     def _group_of(self, tid: int) -> int:
         return tid if tid in self.sharing else self.pid
 
+    def _asleep_for_good(self, tid: int) -> bytes | None:
+        """Blocked in a system call that a ptrace stop ends with EINTR (signal(7): epoll_wait,
+        semop, sigtimedwait, io_getevents...; read, poll, accept and most others are restarted
+        by the kernel, unseen): its schedstat line then, read first (a wake-up after it shows
+        as a change), else None."""
+        group, files = self._group_of(tid), self._thread_files
+        ran = files.ran(group, tid)
+        if ran is None or self._thread_state(tid) != "S" or files.system_call(group, tid) not in ENDED_BY_A_STOP:
+            return None
+        return ran
+
     def _ran_meanwhile(self) -> None:
         """After a step: a thread left asleep for it that ran since (it woke) may have run
         through the breakpoint's place while the byte was out: counted in ``unsure``."""
         files = self._thread_files
-        if any(files.cpu_ns(self._group_of(tid), tid) not in (ran, None) for tid, ran in self._asleep.items()):
+        if any(files.ran(self._group_of(tid), tid) not in (ran, None) for tid, ran in self._asleep.items()):
             self.unsure += 1
         self._asleep = {}
 

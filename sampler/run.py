@@ -115,8 +115,8 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
         children = next((m.group(1) for m in map(_LET_GO.match, notes) if m), None)
         notice.say(f"no call of {where} was seen: the breakpoint was in, never hit "
                    + ("(the target was stopped by a signal, SIGSTOP or a terminal's, before the run began: "
-                      "it runs no code until a SIGCONT)" if stopped_before and all(
-                          procfs.state(pid) == "T" for pid in stopped_before) else
+                      "it runs no code until a SIGCONT)" if stopped_before == set(config.pids or (config.pid,))
+                      and all(procfs.state(pid) == "T" for pid in stopped_before) else
                       f"in the target itself; {children} child process(es) it forked were let go untraced: "
                       "--follow-forks traces them" if children else
                       "(does the program call it? a program can have its own copy, e.g. jemalloc's malloc, "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -150,15 +151,27 @@ class ThreadFiles:
     """A thread's stat and schedstat, each opened once and read again at offset 0 (an open
     costs 20 us, a read 1-3 us: they are read at every single-step of a hit)."""
 
-    def __init__(self) -> None:
+    def __init__(self, live: Callable[[], Collection[int]] = frozenset) -> None:
+        """``live``: the threads still there (the others' files are closed when the cap is reached)."""
         self._fds: dict[tuple[int, str], int] = {}
+        self._live = live
 
     def _read(self, pid: int, tid: int, name: str, size: int) -> bytes:
         fd = self._fds.get((tid, name))
-        if fd is None:
-            if len(self._fds) >= MAX_THREAD_FILES:  # threads that ended keep theirs: start again
-                self.close()
-            fd = self._fds[(tid, name)] = os.open(f"/proc/{pid}/task/{tid}/{name}", os.O_RDONLY | os.O_CLOEXEC)
+        if fd is not None:
+            return os.pread(fd, size, 0)
+        if len(self._fds) >= MAX_THREAD_FILES:  # threads that ended keep theirs: closed now
+            live = self._live()
+            for gone in {t for t, _ in self._fds if t not in live}:
+                self.forget(gone)
+        path = f"/proc/{pid}/task/{tid}/{name}"
+        if len(self._fds) >= MAX_THREAD_FILES:  # that many threads alive: this one read the slow way
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                return os.pread(fd, size, 0)
+            finally:
+                os.close(fd)
+        fd = self._fds[(tid, name)] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         return os.pread(fd, size, 0)
 
     def state(self, pid: int, tid: int) -> str:

@@ -176,7 +176,7 @@ class Tracer:
         a call it made meanwhile may have been missed (said in the summary)."""
         self.waiting_in_kernel: set[int] = set()
         """Threads that could not stop for detach: waiting in the kernel (state D)."""
-        self._thread_files = procfs.ThreadFiles()
+        self._thread_files = procfs.ThreadFiles(lambda: self.threads)
         """Each thread's stat and schedstat, opened once (closed at detach)."""
         self._asleep: dict[int, bytes] = {}
         """During a step: the threads left asleep in a system call (not held), and their CPU time."""

@@ -14,6 +14,7 @@ command -v gdb >/dev/null 2>&1 || need+=(gdb)  # the other debugger of the fault
 command -v tmux >/dev/null 2>&1 || need+=(tmux)  # the test of --live runs it in a real terminal
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v objcopy >/dev/null 2>&1 || need+=(binutils)  # the tests split debug files as packagers do
+command -v ss >/dev/null 2>&1 || need+=(iproute2)  # the test that dlv listens only in its own network
 # debug information from elsewhere: elfutils' debuginfod client (used by sampler when
 # DEBUGINFOD_URLS is set), the debuginfod server (the tests run one on 127.0.0.1) and
 # glibc's separate debug files (a real program's library, found by build-id)

@@ -42,7 +42,7 @@ def pick(config: SessionConfig, target: TargetProcess) -> Choice:
         elif target.is_go and not target.has_debug_info:
             choice, reason = "ptrace", "Go program without DWARF: Delve cannot read it"
         elif target.is_go and dlv is not None:
-            choice, reason = "delve", "Go program and dlv found"
+            choice, reason = "delve-rpc", "Go program and dlv found"
         elif target.is_go:
             choice, reason = "ptrace", "Go program, but no dlv on PATH"
         else:

@@ -290,3 +290,46 @@ def test_dlv_dying_mid_run_is_one_line_and_the_target_lives(go_target: Target, t
     assert_csv_whole(out)
     go_target.assert_untouched()
     assert_text_matches_file(go_target)
+
+
+def _listening_ports(netns_of: int | None = None) -> set[int]:
+    """TCP ports listening on 127.0.0.1 (in the network namespace of process ``netns_of``)."""
+    command = ["ss", "-Hltn", "src", "127.0.0.1"]
+    if netns_of is not None:
+        command = ["nsenter", "-t", str(netns_of), "-n", *command]
+    lines = subprocess.run(command, capture_output=True, text=True, check=True).stdout.splitlines()
+    return {int(line.split()[3].rsplit(":", 1)[1]) for line in lines if line.strip()}
+
+
+def test_delve_rpc_is_the_default_and_its_dlv_listens_where_no_other_process_can_reach_it(
+        go_target: Target, tmp_path: Path) -> None:
+    import os
+
+    # GIVEN a run with the default backend on the Go target
+    before = _listening_ports()
+    out = tmp_path / "samples.csv"
+    proc = start_sampler("attach", "--pid", str(go_target.pid), "--expr", "main.ring.w", "--rate", "10",
+                         "--duration", "60s", "--out", str(out))
+    try:
+        wait_for_rows(out, proc, 2)
+        dlv = int(subprocess.run(["pgrep", "-P", str(_worker(proc.pid)), "-x", "dlv"], capture_output=True,
+                                 text=True).stdout.split()[0])
+        # THEN dlv is in a network namespace of its own, listening there, and on the host's loopback
+        # no new port is dlv's
+        assert os.readlink(f"/proc/{dlv}/ns/net") != os.readlink("/proc/self/ns/net")
+        inside = _listening_ports(dlv)
+        assert len(inside) == 1, inside
+        assert not inside & (_listening_ports() - before)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = finish(proc)
+    assert "delve-rpc backend (Go program and dlv found)" in err, err
+    assert "no network of its own" not in err, err
+    assert proc.returncode == 0, err
+    go_target.assert_untouched()
+
+
+def _worker(pid: int) -> int:
+    """sampler's worker process (dlv's parent) under the sampler started as ``pid``."""
+    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    return next((int(p) for p in found if Path(f"/proc/{p}/comm").read_text().strip() == "sampler-worker"), pid)

@@ -96,12 +96,12 @@ def rescue_terminal(dlv_pid: int, fd: int) -> bool:
         return procfs.ends_within(dlv_pid, 0)
 
 
-def rescue_rpc(pid: int, address: str) -> bool:
-    """Leave through dlv's JSON-RPC server; True when dlv detached."""
+def rescue_rpc(pid: int, dlv_pid: int, address: str) -> bool:
+    """Leave through dlv's JSON-RPC server (in dlv's network); True when dlv detached."""
     host, port = address.rsplit(":", 1)
     rpc = DelveRpc("", pid)
     try:
-        rpc.connect(host, int(port))
+        rpc.connect(host, int(port), dlv_pid)
         state = rpc.call("State", {"NonBlocking": True}).get("State") or {}
         if state.get("Running"):
             rpc.call("Command", {"name": "halt"})

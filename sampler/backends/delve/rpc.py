@@ -1,4 +1,5 @@
-"""The wire to a headless Delve: ``dlv attach --headless`` on loopback, JSON-RPC 1.0 over TCP.
+"""The wire to a headless Delve: ``dlv attach --headless`` on the loopback of a network
+namespace of its own (netns.py: no other process can reach it), JSON-RPC 1.0 over TCP.
 
 Requests may overlap (a ``continue`` is pending while a ``halt`` is sent): each
 answer is matched to its request by id.
@@ -12,13 +13,14 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from typing import IO, Any
 
 from sampler import waits
 from sampler.backends.cycle import CALL_TIMEOUT_S
-from sampler.backends.delve import parse
+from sampler.backends.delve import netns, parse
 from sampler.backends.delve.leave import after_dlv_killed
 from sampler.errors import DebuggerError
 
@@ -43,14 +45,18 @@ class DelveRpc:
         self._next_id = 0
         self.detached = False
         """dlv said it let the target go."""
+        self.shared_network = ""
+        """Why dlv listens on the host's loopback (no network of its own could be made), or ''."""
 
     def start(self) -> None:
-        """Start headless dlv on a port of its choosing on 127.0.0.1 and connect (target halted)."""
+        """Start headless dlv in a network of its own, on a port of its choosing on its
+        127.0.0.1, and connect (target halted)."""
         # dlv writes to a file, not a pipe: if sampler dies, dlv must not die of
         # SIGPIPE with the target in its hands (the guardian still talks to it)
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 (lives with dlv)
         self.process = subprocess.Popen(
-            [self.dlv, "attach", str(self.pid), "--headless", "--api-version=2", "--accept-multiclient",
+            [sys.executable, "-I", "-S", netns.__file__, self.dlv, "attach", str(self.pid), "--headless",
+             "--api-version=2", "--accept-multiclient",
              "--listen=127.0.0.1:0"],
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
             start_new_session=True)  # its own session: a Ctrl-C meant for sampler never reaches it
@@ -61,6 +67,8 @@ class DelveRpc:
             match = _LISTENING.search(text)
             if match:
                 self.address = f"{match.group('host')}:{match.group('port')}"
+                shared = next((line for line in text.splitlines() if line.startswith(netns.NO_NETWORK)), "")
+                self.shared_network = shared[len(netns.NO_NETWORK):].strip()
                 try:
                     self.connect(match.group("host"), int(match.group("port")))
                 except DebuggerError:
@@ -79,9 +87,10 @@ class DelveRpc:
     def dlv_pid(self) -> int:
         return self.process.pid if self.process is not None else 0
 
-    def connect(self, host: str, port: int) -> None:
+    def connect(self, host: str, port: int, dlv_pid: int = 0) -> None:
+        """Connect to dlv's server in dlv's network (``dlv_pid``: a dlv sampler did not start)."""
         try:
-            self._sock = socket.create_connection((host, port), CALL_TIMEOUT_S)
+            self._sock = netns.connect_in(dlv_pid or self.dlv_pid, host, port, CALL_TIMEOUT_S)
             self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except OSError as e:
             raise self._lost(f"cannot connect to {host}:{port}: {e.strerror or e}") from None

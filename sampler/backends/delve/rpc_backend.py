@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any, ClassVar
 
+from sampler import notice
 from sampler.backends.base import Capabilities
 from sampler.backends.cycle import CALL_TIMEOUT_S, POLL_S, await_halt, miss
 from sampler.backends.delve import parse
@@ -52,9 +53,13 @@ class DelveRpcBackend:
     def attach(self) -> None:
         self.rpc.start()
         self._attached = True
+        if self.rpc.shared_network:
+            notice.say(f"dlv's API listens on the host's loopback ({self.rpc.address}), where any local "
+                       f"process can drive it: no network of its own ({self.rpc.shared_network}); "
+                       "run sampler as root, or use --backend ptrace")
         if self.config.guardian:
-            pid, address = self.config.pid, self.rpc.address
-            self.guardian = Guardian(DlvRescue(pid, self.rpc.dlv_pid, lambda: rescue_rpc(pid, address)))
+            pid, dlv_pid, address = self.config.pid, self.rpc.dlv_pid, self.rpc.address
+            self.guardian = Guardian(DlvRescue(pid, dlv_pid, lambda: rescue_rpc(pid, dlv_pid, address)))
         if self.config.location is not None:
             try:
                 found = self.rpc.call("FindLocation", {"Scope": SCOPE, "Loc": self.config.location})

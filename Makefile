@@ -124,7 +124,7 @@ targets: targets/bin/ringbuf-go targets/bin/ringbuf-go-stripped targets/bin/http
 	targets/bin/libplugin.so targets/bin/ringbuf-cpp targets/bin/ringbuf-rust targets/bin/ringbuf-c-exported \
 	targets/bin/forker targets/bin/callers targets/bin/emulate targets/bin/spawner-go targets/bin/jailed targets/bin/jailed-nodebug \
 	targets/bin/clones targets/bin/clones-cpp targets/bin/stall targets/bin/stall-go targets/bin/pool \
-	targets/bin/execrace targets/bin/ifuncs targets/bin/eintr
+	targets/bin/execrace targets/bin/ifuncs targets/bin/eintr targets/bin/shortlived
 
 targets/bin/ringbuf-go: targets/ringbuf-go/main.go targets/ringbuf-go/go.mod | system-deps
 	mkdir -p targets/bin
@@ -243,6 +243,11 @@ targets/bin/ifuncs: targets/ifuncs/ifuncs.c | system-deps
 targets/bin/spawner-go: targets/spawner-go/main.go targets/spawner-go/go.mod | system-deps
 	mkdir -p targets/bin
 	cd targets/spawner-go && $(GOBUILD) -o ../bin/spawner-go .
+
+# a process that lives a moment and makes a known number of calls (--exe's joins)
+targets/bin/shortlived: targets/shortlived/shortlived.c | system-deps
+	mkdir -p targets/bin
+	$(CC) -O2 -g -o $@ $<
 
 # threads calling one function (or a glibc wrapper) at the same moment, counting their calls
 targets/bin/callers: targets/callers/callers.c | system-deps

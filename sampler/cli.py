@@ -151,11 +151,11 @@ def target_options(command: F) -> F:
                      help="With --pgrep or --container: every process that matches, in one run (ptrace)."),
         click.option("--exe", metavar="PATH",
                      help="Every process running this program file (a path, or a name found on PATH), and each "
-                          "that starts during the run, picked up when sampler next looks (every tick; every "
-                          "0.2 s tracing): unlike a uprobe, calls a new process makes before it joins are "
-                          "missed (each join and the summary say so), and one that ends before a look is not "
-                          "seen. Every user's processes, so another user can put a process of theirs in the "
-                          "run; --user limits it."),
+                          "that starts during the run: tracing, it joins a few ms after its exec (as root, told by "
+                          "the kernel; else when sampler next looks, every 0.2 s); sampling, at the next tick. "
+                          "Unlike a uprobe, calls a new process makes before it joins are missed (each join and "
+                          "the summary say how late it was). Every user's processes, so another user can put a "
+                          "process of theirs in the run; --user limits it."),
         click.option("--user", "users", metavar="USER", multiple=True,
                      help="With --exe: only the processes of this user (a name or a UID; repeatable), by their "
                           "real user ID."),

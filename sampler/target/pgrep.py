@@ -36,23 +36,25 @@ def find_all(pattern: str | None, container: str | None = None) -> list[int]:
     return sorted(pid for pid, _, _ in _matches(pattern, container))
 
 
-def running(path: str, judged: set[int] | None = None, users: tuple[int, ...] = ()) -> list[int]:
+def running(path: str, judged: set[int] | None = None, users: tuple[int, ...] = (),
+            among: list[int] | None = None) -> list[int]:
     """Every process whose program is the file ``path`` (the same file: device and inode, so a
     process in a container that maps it by another path counts); sampler, its ancestors and its
     own children (the guardian) excepted; with ``users``, only those whose real user ID is one of them.
     ``judged``: PIDs looked at before, not looked at again (kept to those still there, and
-    added to: a scan every tick costs a listing of /proc and a stat of each new process)."""
+    added to: a scan every tick costs a listing of /proc and a stat of each new process).
+    ``among``: only these PIDs are looked at (processes that just exec'd), judged or not."""
     try:
         wanted = os.stat(path)
     except OSError as e:
         raise UsageError(f"--exe {path}: {e.strerror}", "give the path of a program file") from None
     own = _own_line()
     found = []
-    pids = _pids()
-    if judged is not None:
+    pids = _pids() if among is None else among
+    if judged is not None and among is None:
         judged &= set(pids)
     for pid in pids:
-        if pid in own or (judged is not None and pid in judged):
+        if pid in own or (judged is not None and pid in judged and among is None):
             continue
         if judged is not None:
             judged.add(pid)

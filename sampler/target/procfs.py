@@ -307,3 +307,12 @@ def maps(pid: int) -> list[Mapping]:
         found.append(Mapping(start, end, fields[1], int(fields[2], 16), int(fields[4]),
                              fields[5].strip() if len(fields) > 5 else "", fields[3]))
     return found
+
+
+def maps_text(pid: int) -> bytes | None:
+    """/proc/PID/maps as it is now (to see whether it changed), None when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/maps", "rb") as f:
+            return f.read()
+    except OSError:
+        return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -286,8 +287,8 @@ def test_exe_takes_in_a_process_that_starts_during_the_run(start_target: Callabl
     _, stderr = finish(proc)
     # THEN it was sampled too, from the tick after it started, each tick a row of each process
     assert proc.returncode == 0, stderr
-    assert f"PID {second.pid} started running {program} about " in stderr
-    assert "ms ago: sampling it too from now (its calls before were not traced)" in stderr
+    assert f"PID {second.pid} started running {program} " in stderr
+    assert "ms ago (its exec): sampling it too from now (its calls before were not traced)" in stderr
     assert "--exe: 1 process(es) joined the run after they started" in stderr
     assert taken_in_s < 5, taken_in_s  # an interval and the parse of its program, with room for a busy host
     rows = assert_csv_whole(out)
@@ -324,11 +325,59 @@ def test_exe_marks_the_processes_that_joined_late(start_target: Callable[..., Ta
     rows = collections.Counter(row["pid"] for row in read_csv(out))
     for target in late:
         assert 500 <= rows[str(target.pid)] <= 1000, (rows, stderr)
-        assert f"PID {target.pid} started running {program} about " in stderr
+        assert f"PID {target.pid} started running {program} " in stderr
     assert "--exe: 4 process(es) joined the run after they started" in stderr
     assert "the calls they made before were missed" in stderr
     for target in [first, *late]:
         assert_code_matches_files(target.pid)
+
+
+def test_exe_accounts_for_every_process_that_ran_the_program(start_target: Callable[..., Target],
+                                                             tmp_path: Path) -> None:
+    # GIVEN a trace of a program's function with --exe, one process of it running (its modules read)
+    program = tmp_path / "shortlived"
+    shutil.copy(BIN / "shortlived", program)
+    keeper = subprocess.Popen([str(program), "600000", "1", "0"])
+    out = tmp_path / "calls.csv"
+    proc = start_sampler("trace", "--exe", str(program), "--at", "counted", "--out", str(out))
+    try:
+        wait_until_patched(keeper.pid)
+        # WHEN it is started 20 times, one after the other, as a psql per query: 10 processes that
+        # live 40 ms (10 calls from 20 ms after their start, 1 ms apart) and 10 that make the same
+        # calls 800 ms after theirs. Before the kernel told sampler of each exec, /proc was looked at
+        # every 0.2 s and most of the short ones were never seen, nor counted
+        made: dict[str, tuple[int, bool]] = {}
+        for i in range(20):
+            short = i % 2 == 0
+            run = subprocess.Popen([str(program), "20" if short else "800", "10", "1"], stdout=subprocess.PIPE,
+                                   text=True)
+            said, _ = run.communicate(timeout=30)
+            assert run.returncode == 0, said
+            made[str(run.pid)] = (int(said.strip().removeprefix("calls=")), short)
+        time.sleep(0.3)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, stderr = finish(proc)
+        keeper.kill()
+        keeper.wait()
+    # THEN every one of the 20 is said: joined (how long after its exec) or gone before it could
+    # join; a long one joined long before its first call, so each of its calls is a row; no
+    # process has more rows than it made calls
+    assert proc.returncode in (0, 130), stderr
+    rows = collections.Counter(row["pid"] for row in read_csv(out))
+    joined = {pid for pid in made if f"PID {pid} started running {program} " in stderr}
+    assert all("ms ago (its exec)" in line for line in stderr.splitlines() if "sampling it too" in line), stderr
+    summary = re.search(r"--exe: (\d+) process\(es\) joined the run after they started.*?"
+                        r"(?:; (\d+) found were gone before they could join|$)", stderr, re.M)
+    assert summary is not None, stderr
+    gone = int(summary.group(2) or 0)
+    assert int(summary.group(1)) == len(joined) and len(joined) + gone == 20, (joined, stderr)
+    for pid, (calls, short) in made.items():
+        assert calls == 10 and rows[pid] <= calls, (pid, rows, stderr)
+        if not short:
+            assert pid in joined and rows[pid] == calls, (pid, rows, stderr)
+    assert set(rows) <= set(made), rows
+    assert "a process that exec'd the program was taken in when the kernel told of it" in stderr, stderr
 
 
 def test_exe_refuses_a_program_nobody_runs(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import ClassVar, TypeVar
 
-from sampler import notice
+from sampler import notice, waits
 from sampler.backends.base import Capabilities
 from sampler.backends.ptrace.backend import PtraceBackend, Tally, Turn
 from sampler.backends.ptrace.memory import UnreadableMemory
@@ -35,11 +35,18 @@ from sampler.errors import ExpressionError, LocationNotFound, SamplerError, Targ
 from sampler.safety.guardian import Guardian
 from sampler.sample import Reading
 from sampler.stop import StopFlag
-from sampler.target import pgrep, procfs
+from sampler.target import execs, pgrep, procfs
 
 T = TypeVar("T")
 DISCOVER_EVERY_S = 0.2
 """Tracing with --exe: how often /proc is looked at for new processes of the program."""
+SETTLED_S = 0.005
+"""--exe: a new process joins once its mappings stayed the same this long (its dynamic loader,
+which maps the libraries, relocates them and protects what it relocated, is done)."""
+SETTLE_AT_MOST_S = 2.0
+"""--exe: ... or once it is this old since it was found, whatever its mappings do."""
+OLD_S = 0.1
+"""--exe: a process found this long after it started is past its loader: it joins at once."""
 RESCAN_EVERY_S = 2.0
 """--exe: how often every process is looked at again (one that exec'd into the program since);
 in between only new PIDs are."""
@@ -101,6 +108,18 @@ class Fleet:
         """--exe: how long each process that joined during the run had run by then (s)."""
         self.not_joined = 0
         """--exe: processes of the program found but gone (or refused) before they could join."""
+        self.execs = execs.open_events() if config.exe is not None and make is not None else None
+        """--exe: the kernel's word of each exec as it happens (None: /proc is looked at only)."""
+        self._told_of_execs = self.execs is not None
+        self.joined_at_exec = 0
+        """--exe: processes that joined when the kernel told of their exec (their age exact)."""
+        self._settling: dict[int, tuple[float, float, bytes]] = {}
+        """--exe: new processes not taken in yet, their loader maybe still at work: PID to (when
+        found, when its mappings last changed, the mappings then)."""
+        self._exec_at: dict[int, float] = {}
+        """--exe: when each process the kernel told of exec'd (time.monotonic())."""
+        if self.execs is not None:
+            self.router.wakeups.also.append(self.execs.fileno())
 
     @property
     def per_tick(self) -> int:
@@ -172,21 +191,40 @@ class Fleet:
             raise self._none_left()
 
     def _discover(self, every_s: float = 0.0) -> None:
-        """--exe: take in each process that started running the program (at most every ``every_s``)."""
-        if self.config.exe is None or self.make is None or time.monotonic() - self._scanned < every_s:
+        """--exe: take in each process that started running the program: at once when the kernel
+        tells of its exec, else when /proc is looked at (at most every ``every_s``)."""
+        if self.config.exe is None or self.make is None:
             return
+        found: list[int] = []
+        if self.execs is not None:
+            fresh = self.execs.take()
+            if fresh:
+                if len(self._exec_at) > execs.MAX_PENDING:
+                    self._exec_at.clear()
+                self._exec_at.update(fresh)
+                try:
+                    found = pgrep.running(self.config.exe, None, self.config.users, among=list(fresh))
+                except UsageError:
+                    pass  # the file is being replaced: looked at in /proc again soon
+                self._judged.update(fresh)
         now = time.monotonic()
-        if now - self._rescanned > RESCAN_EVERY_S:  # a process that exec'd into the program since
-            self._rescanned = now
-            self._judged = {member.config.pid for member in self.members}
-        self._scanned = now
-        try:
-            found = pgrep.running(self.config.exe, self._judged, self.config.users)
-        except UsageError:
-            return  # the file is being replaced: looked at again next time
+        if now - self._scanned >= every_s:
+            if now - self._rescanned > RESCAN_EVERY_S:  # a process that exec'd into the program since
+                self._rescanned = now
+                self._judged = {member.config.pid for member in self.members}
+            self._scanned = now
+            try:
+                found += [pid for pid in pgrep.running(self.config.exe, self._judged, self.config.users)
+                          if pid not in found]
+            except UsageError:
+                pass  # the file is being replaced: looked at again next time
+        found += [pid for pid in self._settling if pid not in found]
         for pid in found:
             if any(member.config.pid == pid for member in self.members):
+                self._settling.pop(pid, None)
                 continue  # a child followed at its fork
+            if not self._settled(pid):
+                continue
             if procfs.tracer_pid(pid) == os.getpid():  # a child at its fork, this worker's still
                 self._judged.discard(pid)
                 continue
@@ -197,13 +235,44 @@ class Fleet:
                 self.not_joined += 1
                 continue
             self._take_in(member)
-            if member in self.members:
-                age = procfs.age_s(pid)
+            if member not in self.members:  # gone (or refused) while it was attached
+                self.not_joined += 1
+            else:
+                exec_at = self._exec_at.pop(pid, None)
+                age = time.monotonic() - exec_at if exec_at is not None else procfs.age_s(pid)
                 self.joined_after.append(age or 0.0)
+                self.joined_at_exec += exec_at is not None
                 if not self.config.quiet:
-                    notice.say(f"PID {pid} started running {self.config.exe}"
-                               + (f" about {age * 1000:.0f} ms ago" if age is not None else "")
+                    when = "" if age is None else \
+                        f" {_ms(age)} ms ago (its exec)" if exec_at is not None else f" about {_ms(age)} ms ago"
+                    notice.say(f"PID {pid} started running {self.config.exe}{when}"
                                + ": sampling it too from now (its calls before were not traced)")
+
+    def _settled(self, pid: int) -> bool:
+        """Whether a new process of the program can join now: its dynamic loader is done (its
+        mappings the same for SETTLED_S), or it was old when found. A process caught in its
+        loader has no libraries yet, or libraries not relocated (an IFUNC's slot unresolved)."""
+        now = time.monotonic()
+        text = procfs.maps_text(pid)
+        if text is None:
+            self._settling.pop(pid, None)
+            return True  # gone: make() says so
+        seen = self._settling.get(pid)
+        if seen is None:
+            exec_at = self._exec_at.get(pid)
+            age = now - exec_at if exec_at is not None else procfs.age_s(pid)
+            if age is None or age >= OLD_S:
+                return True
+            self._settling[pid] = (now, now, text)
+            return False
+        found, changed, before = seen
+        if text != before:
+            self._settling[pid] = (found, now, text)
+            return now - found >= SETTLE_AT_MOST_S
+        if now - changed < SETTLED_S and now - found < SETTLE_AT_MOST_S:
+            return False
+        del self._settling[pid]
+        return True
 
     def _take_in(self, member: PtraceBackend) -> None:
         self.members.append(self._enlist(member))
@@ -288,7 +357,7 @@ class Fleet:
             self._since = time.monotonic()
         self._discover(DISCOVER_EVERY_S)
         if not self.members and self.config.exe is not None:  # none runs the program now
-            stop.wait(max(0.0, min(until - time.monotonic(), DISCOVER_EVERY_S)))
+            self._wait_for_exec(stop, max(0.0, min(until - time.monotonic(), DISCOVER_EVERY_S)))
             return None
         while not stop.is_set() and self.members:
             self.router.drain()
@@ -308,9 +377,22 @@ class Fleet:
             if remaining <= 0:
                 return None
             if not self.router.busy():
-                self.router.sleep(remaining)
+                self.router.sleep(min(remaining, SETTLED_S) if self._settling else remaining)
+            if self.execs is not None or self._settling:
+                self._discover(DISCOVER_EVERY_S)  # a process that exec'd the program joins at once
         self._check_left()
         return None
+
+    def _wait_for_exec(self, stop: StopFlag, seconds: float) -> None:
+        """No process runs the program: wait ``seconds``, or until the kernel tells of an exec."""
+        if self.execs is None:
+            stop.wait(seconds)
+            return
+        deadline = time.monotonic() + seconds
+        while not stop.is_set() and time.monotonic() < deadline:
+            if waits.readable([self.execs.fileno()], min(SETTLED_S if self._settling else 0.05,
+                                                         deadline - time.monotonic())) or self._settling:
+                return
 
     def idle(self, seconds: float, stop: StopFlag) -> None:
         self._check_left()
@@ -347,6 +429,10 @@ class Fleet:
         for member in self.members:
             self._close_modules(member, every=True)
         self.members.clear()
+        if self.execs is not None:
+            self.router.wakeups.also.remove(self.execs.fileno())
+            self.execs.close()
+            self.execs = None
         if failed is not None:  # some bytes may be in still: the guardian puts them back when the worker ends
             raise failed
         if self.guardian is not None:  # only once every byte is back
@@ -375,11 +461,15 @@ class Fleet:
                            "traced: missed)" if self.not_followed else ""))
         if self.joined_after:
             joined = sorted(self.joined_after)
+            exact = self.joined_at_exec == len(joined)
+            unseen = ("a process that exec'd the program was taken in when the kernel told of it"
+                      if self._told_of_execs else
+                      f"a process that starts and ends between two looks for new ones (every "
+                      f"{DISCOVER_EVERY_S:g} s tracing, every tick sampling) is not seen at all")
             said.append(f"--exe: {len(joined)} process(es) joined the run after they started, "
-                        f"{joined[0] * 1000:.0f}-{joined[-1] * 1000:.0f} ms after (median "
-                        f"{statistics.median(joined) * 1000:.0f} ms, to 10 ms): the calls they made before were "
-                        f"missed, and a process that starts and ends between two looks for new ones (every "
-                        f"{DISCOVER_EVERY_S:g} s tracing, every tick sampling) is not seen at all"
+                        f"{_ms(joined[0])}-{_ms(joined[-1])} ms after (median {_ms(statistics.median(joined))} ms"
+                        f"{', from its exec' if exact else ', to 10 ms'}): the calls they made before were "
+                        f"missed; {unseen}"
                         + (f"; {self.not_joined} found were gone before they could join" if self.not_joined else ""))
         elif self.not_joined:
             said.append(f"--exe: {self.not_joined} process(es) of the program were gone before they could join "
@@ -441,3 +531,8 @@ def _said(error: BaseException) -> str:
     if isinstance(error, SamplerError):
         return error.message
     return f"{type(error).__name__}: {error}"
+
+
+def _ms(seconds: float) -> str:
+    """Milliseconds to one decimal below 10 ms, whole above."""
+    return f"{seconds * 1000:.1f}" if seconds < 0.01 else f"{seconds * 1000:.0f}"

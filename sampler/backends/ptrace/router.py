@@ -163,6 +163,8 @@ class Wakeups:
 
     def __init__(self) -> None:
         self.wake_r = self.wake_w = self.child_fd = -1
+        self.also: list[int] = []
+        """Other descriptors that end a sleep (read by their owners, not here: --exe's exec events)."""
         self._previous: tuple[Any, int, Any] | None = None
 
     def start(self) -> None:
@@ -200,7 +202,9 @@ class Wakeups:
         kernel gave to another thread costs a slice, not the whole wait."""
         if timeout <= 0 or self.child_fd < 0:
             return
-        for fd in waits.readable([self.wake_r, self.child_fd], min(timeout, SLEEP_SLICE_S)):
+        for fd in waits.readable([self.wake_r, self.child_fd, *self.also], min(timeout, SLEEP_SLICE_S)):
+            if fd in self.also:
+                continue
             try:
                 while os.read(fd, 1024):
                     pass

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import weakref
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -188,6 +189,19 @@ def _unpacked_size(stream: Any, at: int, size: int, limit: int) -> int:
     return total
 
 
+_READ: weakref.WeakKeyDictionary[ELFFile, DWARFInfo] = weakref.WeakKeyDictionary()
+"""The DWARF of each file read so far: the modules of one file in several processes (loaded at
+other addresses: elffile.open_shared gives them one ELFFile) share its parse."""
+
+
+def _dwarf_of(elf: ELFFile) -> DWARFInfo:
+    info = _READ.get(elf)
+    if info is None:
+        check_sections(elf)  # before pyelftools reads every debug section whole
+        info = _READ[elf] = elf.get_dwarf_info()
+    return info
+
+
 class Debug:
     """The DWARF of one module, read lazily: a function is found through the address
     ranges of its compilation unit, and only the units a name or address needs are parsed
@@ -197,8 +211,7 @@ class Debug:
         """``bias``: where the module is loaded in the process, less its file addresses
         (0 for a fixed-address executable); added to static addresses (DW_OP_addr).
         ``cfi_elf``: the loaded file, whose .eh_frame a separate debug file lacks."""
-        check_sections(elf)  # before pyelftools reads every debug section whole
-        self.info: DWARFInfo = elf.get_dwarf_info()
+        self.info: DWARFInfo = _dwarf_of(elf)
         eh_frame = elf.get_section_by_name(".eh_frame")
         own = eh_frame is not None and eh_frame["sh_type"] != "SHT_NOBITS"
         self._frames = CallFrames(elf if own else cfi_elf, self.info)

@@ -30,6 +30,33 @@ class BadFile(Exception):
 
 
 _guarded = converting(BadFile)
+_SHARED: dict[tuple[int, int, int, int], ElfFile] = {}
+"""The files open_shared opened and not closed yet, by device, inode, size and change time."""
+
+
+def open_shared(path: str, shown_as: str | None = None) -> ElfFile:
+    """``path`` opened and parsed, or the ElfFile already open for the same file (device, inode,
+    size, change time): the processes of one program (--exe, a server's workers mapped at other
+    addresses) share one parse and its symbol table. Each call's close() gives its share back."""
+    try:
+        fd = files.open_file(path)
+    except OSError as e:
+        raise BadFile(e.strerror or str(e)) from None
+    try:
+        info = os.fstat(fd)
+    except OSError as e:
+        os.close(fd)
+        raise BadFile(e.strerror or str(e)) from None
+    key = (info.st_dev, info.st_ino, info.st_size, info.st_ctime_ns)
+    known = _SHARED.get(key)
+    if known is not None:
+        os.close(fd)
+        known._shares += 1
+        return known
+    opened = ElfFile(path, shown_as, fd=fd)
+    opened._key = key
+    _SHARED[key] = opened
+    return opened
 
 
 @dataclass(frozen=True)
@@ -48,12 +75,16 @@ class Symbol:
 class ElfFile:
     """An opened ELF file (closed with close())."""
 
-    def __init__(self, path: str, shown_as: str | None = None) -> None:
+    def __init__(self, path: str, shown_as: str | None = None, fd: int | None = None) -> None:
         self.path = path
         """Where it was opened (may be under /proc/PID/root)."""
         self.shown_as = shown_as or path
+        self._key: tuple[int, int, int, int] | None = None
+        self._shares = 1
+        self._first_load: int | None = None
         try:
-            self._file: BinaryIO = os.fdopen(files.open_file(path), "rb")  # inside the target's root
+            # inside the target's root
+            self._file: BinaryIO = os.fdopen(files.open_file(path) if fd is None else fd, "rb")
         except OSError as e:
             raise BadFile(e.strerror or str(e)) from None
         try:
@@ -79,6 +110,11 @@ class ElfFile:
         return elf
 
     def close(self) -> None:
+        if self._key is not None:  # shared (open_shared): the last to close it closes it
+            self._shares -= 1
+            if self._shares > 0:
+                return
+            _SHARED.pop(self._key, None)
         self._file.close()
 
     def __enter__(self) -> ElfFile:
@@ -139,8 +175,13 @@ class ElfFile:
         except Exception:  # a corrupted section table
             return False
 
-    @_guarded
     def first_load_address(self) -> int:
+        if self._first_load is None:
+            self._first_load = self._read_first_load()
+        return self._first_load
+
+    @_guarded
+    def _read_first_load(self) -> int:
         return min(seg["p_vaddr"] for seg in self.elf.iter_segments() if seg["p_type"] == "PT_LOAD")
 
     @_guarded

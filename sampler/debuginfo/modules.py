@@ -15,7 +15,7 @@ from sampler.debuginfo.debugfiles import DebugFinder, Source
 from sampler.debuginfo.demangle import demangle, last_component, qualified, signature
 from sampler.debuginfo.dies import Malformed
 from sampler.debuginfo.dwarf import Debug
-from sampler.debuginfo.elffile import BadFile, ElfFile, Symbol
+from sampler.debuginfo.elffile import BadFile, ElfFile, Symbol, open_shared
 from sampler.errors import ProcessNotFound, UnsupportedTarget
 from sampler.target import procfs
 
@@ -224,7 +224,7 @@ class Modules:
         self.finder = finder
         path = procfs.exe_path(pid)
         try:
-            program = ElfFile(f"/proc/{pid}/exe", shown_as=path)
+            program = open_shared(f"/proc/{pid}/exe", shown_as=path)
         except BadFile as e:
             if not os.path.exists(f"/proc/{pid}"):
                 raise ProcessNotFound(f"no process with PID {pid}") from None
@@ -312,7 +312,7 @@ class Modules:
         for candidate in (procfs.in_root(self.pid, path),
                           f"/proc/{self.pid}/map_files/{mapping.start:x}-{mapping.end:x}"):
             try:
-                opened = ElfFile(candidate, shown_as=path)
+                opened = open_shared(candidate, shown_as=path)
             except BadFile as e:
                 problems.append(str(e))
                 continue

@@ -31,7 +31,7 @@ from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.router import Router
 from sampler.config import SessionConfig
 from sampler.debuginfo.modules import Modules
-from sampler.errors import ExpressionError, LocationNotFound, SamplerError, TargetExited, UsageError
+from sampler.errors import ExpressionError, LocationNotFound, ProcessNotFound, SamplerError, TargetExited, UsageError
 from sampler.safety.guardian import Guardian
 from sampler.sample import Reading
 from sampler.stop import StopFlag
@@ -108,18 +108,20 @@ class Fleet:
         """--exe: how long each process that joined during the run had run by then (s)."""
         self.not_joined = 0
         """--exe: processes of the program found but gone (or refused) before they could join."""
-        self.execs = execs.open_events() if config.exe is not None and make is not None else None
-        """--exe: the kernel's word of each exec as it happens (None: /proc is looked at only)."""
-        self._told_of_execs = self.execs is not None
+        self.execs: execs.ExecEvents | None = None
+        """--exe, tracing: the kernel's word of each exec as it happens (None: /proc is looked at
+        only). Opened at the first trace, after the guardian was forked: it must not hold it."""
+        self._wants_execs = config.exe is not None and make is not None and config.every_hit
+        self._told_of_execs = False
+        self._heard: dict[int, float] = {}
+        """Exec'd processes heard of (while sleeping) and not looked at yet, with when."""
         self.joined_at_exec = 0
         """--exe: processes that joined when the kernel told of their exec (their age exact)."""
         self._settling: dict[int, tuple[float, float, bytes]] = {}
         """--exe: new processes not taken in yet, their loader maybe still at work: PID to (when
         found, when its mappings last changed, the mappings then)."""
         self._exec_at: dict[int, float] = {}
-        """--exe: when each process the kernel told of exec'd (time.monotonic())."""
-        if self.execs is not None:
-            self.router.wakeups.also.append(self.execs.fileno())
+        """--exe: when each process of the program the kernel told of exec'd (time.monotonic())."""
 
     @property
     def per_tick(self) -> int:
@@ -197,16 +199,18 @@ class Fleet:
             return
         found: list[int] = []
         if self.execs is not None:
-            fresh = self.execs.take()
+            self._hear()
+            fresh, self._heard = self._heard, {}
+            for pid in fresh:
+                self._settling.pop(pid, None)  # it exec'd again: judged anew
             if fresh:
-                if len(self._exec_at) > execs.MAX_PENDING:
-                    self._exec_at.clear()
-                self._exec_at.update(fresh)
                 try:
                     found = pgrep.running(self.config.exe, None, self.config.users, among=list(fresh))
                 except UsageError:
                     pass  # the file is being replaced: looked at in /proc again soon
-                self._judged.update(fresh)
+                if len(self._exec_at) > execs.MAX_PENDING:
+                    self._exec_at.clear()
+                self._exec_at.update({pid: fresh[pid] for pid in found})
         now = time.monotonic()
         if now - self._scanned >= every_s:
             if now - self._rescanned > RESCAN_EVERY_S:  # a process that exec'd into the program since
@@ -223,11 +227,18 @@ class Fleet:
             if any(member.config.pid == pid for member in self.members):
                 self._settling.pop(pid, None)
                 continue  # a child followed at its fork
+            waited = pid in self._settling
             if not self._settled(pid):
                 continue
-            if procfs.tracer_pid(pid) == os.getpid():  # a child at its fork, this worker's still
-                self._judged.discard(pid)
-                continue
+            try:
+                if waited and not pgrep.running(self.config.exe, None, self.config.users, among=[pid]):
+                    self._exec_at.pop(pid, None)
+                    continue  # while it settled it exec'd another program (or changed user)
+                if procfs.tracer_pid(pid) == os.getpid():  # a child at its fork, this worker's still
+                    self._judged.discard(pid)
+                    continue
+            except (UsageError, ProcessNotFound):
+                pass  # gone: make() says so
             try:
                 member = self.make(pid, self._modules())
             except ENDS_A_PROCESS as e:
@@ -248,15 +259,36 @@ class Fleet:
                     notice.say(f"PID {pid} started running {self.config.exe}{when}"
                                + ": sampling it too from now (its calls before were not traced)")
 
+    def _hear(self) -> None:
+        """Keep the execs the kernel told of since (called by the router's sleep when it did)."""
+        if self.execs is not None:
+            self._heard.update(self.execs.take())
+            if len(self._heard) > execs.MAX_PENDING:  # a storm of execs: /proc is looked at instead
+                self._heard.clear()
+                self.execs.lost = True
+
+    def _listen_for_execs(self) -> None:
+        """--exe, tracing: subscribe to the kernel's process events, once."""
+        if not self._wants_execs:
+            return
+        self._wants_execs = False
+        self.execs = execs.open_events()
+        if self.execs is not None:
+            self._told_of_execs = True
+            self.router.wakeups.also[self.execs.fileno()] = self._hear
+
     def _settled(self, pid: int) -> bool:
         """Whether a new process of the program can join now: its dynamic loader is done (its
         mappings the same for SETTLED_S), or it was old when found. A process caught in its
         loader has no libraries yet, or libraries not relocated (an IFUNC's slot unresolved)."""
         now = time.monotonic()
         text = procfs.maps_text(pid)
-        if text is None:
-            self._settling.pop(pid, None)
-            return True  # gone: make() says so
+        if not text:  # gone (a zombie maps nothing)
+            if self._settling.pop(pid, None) is not None:
+                self.not_joined += 1  # it ran the program, ended before it could join
+                self._exec_at.pop(pid, None)
+                return False
+            return True  # make() says so
         seen = self._settling.get(pid)
         if seen is None:
             exec_at = self._exec_at.get(pid)
@@ -355,6 +387,7 @@ class Fleet:
                 self._each(member, member.arm_all)
             self._armed = True
             self._since = time.monotonic()
+        self._listen_for_execs()
         self._discover(DISCOVER_EVERY_S)
         if not self.members and self.config.exe is not None:  # none runs the program now
             self._wait_for_exec(stop, max(0.0, min(until - time.monotonic(), DISCOVER_EVERY_S)))
@@ -378,7 +411,7 @@ class Fleet:
                 return None
             if not self.router.busy():
                 self.router.sleep(min(remaining, SETTLED_S) if self._settling else remaining)
-            if self.execs is not None or self._settling:
+            if self._heard or self._settling:
                 self._discover(DISCOVER_EVERY_S)  # a process that exec'd the program joins at once
         self._check_left()
         return None
@@ -392,6 +425,7 @@ class Fleet:
         while not stop.is_set() and time.monotonic() < deadline:
             if waits.readable([self.execs.fileno()], min(SETTLED_S if self._settling else 0.05,
                                                          deadline - time.monotonic())) or self._settling:
+                self._hear()
                 return
 
     def idle(self, seconds: float, stop: StopFlag) -> None:
@@ -430,7 +464,7 @@ class Fleet:
             self._close_modules(member, every=True)
         self.members.clear()
         if self.execs is not None:
-            self.router.wakeups.also.remove(self.execs.fileno())
+            self.router.wakeups.also.pop(self.execs.fileno(), None)
             self.execs.close()
             self.execs = None
         if failed is not None:  # some bytes may be in still: the guardian puts them back when the worker ends
@@ -462,7 +496,10 @@ class Fleet:
         if self.joined_after:
             joined = sorted(self.joined_after)
             exact = self.joined_at_exec == len(joined)
-            unseen = ("a process that exec'd the program was taken in when the kernel told of it"
+            unseen = ("each process was looked at when the kernel told of its exec (one that ended before "
+                      "sampler could look at it is not counted)"
+                      + ("; the kernel dropped process events (too many execs): some were looked at "
+                         "only in /proc" if self.execs is not None and self.execs.lost else "")
                       if self._told_of_execs else
                       f"a process that starts and ends between two looks for new ones (every "
                       f"{DISCOVER_EVERY_S:g} s tracing, every tick sampling) is not seen at all")

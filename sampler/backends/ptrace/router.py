@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from ptrace.binding import func as ptrace_func  # type: ignore[import-untyped]
@@ -163,8 +164,8 @@ class Wakeups:
 
     def __init__(self) -> None:
         self.wake_r = self.wake_w = self.child_fd = -1
-        self.also: list[int] = []
-        """Other descriptors that end a sleep (read by their owners, not here: --exe's exec events)."""
+        self.also: dict[int, Callable[[], None]] = {}
+        """Other descriptors that end a sleep, each with what reads it (--exe's exec events)."""
         self._previous: tuple[Any, int, Any] | None = None
 
     def start(self) -> None:
@@ -204,6 +205,7 @@ class Wakeups:
             return
         for fd in waits.readable([self.wake_r, self.child_fd, *self.also], min(timeout, SLEEP_SLICE_S)):
             if fd in self.also:
+                self.also[fd]()
                 continue
             try:
                 while os.read(fd, 1024):

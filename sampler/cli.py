@@ -151,8 +151,8 @@ def target_options(command: F) -> F:
                      help="With --pgrep or --container: every process that matches, in one run (ptrace)."),
         click.option("--exe", metavar="PATH",
                      help="Every process running this program file (a path, or a name found on PATH), and each "
-                          "that starts during the run: tracing, it joins a few ms after its exec (as root, told by "
-                          "the kernel; else when sampler next looks, every 0.2 s); sampling, at the next tick. "
+                          "that starts during the run: tracing, it is looked at when the kernel tells of its exec (as "
+                          "root; else when sampler next looks, every 0.2 s); sampling, at the next tick. "
                           "Unlike a uprobe, calls a new process makes before it joins are missed (each join and "
                           "the summary say how late it was). Every user's processes, so another user can put a "
                           "process of theirs in the run; --user limits it."),

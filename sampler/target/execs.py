@@ -3,7 +3,7 @@
 ``--exe`` looks at /proc every 0.2 s for new processes of the program; one that starts
 and ends in between is never seen, and one that is seen has run up to 0.2 s untraced.
 The connector tells of an exec the moment the kernel makes it (root: it takes
-CAP_NET_ADMIN), so the process joins a few milliseconds after it started. Where it cannot
+CAP_NET_ADMIN), so the process is looked at at once (and joins once it is built). Where it cannot
 be had (not root, a kernel without CONFIG_PROC_EVENTS, a network namespace of a container:
 the kernel sends its events to the host's), the look at /proc stays the only way.
 """

@@ -76,20 +76,24 @@ def test_a_kernel_thread_is_named_as_one() -> None:
 
 def test_an_expr_of_one_probe_is_not_an_error_of_the_other(start_target: Callable[..., Target],
                                                            tmp_path: Path) -> None:
-    # GIVEN two probes, an --expr for one of them (tick's second), counted
-    target = start_target("ringbuf-c")
+    # GIVEN two probes, an --expr for one of them (tick's second), counted; both called once a
+    # second (never() with RINGBUF_NEVER=call: with ring_read, 14,000 hits in 2.5 s, the tracer was
+    # saturated on a loaded host and tick's rows came too late for the run)
+    import os
+
+    target = start_target("ringbuf-c", env={**os.environ, "RINGBUF_NEVER": "call"})
     out = tmp_path / "p.csv"
-    result = sampler("trace", "--pid", str(target.pid), "--at", "tick", "--expr", "second", "--at", "ring_read",
-                     "--duration", "2.5s", "--count-by", "second", "--out", str(out), "--quiet")
+    result = sampler("trace", "--pid", str(target.pid), "--at", "tick", "--expr", "second", "--at", "never",
+                     "--duration", "3.5s", "--count-by", "second", "--out", str(out), "--quiet")
     assert result.returncode == 0, result.stderr
-    # THEN ring_read's rows are left out of second's counts, and said to be (they were "(error) 100 %")
+    # THEN never's rows are left out of second's counts, and said to be (they were "(error) 100 %")
     assert "(error)" not in result.stdout, result.stdout
     said = re.search(r"\((\d+) samples of probes without second: not counted\)", result.stdout)
-    assert said and int(said.group(1)) > 10, result.stdout
+    assert said and int(said.group(1)) >= 2, result.stdout
     counted = re.findall(r"^(\d+)\s+1\s+", result.stdout, re.M)
     assert len(counted) >= 2, result.stdout
     # AND the report of the file counts second for tick only
     report = sampler("report", str(out), "--count-by", "second")
     assert report.returncode == 0, report.stderr
     assert re.search(r"@second \(PID \d+ at tick\)", report.stdout), report.stdout
-    assert not re.search(r"@second \(PID \d+ at ring_read\)", report.stdout), report.stdout
+    assert not re.search(r"@second \(PID \d+ at never\)", report.stdout), report.stdout

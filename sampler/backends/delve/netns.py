@@ -91,10 +91,14 @@ def same_network(pid: int) -> bool:
 
 
 def _launch(argv: list[str]) -> None:
+    home = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
     try:
         make_own()
     except OSError as e:
+        # made but its loopback not up: back to the host's network, where dlv can listen
+        _libc().setns(home, CLONE_NEWNET)
         print(f"{NO_NETWORK} {e.strerror or e}", flush=True)
+    os.close(home)
     os.execv(argv[0], argv)
 
 

@@ -23,6 +23,7 @@ from sampler import notice
 from sampler.backends.base import Backend
 from sampler.backends.select import build, pick
 from sampler.config import SessionConfig
+from sampler.debuginfo import program
 from sampler.errors import ExpressionError, LocationNotFound, OutputLost, SamplerError, TargetExited, UsageError
 from sampler.language.condition import Condition
 from sampler.output import Output, Writer, outlet
@@ -35,7 +36,8 @@ from sampler.safety import supervisor
 from sampler.safety.repair import repair as repair_journal
 from sampler.sample import PROBE
 from sampler.session import STOP_SIGNALS, Session
-from sampler.target import process, procfs
+from sampler.target import procfs
+from sampler.target.process import TargetProcess
 
 T = TypeVar("T")
 _LET_GO = re.compile(r"^(\d+) child process\(es\) the targets? forked were let go")
@@ -45,7 +47,7 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
     """Check the target, repair what an earlier run left, pick the backend, open the
     writers, run the session, print the summary and the backend's notes."""
     out, quiet = output.out, output.quiet
-    target = process.inspect(config.pid) if not config.pids else None  # refuses a traced target
+    target = program.inspect(config.pid) if not config.pids else None  # refuses a traced target
     stopped_before = {pid for pid in (config.pids or (config.pid,)) if procfs.state(pid) == "T"}
     names = [e.name for e in config.expressions]
     # a bad --out is refused before any work; counting in sampler writes rows only to a file named
@@ -127,7 +129,7 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
     return 0
 
 
-def _one(config: SessionConfig, target: process.TargetProcess, quiet: bool, how: str) -> Backend:
+def _one(config: SessionConfig, target: TargetProcess, quiet: bool, how: str) -> Backend:
     """The backend for a run of one process: an earlier run's bytes put back, the backend picked."""
     _repair(config.pid)
     choice = pick(config, target)
@@ -156,7 +158,7 @@ def _fleet(config: SessionConfig, quiet: bool, how: str) -> Backend:
     def make(pid: int, read: list[Modules]) -> PtraceBackend:
         """``read``: the modules read so far; a process mapped like one of them (a server's
         workers) shares them."""
-        target = process.inspect(pid)
+        target = program.inspect(pid)
         _repair(pid)
         one = dataclasses.replace(config, pid=pid, pids=())
         alike = next((modules for modules in read if modules.mapped_alike(pid)), None)

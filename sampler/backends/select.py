@@ -56,7 +56,7 @@ def build(choice: Choice, config: SessionConfig, target: TargetProcess) -> Backe
     """Build the chosen backend (only its code is loaded). The caller hands it to a Session
     at once: the session detaches it on every way out."""
     if choice.name in ("delve", "delve-rpc"):
-        from sampler.backends.fields import expand_config
+        from sampler.evaluation.fields import expand_config
 
         config = expand_config(config, target.is_go, notice.say)
     if choice.name == "delve":

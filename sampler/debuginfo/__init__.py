@@ -14,7 +14,7 @@ Offers, from the bottom up:
   bias and its debug info; ``locate`` and ``prologue``: names to breakpoint places.
 
 Used by the ptrace backend (backends/ptrace), the short-form field search both Delve drives
-share (backends/fields.py), bench/debuginfo.py and bench/limit.py. It imports no backend, no
+share (evaluation/fields.py), bench/debuginfo.py and bench/limit.py. It imports no backend, no
 configuration and no expression code (tests/unit/test_layout.py keeps that rule); it reads
 the target only through /proc (``modules`` reads its maps and files).
 """

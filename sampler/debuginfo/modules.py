@@ -348,7 +348,7 @@ class Modules:
         """``size`` bytes of the process's memory at ``address`` (its code, for decoding), or
         None when they cannot all be read."""
         try:
-            fd = os.open(f"/proc/{self.pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+            fd = procfs.open_mem(self.pid)
         except OSError:
             return None
         try:

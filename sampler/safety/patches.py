@@ -20,9 +20,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from sampler.debuginfo.mapped import build_id_of
 from sampler.errors import ProcessNotFound
 from sampler.target import procfs
-from sampler.target.mapped import build_id_of
 
 INT3 = 0xCC
 CONTEXT = 16
@@ -159,7 +159,7 @@ def put_back_into(pid: int, patches: dict[int, Patch]) -> tuple[int, str]:
     """``put_back_through`` a descriptor opened now (a child stopped at its first instruction,
     which cannot exec before it is let go): (bytes restored, what failed or '')."""
     try:
-        fd = os.open(f"/proc/{pid}/mem", os.O_RDWR | os.O_CLOEXEC)
+        fd = procfs.open_mem(pid, writable=True)
     except OSError as e:
         return 0, f"cannot open the memory of process {pid}: {e.strerror}"
     try:
@@ -174,7 +174,7 @@ def restore_checked(pid: int, patches: dict[int, Patch]) -> tuple[int, str]:
     whose mapping is still the same file at the same offset, with the same build-id and the
     same bytes around. (bytes restored, why each other was not put back, or '')."""
     try:
-        fd = os.open(f"/proc/{pid}/mem", os.O_RDWR | os.O_CLOEXEC)  # first: an exec after this is harmless
+        fd = procfs.open_mem(pid, writable=True)  # first: an exec after this is harmless
     except OSError as e:
         return 0, f"cannot open the memory of process {pid}: {e.strerror}"
     try:

@@ -9,6 +9,7 @@ not know their original bytes; the file does).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from sampler.errors import JournalError, SamplerError, UntrustedJournal
@@ -92,7 +93,8 @@ def restore_code(pid: int) -> int:
         exe = procfs.exe_path(pid)
         # the file even in another mount namespace; only what is mapped is read (a program
         # file may claim a sparse tail of many GB)
-        with open(f"/proc/{pid}/exe", "rb") as f, open(f"/proc/{pid}/mem", "r+b", buffering=0) as mem:
+        with open(f"/proc/{pid}/exe", "rb") as f, \
+                os.fdopen(procfs.open_mem(pid, writable=True), "r+b", buffering=0) as mem:
             for mapping in procfs.maps(pid):
                 if not mapping.executable or mapping.path != exe:
                     continue

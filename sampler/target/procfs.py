@@ -17,6 +17,12 @@ from sampler.errors import ProcessNotFound
 YAMA = Path("/proc/sys/kernel/yama/ptrace_scope")
 
 
+def open_mem(pid: int, writable: bool = False) -> int:
+    """A descriptor of /proc/PID/mem: the address space the process has now, which it keeps
+    whatever the PID runs later (an exec, a reused PID). Raises OSError as os.open does."""
+    return os.open(f"/proc/{pid}/mem", (os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC)
+
+
 def _lines(pid: int, name: str) -> list[str]:
     """The lines of /proc/PID/NAME, bytes that are not UTF-8 kept (surrogateescape); ProcessNotFound when it is gone."""
     try:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from sampler.backends.ptrace.evaluate import Evaluator, Object, Untyped
-from sampler.backends.ptrace.memory import UnreadableMemory
 from sampler.debuginfo.locations import Computed, InMemory, InRegister
 from sampler.debuginfo.types import Array, Enum, Member, Pointer, Scalar, Struct
+from sampler.evaluation.evaluate import Evaluator, Object, Untyped
+from sampler.evaluation.reads import UnreadableMemory
 
 U64 = Scalar("uint64_t", 8, "unsigned")
 I32 = Scalar("int", 4, "signed")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sampler.backends.ptrace.evaluate import SampleError
 from sampler.errors import ExpressionError
+from sampler.evaluation.evaluate import SampleError
 from sampler.language import expr
 from tests.unit.evaluator_world import evaluator, standard_memory
 

@@ -18,37 +18,39 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "sampler"
 
 ALLOWED = {
-    "sampler.target": ("sampler.debuginfo.elffile",),
+    "sampler.safety": ("sampler.debuginfo.mapped",),
     "sampler.session": ("sampler.backends.base",),
     "sampler.sample": (),
 }
 """The one module a layer may take from a layer it otherwise may not import."""
 
 RULES: list[tuple[str, tuple[str, ...], str]] = [
-    ("sampler.debuginfo", ("sampler.backends", "sampler.config", "sampler.language", "sampler.output",
-                           "sampler.safety", "sampler.session", "sampler.run", "sampler.cli", "sampler.report",
-                           "sampler.kube"),
+    ("sampler.debuginfo", ("sampler.backends", "sampler.evaluation", "sampler.config", "sampler.language",
+                           "sampler.output", "sampler.safety", "sampler.session", "sampler.run", "sampler.cli",
+                           "sampler.report", "sampler.kube"),
      "debug info reads files and /proc only: no backend, configuration, expression or output code"),
-    ("sampler.target", ("sampler.backends", "sampler.debuginfo", "sampler.safety", "sampler.session",
-                        "sampler.run", "sampler.cli", "sampler.output"),
-     "target facts know no backend and no debug info beyond the guarded ELF reader"),
-    ("sampler.safety", ("sampler.backends", "sampler.debuginfo", "sampler.session", "sampler.run", "sampler.cli",
-                        "sampler.output", "sampler.language"),
-     "the safety net knows no backend: a backend hands the guardian its rescue"),
-    ("sampler.language", ("sampler.backends", "sampler.debuginfo", "sampler.target", "sampler.safety",
-                          "sampler.session", "sampler.run", "sampler.cli", "sampler.output"),
+    ("sampler.target", ("sampler.backends", "sampler.debuginfo", "sampler.evaluation", "sampler.safety",
+                        "sampler.session", "sampler.run", "sampler.cli", "sampler.output"),
+     "target facts (/proc) are the lowest layer: no backend, no debug info (debuginfo reads them, not back)"),
+    ("sampler.safety", ("sampler.backends", "sampler.debuginfo", "sampler.evaluation", "sampler.session",
+                        "sampler.run", "sampler.cli", "sampler.output", "sampler.language"),
+     "the safety net knows no backend and only the build-id of a mapped file: a backend hands the guardian "
+     "its rescue"),
+    ("sampler.evaluation", ("sampler.backends", "sampler.safety", "sampler.session", "sampler.run", "sampler.cli",
+                            "sampler.output", "sampler.report", "sampler.kube"),
+     "evaluation reads through reads.py's protocols: it knows no backend, no ptrace, no Delve"),
+    ("sampler.language", ("sampler.backends", "sampler.evaluation", "sampler.debuginfo", "sampler.target",
+                          "sampler.safety", "sampler.session", "sampler.run", "sampler.cli", "sampler.output"),
      "the expression language is shared by every backend and knows none"),
-    ("sampler.session", ("sampler.backends", "sampler.debuginfo", "sampler.cli", "sampler.run"),
+    ("sampler.session", ("sampler.backends", "sampler.evaluation", "sampler.debuginfo", "sampler.cli", "sampler.run"),
      "the session loop sees a backend only through backends/base.py"),
     ("sampler.sample", ("sampler.backends", "sampler.debuginfo", "sampler.cli"), "a row is plain data"),
-    ("sampler.output", ("sampler.backends", "sampler.debuginfo", "sampler.cli", "sampler.run"),
+    ("sampler.output", ("sampler.backends", "sampler.evaluation", "sampler.debuginfo", "sampler.cli", "sampler.run"),
      "writers know rows, not backends"),
     ("sampler.backends", ("sampler.cli", "sampler.run", "sampler.output", "sampler.report", "sampler.kube"),
      "backends never import the command line or the writers"),
     ("sampler.backends.delve", ("sampler.backends.ptrace",), "a Delve drive loads no ptrace code"),
     ("sampler.backends.ptrace", ("sampler.backends.delve",), "the ptrace backend loads no Delve code"),
-    ("sampler.backends.fields", ("sampler.backends.ptrace", "sampler.backends.delve"),
-     "the short-form field search is shared by every backend and belongs to none"),
     ("sampler.backends.select", ("sampler.backends.ptrace.", "sampler.backends.delve."),
      "select loads a backend's package only inside build(), for the backend chosen"),
 ]
@@ -136,9 +138,9 @@ def test_a_ptrace_run_loads_no_delve_code() -> None:
 
 
 def test_a_delve_run_loads_no_ptrace_code() -> None:
-    loaded = loaded_by("import sampler.cli, sampler.run, sampler.backends.fields; "
+    loaded = loaded_by("import sampler.cli, sampler.run, sampler.evaluation.fields; "
                        "from sampler.backends.delve import backend, rpc_backend")
-    assert "sampler.backends.delve.rpc_backend" in loaded and "sampler.backends.fields" in loaded
+    assert "sampler.backends.delve.rpc_backend" in loaded and "sampler.evaluation.fields" in loaded
     assert [m for m in loaded if m.startswith("sampler.backends.ptrace")] == []
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sampler.backends.ptrace.evaluate import SampleError
 from sampler.errors import SamplerError
+from sampler.evaluation.evaluate import SampleError
 from sampler.language import expr
 from tests.unit.evaluator_world import FIELDS, NAMES, evaluator, standard_memory
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sampler.backends.fields import rewrite
 from sampler.errors import UsageError
+from sampler.evaluation.fields import rewrite
 from sampler.language.condition import Condition
 from sampler.output import hist
 from sampler.output.live import LiveView, sparkline

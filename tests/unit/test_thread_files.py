@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import pytest
 
@@ -19,6 +20,9 @@ def test_files_are_kept_for_live_threads_and_the_cap_holds(monkeypatch: pytest.M
     try:
         tid = other.native_id
         assert tid is not None
+        deadline = time.monotonic() + 10  # until it sleeps in the wait (a loaded machine: a while)
+        while procfs.thread_state(pid, tid) != "S" and time.monotonic() < deadline:
+            time.sleep(0.01)
         files = procfs.ThreadFiles(lambda: {pid})
         assert files.state(pid, pid) in ("R", "S")
         assert files.ran(pid, pid) is not None

@@ -27,11 +27,9 @@ from sampler.backends.cycle import miss
 from sampler.backends.ptrace.consistent import BUDGET_S, Moment, Torn
 from sampler.backends.ptrace.guard import TIMEOUT_S, Guard
 from sampler.backends.ptrace.instructions import MAX_FUNCTION, starts_instruction
-from sampler.backends.ptrace.memory import Memory, MemoryHang, UnreadableMemory
-from sampler.backends.ptrace.plan import Snapshot
+from sampler.backends.ptrace.memory import Memory, MemoryHang
 from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.router import Router
-from sampler.backends.ptrace.scope import Scope
 from sampler.backends.ptrace.site import Site
 from sampler.backends.ptrace.tracer import CHECK_EMULATION, DETACH_TIMEOUT_S, Hit, Tracer
 from sampler.config import Probe, SessionConfig
@@ -39,6 +37,9 @@ from sampler.debuginfo.debugfiles import DebugFinder
 from sampler.debuginfo.locate import Place, resolve_all
 from sampler.debuginfo.modules import Modules
 from sampler.errors import LocationNotFound, UsageError
+from sampler.evaluation.plan import Snapshot
+from sampler.evaluation.reads import UnreadableMemory
+from sampler.evaluation.scope import Scope
 from sampler.safety.guardian import Guardian, Ward
 from sampler.safety.journal import Journal
 from sampler.sample import Reading

@@ -29,6 +29,7 @@ from sampler.errors import JournalError, ProcessNotFound
 from sampler.safety.guardian import Guardian, Ward
 from sampler.safety.journal import Journal
 from sampler.safety.patches import Patch, put_back_through
+from sampler.target import procfs
 
 PTRACE_DETACH = 17
 WALL = 0x40000000
@@ -69,7 +70,7 @@ class ChildReleaser:
         if not first_stop_seen and not _first_stop(child):
             return False  # it died before it ran (SIGKILL): nothing to clean
         try:
-            fd = os.open(f"/proc/{child}/mem", os.O_RDWR | os.O_CLOEXEC)
+            fd = procfs.open_mem(child, writable=True)
         except OSError:
             fd = -1
         try:

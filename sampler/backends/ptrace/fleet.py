@@ -26,12 +26,12 @@ from typing import ClassVar, TypeVar
 from sampler import notice, waits
 from sampler.backends.base import Capabilities
 from sampler.backends.ptrace.backend import PtraceBackend, Tally, Turn
-from sampler.backends.ptrace.memory import UnreadableMemory
 from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.router import Router
 from sampler.config import SessionConfig
 from sampler.debuginfo.modules import Modules
 from sampler.errors import ExpressionError, LocationNotFound, ProcessNotFound, SamplerError, TargetExited, UsageError
+from sampler.evaluation.reads import UnreadableMemory
 from sampler.safety.guardian import Guardian
 from sampler.sample import Reading
 from sampler.stop import StopFlag

@@ -15,10 +15,10 @@ import bisect
 import os
 import threading
 import time
-from collections.abc import Callable
 
 from sampler.errors import DebuggerError, ProcessNotFound, TargetExeced, TargetExited
-from sampler.target import permission
+from sampler.evaluation.reads import UnreadableMemory
+from sampler.target import permission, procfs
 from sampler.target.procfs import exe_path, status
 
 LAST_ADDRESS = 1 << 63
@@ -27,15 +27,6 @@ MAX_READ = 1 << 20
 SPAN = 4096
 """Reads whose bytes all lie within this many bytes are made as one read of the span (a
 pread of 4 KiB costs what one of 8 bytes does: about 1.8 us from Python)."""
-
-Read = Callable[[int, int], bytes]
-"""How everything above this module reads the target: ``read(address, size)`` gives the
-bytes or raises UnreadableMemory (Memory.read, a read plan's snapshot, a test's dictionary)."""
-
-
-class UnreadableMemory(Exception):
-    """An address the target has not mapped (a per-sample problem, not a session error)."""
-
 
 class MemoryHang(UnreadableMemory):
     """A read of the target's memory did not return in time (guard.py)."""
@@ -61,7 +52,7 @@ class Memory:
     def __init__(self, pid: int, writable: bool = False) -> None:
         self.pid = pid
         try:
-            self.fd = os.open(f"/proc/{pid}/mem", (os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC)
+            self.fd = procfs.open_mem(pid, writable)
         except (FileNotFoundError, ProcessLookupError):  # gone, or a zombie by now
             raise TargetExited(f"target process {pid} exited") from None
         except PermissionError:

@@ -16,6 +16,7 @@ import os
 from sampler.errors import SamplerError
 from sampler.safety import repair
 from sampler.safety.patches import Patch, put_back_into, put_back_through
+from sampler.target import procfs
 
 
 class PatchRescue:
@@ -44,7 +45,7 @@ class PatchRescue:
         if pid in self._fds:
             return
         try:
-            self._fds[pid] = os.open(f"/proc/{pid}/mem", os.O_RDWR | os.O_CLOEXEC)
+            self._fds[pid] = procfs.open_mem(pid, writable=True)
         except OSError:
             pass  # gone already: cleanup's repair finds nothing to do either
 

@@ -14,11 +14,12 @@ import time
 from collections.abc import Callable, Sequence
 
 from sampler.backends.ptrace.guard import Guard
-from sampler.backends.ptrace.memory import Memory, MemoryHang, Read, UnreadableMemory
-from sampler.backends.ptrace.plan import PlanMiss, ReadPlan, Recorder, Snapshot, Step
-from sampler.backends.ptrace.scope import Scope
+from sampler.backends.ptrace.memory import Memory, MemoryHang
 from sampler.backends.ptrace.tracer import Hit
 from sampler.debuginfo.locate import Place
+from sampler.evaluation.plan import PlanMiss, ReadPlan, Recorder, Snapshot, Step
+from sampler.evaluation.reads import Read, UnreadableMemory
+from sampler.evaluation.scope import Scope
 from sampler.language.expr import Expression
 from sampler.sample import Reading, Value
 

@@ -27,9 +27,10 @@ from sampler.backends.ptrace import calls, emulate
 from sampler.backends.ptrace.children import ChildReleaser, shares_memory
 from sampler.backends.ptrace.guard import Guard, MemoryDead
 from sampler.backends.ptrace.instructions import kind_of
-from sampler.backends.ptrace.memory import Memory, MemoryHang, Protections, UnreadableMemory
+from sampler.backends.ptrace.memory import Memory, MemoryHang, Protections
 from sampler.backends.ptrace.router import Router, Wakeups
 from sampler.errors import DebuggerError, ProcessNotFound, SamplerError, TargetExeced, TargetExited
+from sampler.evaluation.reads import UnreadableMemory
 from sampler.safety import supervisor
 from sampler.safety.guardian import Guardian, Ward
 from sampler.safety.journal import Journal

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from sampler.backends.ptrace.memory import Read
 from sampler.debuginfo.dwarf import Debug
 from sampler.debuginfo.types import Struct, Type
+from sampler.evaluation.reads import Read
 
 KIND_OFFSET = 23
 """Offset of ``kind`` in runtime._type (Go 1.14 to 1.22)."""

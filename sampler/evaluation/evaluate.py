@@ -15,14 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Optional
 
-from sampler.backends.ptrace.golang import Dynamic
-from sampler.backends.ptrace.memory import Read, UnreadableMemory
-from sampler.backends.ptrace.plan import PlanMiss
-from sampler.backends.ptrace.wrappers import MAX_TEXT, text_fields, unwrap
 from sampler.debuginfo.dies import Malformed
 from sampler.debuginfo.locations import Computed, InBytes, InMemory, InRegister, Location, OptimizedOut
 from sampler.debuginfo.types import Array, Enum, Pointer, Scalar, Struct, Type, is_interface
 from sampler.errors import ExpressionError
+from sampler.evaluation.golang import Dynamic
+from sampler.evaluation.plan import PlanMiss
+from sampler.evaluation.reads import Read, UnreadableMemory
+from sampler.evaluation.wrappers import MAX_TEXT, text_fields, unwrap
 from sampler.language import casts
 from sampler.language.expr import (
     ADDRESS_OF,

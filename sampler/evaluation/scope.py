@@ -5,7 +5,7 @@ Names resolve in this order: parameters and locals of the function at the breakp
 (``argN``, when no DWARF name says otherwise), registers (``$rip``). Everything a hit
 needs from the DWARF is looked up before the first int3 is written (``check``), not while
 a thread of the target waits; names that are neither local nor global are tried as fields
-of the globals (the short form, backends/fields.py).
+of the globals (the short form, evaluation/fields.py).
 """
 
 from __future__ import annotations
@@ -17,11 +17,6 @@ import re
 from collections.abc import Callable
 
 from sampler import notice
-from sampler.backends.fields import expand, field_paths
-from sampler.backends.ptrace.evaluate import Evaluator, Object, SampleError, Untyped, dotted_name
-from sampler.backends.ptrace.golang import GoTypes
-from sampler.backends.ptrace.memory import Read, UnreadableMemory
-from sampler.backends.ptrace.tracer import Hit
 from sampler.config import SessionConfig
 from sampler.debuginfo.dies import Malformed
 from sampler.debuginfo.dwarf import Debug, Function, Variable
@@ -30,6 +25,10 @@ from sampler.debuginfo.locations import REGISTERS, Frame, InMemory, InRegister, 
 from sampler.debuginfo.modules import Module, Modules
 from sampler.debuginfo.types import Pointer, Scalar, Struct, Type, is_interface
 from sampler.errors import ExpressionError
+from sampler.evaluation.evaluate import Evaluator, Object, SampleError, Untyped, dotted_name
+from sampler.evaluation.fields import expand, field_paths
+from sampler.evaluation.golang import GoTypes
+from sampler.evaluation.reads import Read, Stop, UnreadableMemory
 from sampler.language import casts, expr
 from sampler.language.expr import REGISTER_PREFIX, register_name, source_name
 from sampler.sample import Value
@@ -89,7 +88,7 @@ class Scope:
 
     # -- at a hit ----------------------------------------------------------------
 
-    def evaluate(self, hit: Hit | None, index: int, read: Read,
+    def evaluate(self, hit: Stop | None, index: int, read: Read,
                  on_branch: Callable[[], None] | None = None) -> tuple[Value, str]:
         """One expression: (value, '') or (None, why not). ``on_branch`` is told when the
         evaluation took a way the data chose (an interface's dynamic type, a C string's end)."""
@@ -166,7 +165,7 @@ class Scope:
         debug = module.debug()
         return None if debug is None else (debug, module)
 
-    def _locals(self, hit: Hit | None, read: Read, on_branch: Callable[[], None] | None = None
+    def _locals(self, hit: Stop | None, read: Read, on_branch: Callable[[], None] | None = None
                 ) -> tuple[dict[str, _Lazy], Frame | None]:
         """Locals and parameters at the hit (empty without one), and the frame."""
         found = self._debug()

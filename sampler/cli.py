@@ -3,38 +3,29 @@
 from __future__ import annotations
 
 import os
-import pwd
 import resource
-import shutil
 import sys
-import time
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
 
-from sampler import notice, run
+from sampler import configure, notice, run
 from sampler.backends.select import CHOICES
 from sampler.budget import parse_share
-from sampler.config import Probe, SessionConfig
-from sampler.durations import format_duration, parse_duration
+from sampler.durations import parse_duration
 from sampler.errors import (
     AlreadyTraced,
-    ExpressionError,
-    ProcessNotFound,
     SamplerError,
     UsageError,
 )
-from sampler.language import expr
-from sampler.language.condition import Condition
-from sampler.output import Output, outlet
+from sampler.output import outlet
 from sampler.output.csv import FORMATS
 from sampler.safety import supervisor
 from sampler.safety.repair import repair as repair_journal
 from sampler.safety.repair import restore_code
-from sampler.sample import PROBE, RESERVED
-from sampler.target import pgrep, procfs
+from sampler.target import procfs
 
 
 class Duration(click.ParamType):  # type: ignore[type-arg]
@@ -96,34 +87,18 @@ SECTIONS = {
 
 class SectionedCommand(click.Command):
     """--help with the options in sections (what to sample, where, when, output); notes which
-    --at each --expr follows (ctx.meta["probes"]), for runs with several --at."""
+    --at each --expr follows (ctx.meta["order"]), from click's own parse, for runs with several --at."""
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        ctx.meta["probes"] = self._probe_order(args)
-        return super().parse_args(ctx, args)
+    def make_parser(self, ctx: click.Context) -> Any:
+        parser = super().make_parser(ctx)
+        parse = parser.parse_args
 
-    def _probe_order(self, args: list[str]) -> list[tuple[str | None, list[str]]]:
-        """[(an --at's value, the --expr values after it)], the first with None: the --expr
-        values given before any --at."""
-        takes = {opt: 0 if isinstance(p, click.Option) and (p.is_flag or p.count) else p.nargs
-                 for p in self.params for opt in (*p.opts, *p.secondary_opts)}
-        groups: list[tuple[str | None, list[str]]] = [(None, [])]
-        i = 0
-        while i < len(args):
-            token = args[i]
-            if token == "--":
-                break
-            option, _, attached = token.partition("=")
-            if option in ("--at", "--expr"):
-                value = attached if "=" in token else (args[i + 1] if i + 1 < len(args) else "")
-                i += 1 if "=" in token else 2
-                if option == "--at":
-                    groups.append((value, []))
-                else:
-                    groups[-1][1].append(value)
-                continue
-            i += 1 + (takes.get(token, 0) if token.startswith("-") and "=" not in token else 0)
-        return groups
+        def parse_args(args: list[str]) -> Any:
+            opts, rest, order = parse(args=args)
+            ctx.meta["order"] = _order(order, opts)
+            return opts, rest, order
+        parser.parse_args = parse_args  # type: ignore[method-assign]
+        return parser
 
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         records = {}
@@ -136,6 +111,21 @@ class SectionedCommand(click.Command):
             if wanted:
                 with formatter.section(title):
                     formatter.write_dl(wanted)
+
+
+def _order(order: Sequence[click.Parameter], opts: dict[str, Any]
+           ) -> tuple[tuple[str | None, tuple[str, ...]], ...]:
+    """((an --at's value, the --expr values after it), ...), the first with None: the --expr
+    values given before any --at; from the parameters in the order click met them."""
+    ats = iter(opts.get("locations") or ())
+    exprs = iter(opts.get("exprs") or ())
+    groups: list[tuple[str | None, list[str]]] = [(None, [])]
+    for param in order:
+        if param.name == "locations":
+            groups.append((next(ats, ""), []))
+        elif param.name == "exprs":
+            groups[-1][1].append(next(exprs, ""))
+    return tuple((location, tuple(texts)) for location, texts in groups)
 
 
 def target_options(command: F) -> F:
@@ -239,14 +229,8 @@ def attach(ctx: click.Context, /, locations: tuple[str, ...], interval: float | 
           --interval 1s --out samples.csv
       sampler attach --pid 4242 --at ring_push --expr n=len --at ring_pop --expr r=b->r
     """
-    if interval is not None and rate is not None:
-        raise UsageError("--interval and --rate exclude each other", "give one of them")
-    if not common["exprs"]:
-        raise UsageError("attach needs an --expr", "e.g. --expr 'delta=b.w-b.r'; to count calls, "
-                         "sampler trace --at FUNCTION without --expr")
-    config = _config(ctx, common, locations, interval_s=interval or (1.0 / rate if rate else 1.0),
-                     count=count, hit_timeout_s=hit_timeout)
-    return _run(config, common, f"every {format_duration(config.interval_s)}")
+    return _run(ctx, "attach", locations=locations, interval=interval, rate=rate, count=count,
+                hit_timeout=hit_timeout, **common)
 
 
 @cli.command(cls=SectionedCommand)
@@ -265,70 +249,7 @@ def trace(ctx: click.Context, /, locations: tuple[str, ...], max_events: int | N
       sampler trace --pid 4242 --at ring_read --duration 10s --quiet   # count the calls
       sampler trace --pid 4242 --at ring_push --at ring_pop --duration 5s --count-by probe
     """
-    config = _config(ctx, common, locations, count=max_events, every_hit=True)
-    return _run(config, common, "on every hit")
-
-
-def _config(ctx: click.Context, common: dict[str, Any], locations: Sequence[str], **specific: Any) -> SessionConfig:
-    """The session's config from the options attach and trace share and their own."""
-    for location in locations:
-        _location(location)
-    probes: tuple[Probe, ...] = ()
-    if len(locations) > 1:
-        probes, expressions = _probes(ctx.meta.get("probes") or [(None, list(common["exprs"]))], locations)
-        if common["backend"] in ("delve", "delve-rpc"):
-            raise UsageError(f"several --at need the ptrace backend (--backend {common['backend']} breaks at one "
-                             "place)", "give --backend ptrace, or one --at")
-    else:
-        expressions = _expressions(common["exprs"])
-    exe = _program(common["exe"]) if common["exe"] is not None else None
-    if exe is not None:
-        if common["pids"] or common["pgrep"] is not None or common["container"] is not None:
-            raise UsageError("--exe excludes --pid, --pgrep and --container", "give the target one way")
-        users = _users(common["users"])
-        pids = _running(exe, common["wait_target"], users)
-    else:
-        if common["users"]:
-            raise UsageError("--user goes with --exe", "give --exe PATH, or name the process by --pid or --pgrep")
-        users = ()
-        pids = _targets(common["pids"], common["pgrep"], common["container"], common["wait_target"],
-                        common["every_match"])
-    many = len(pids) > 1 or common["follow_forks"] or exe is not None
-    if common["follow_forks"] and not locations:
-        raise UsageError("--follow-forks needs --at (reading globals without a breakpoint traces nothing, so no "
-                         "fork is seen)", "give --at FUNCTION, or sample the children by --exe or --pgrep --all")
-    if many and common["backend"] in ("delve", "delve-rpc"):
-        what = "--follow-forks needs" if len(pids) == 1 else "several processes need"
-        raise UsageError(f"{what} the ptrace backend (--backend {common['backend']}: one dlv follows one process)",
-                         "give --backend ptrace, or one process")
-    names = [e.name for e in expressions] + ([PROBE] if locations else [])  # checked again once it is known
-    return SessionConfig(pid=pids[0], pids=pids if many else (), follow_forks=common["follow_forks"], exe=exe,
-                         users=users, expressions=expressions,
-                         location=locations[0] if locations else None,
-                         probes=probes, duration_s=common["duration"],
-                         backend=common["backend"], guardian=not common["no_guardian"],
-                         debug_dirs=_debug_dirs(common["debug_dirs"]), symbols_file=common["symbols_file"],
-                         quiet=common["quiet"], stop_when=_condition(common["stop_when"], names),
-                         max_overhead=common["max_overhead"],
-                         **specific)
-
-
-def _probes(order: list[tuple[str | None, list[str]]], locations: Sequence[str]
-            ) -> tuple[tuple[Probe, ...], tuple[expr.Expression, ...]]:
-    """Each --at with the --expr after it (and those before the first --at), and every column:
-    a name two probes share is one column."""
-    shared = _expressions(order[0][1]) if order and order[0][0] is None else ()
-    groups = [group for group in order if group[0] is not None]
-    if [location for location, _ in groups] != list(locations):  # never: the scan and click disagree
-        groups = [(location, []) for location in locations]
-        shared = _expressions([text for _, texts in order for text in texts])
-    probes = tuple(Probe(location, shared + _expressions(texts, taken=[e.name for e in shared]))
-                   for location, texts in groups if location is not None)
-    columns: dict[str, expr.Expression] = {}
-    for probe in probes:
-        for expression in probe.expressions:
-            columns.setdefault(expression.name, expression)
-    return probes, tuple(columns.values())
+    return _run(ctx, "trace", locations=locations, max_events=max_events, **common)
 
 
 @cli.command()
@@ -421,114 +342,14 @@ def repair(pid: int | None, everything: bool, code_from_file: bool) -> int:
     return 0
 
 
-def _expressions(texts: Sequence[str], taken: Sequence[str] = ()) -> tuple[expr.Expression, ...]:
-    expressions = tuple(expr.parse_option(text) for text in texts)
-    names = [*taken, *(e.name for e in expressions)]
-    for name in names:
-        if name in RESERVED or names.count(name) > 1:
-            raise UsageError(f"column name {name!r} is used twice or is a fixed column",
-                             "name the expression: --expr NAME=EXPR")
-    return expressions
-
-
-def _targets(pids: Sequence[int], pattern: str | None, container: str | None, wait: float | None,
-             every: bool) -> tuple[int, ...]:
-    """The processes of the run: --pid, each once, or what --pgrep/--container find (--all: every match)."""
-    if pids and (pattern is not None or container is not None or wait is not None):
-        raise UsageError("--pid excludes --pgrep, --container and --wait-target", "give the target one way")
-    if not pids and pattern is None and container is None:
-        raise UsageError("give the target with --pid PID, --pgrep PATTERN, --container ID or --exe PATH",
-                         "e.g. --pid 4242, --pgrep ringbuf, or --pgrep nginx --all for every match")
-    if every and pattern is None and container is None:
-        raise UsageError("--all goes with --pgrep or --container", "e.g. --pgrep nginx --all, or --pid again")
-    if pids:
-        return tuple(dict.fromkeys(pids))
-    deadline = time.monotonic() + (wait or 0.0)
-    while True:
-        try:
-            return tuple(pgrep.find_all(pattern, container)) if every else (pgrep.find(pattern, container),)
-        except ProcessNotFound:
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(0.1)
-
-
-def _program(given: str) -> str:
-    """--exe: the program file, by its path or (no slash) a name on PATH."""
-    path = given if "/" in given else shutil.which(given)
-    if path is None or not os.path.exists(path):
-        raise UsageError(f"--exe {given}: no such program file", "give its path, e.g. --exe /usr/sbin/nginx")
-    if not os.path.isfile(path):
-        raise UsageError(f"--exe {given}: not a program file", "give its path, e.g. --exe /usr/sbin/nginx")
-    return os.path.abspath(path)  # matched by the file it names (a symbolic link's target)
-
-
-def _users(given: Sequence[str]) -> tuple[int, ...]:
-    """--user: each a name from the password file or a UID."""
-    uids = []
-    for user in given:
-        if user.isdigit():
-            uids.append(int(user))
-            continue
-        try:
-            uids.append(pwd.getpwnam(user).pw_uid)
-        except KeyError:
-            raise UsageError(f"--user {user}: no such user", "give a user name from /etc/passwd or a UID") from None
-    return tuple(uids)
-
-
-def _running(exe: str, wait: float | None, users: tuple[int, ...] = ()) -> tuple[int, ...]:
-    """The processes running ``exe`` now (of ``users`` only, when given), waiting up to ``wait`` for the first."""
-    deadline = time.monotonic() + (wait or 0.0)
-    while True:
-        found = pgrep.running(exe, users=users)
-        if found:
-            return tuple(found)
-        if time.monotonic() >= deadline:
-            whose = f" of user {', '.join(map(str, users))}" if users else ""
-            raise ProcessNotFound(f"--exe {exe}: no process{whose} runs it",
-                                  "start it, or give --wait-target DURATION to wait for the first")
-        time.sleep(0.1)
-
-
-def _condition(text: str | None, names: Sequence[str]) -> Condition | None:
-    if text is None:
-        return None
-    try:
-        return Condition(text, list(names))
-    except ExpressionError as e:
-        raise UsageError(f"--stop-when: {e.message}", "e.g. --stop-when 'delta > 20000'") from None
-
-
-def _debug_dirs(folders: Sequence[str]) -> tuple[str, ...]:
-    for folder in folders:
-        if not os.path.isdir(folder):
-            raise UsageError(f"--debug-dir {folder}: no such directory",
-                             "give a folder of debug files, e.g. /usr/lib/debug")
-    return tuple(os.path.abspath(folder) for folder in folders)
-
-
-def _location(location: str | None) -> str | None:
-    if location is not None and not location.strip():
-        raise UsageError("--at is empty", "give a function or FILE:LINE")
-    return location
-
-
-def _run(config: SessionConfig, common: dict[str, Any], how: str) -> int:
-    """In a worker process (supervisor.py): check the target, pick the backend, run, report."""
-    columns = [e.name for e in config.expressions] + ([PROBE] if config.location is not None else [])
-    for option, names, extra in (("--count-by", common["count_by"], ["thread", "pid"]),
-                                 ("--hist", common["hists"], [])):
-        for name in names:
-            if name not in (*columns, *extra):
-                raise UsageError(f"{option} {name}: no such column", f"name an expression (--expr {name}=EXPR) "
-                                 f"and give that name; the columns are {', '.join([*columns, *extra]) or 'none'}")
-    output = Output(common["out"], common["out_format"], common["quiet"], common["live"], common["metrics"],
-                    tuple(common["count_by"]), tuple(common["hists"]))
+def _run(ctx: click.Context, command: str, **values: Any) -> int:
+    """The run the options ask for (configure.py), in a worker process (supervisor.py): check the
+    target, pick the backend, run, report."""
+    planned = configure.build(configure.Options(command, order=ctx.meta.get("order", ()), **values))
 
     def guarded() -> int:
         supervisor.release_signals()  # a Ctrl-C since the fork is raised here, inside _exit_code
-        return run.sample(config, output, how)
+        return run.sample(planned.config, planned.output, planned.how)
 
     def in_worker() -> int:
         outlet.install()  # no write of the worker's ever holds its loop (output/outlet.py)
@@ -537,7 +358,7 @@ def _run(config: SessionConfig, common: dict[str, Any], how: str) -> int:
         finally:
             outlet.finish()
 
-    return supervisor.run_in_worker(in_worker, config.targets, config.guardian)
+    return supervisor.run_in_worker(in_worker, planned.config.targets, planned.config.guardian)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

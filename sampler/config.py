@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from sampler.language.condition import Condition
 from sampler.language.expr import Expression
@@ -14,6 +15,27 @@ class Probe:
 
     location: str
     expressions: tuple[Expression, ...]
+
+
+@dataclass(frozen=True)
+class Switches:
+    """What the benchmarks and the tests turn off or on to measure what a mechanism is worth;
+    read from the environment once, by the config builder, never at import."""
+
+    let_run_s: float = 20e-6
+    """How long the worker steps off the CPU after letting the hitting thread go (tracer.let_run);
+    SAMPLER_LET_RUN=0 makes it 0 (bench/stall.py)."""
+    emulate: bool = True
+    """SAMPLER_EMULATE=0: every every-hit hit is single-stepped, never emulated (bench/limit.py)."""
+    check_emulation: bool = False
+    """SAMPLER_CHECK_EMULATION=1: every emulated instruction is run on the CPU too (a single-step)
+    and compared (tests/integration/test_emulate.py)."""
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str]) -> Switches:
+        return cls(let_run_s=0.0 if environ.get("SAMPLER_LET_RUN") == "0" else cls.let_run_s,
+                   emulate=environ.get("SAMPLER_EMULATE") != "0",
+                   check_emulation=environ.get("SAMPLER_CHECK_EMULATION") == "1")
 
 
 @dataclass(frozen=True)
@@ -61,6 +83,8 @@ class SessionConfig:
     """--follow-forks: the children the processes fork are sampled too, from their first instruction."""
     pids: tuple[int, ...] = ()
     """A run of many processes (--pid given again, --all): every one, ``pid`` first. Empty: ``pid`` alone."""
+    switches: Switches = field(default_factory=Switches)
+    """What a benchmark or test turned off or on (the environment's SAMPLER_* switches)."""
 
     @property
     def targets(self) -> tuple[int, ...]:

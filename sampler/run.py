@@ -9,32 +9,29 @@ module puts them together.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import re
 import signal
-from collections.abc import Callable
+from collections.abc import Sequence
 from typing import TypeVar
 
 import click
 
-from sampler import notice
+from sampler import configure, notice
 from sampler.backends.base import Backend
-from sampler.backends.select import build, pick
+from sampler.backends.select import build, build_many, pick
 from sampler.config import SessionConfig
 from sampler.debuginfo import program
-from sampler.errors import ExpressionError, LocationNotFound, OutputLost, SamplerError, TargetExited, UsageError
-from sampler.language.condition import Condition
+from sampler.errors import OutputLost, SamplerError, UsageError
 from sampler.output import Output, Writer, outlet
 from sampler.output.aggregate import Aggregate
 from sampler.output.console import ConsoleWriter
-from sampler.output.csv import writer_for
+from sampler.output.csv import OutFile, writer_for
 from sampler.output.live import LiveView
 from sampler.output.metrics import MetricsWriter, is_loopback
 from sampler.safety import supervisor
 from sampler.safety.repair import repair as repair_journal
-from sampler.sample import PROBE
 from sampler.session import STOP_SIGNALS, Session
 from sampler.target import procfs
 from sampler.target.process import TargetProcess
@@ -49,42 +46,34 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
     out, quiet = output.out, output.quiet
     target = program.inspect(config.pid) if not config.pids else None  # refuses a traced target
     stopped_before = {pid for pid in (config.pids or (config.pid,)) if procfs.state(pid) == "T"}
-    names = [e.name for e in config.expressions]
     # a bad --out is refused before any work; counting in sampler writes rows only to a file named
-    rows = writer_for(out, names, output.format) if out != "-" or not output.aggregating else None
-    writers: list[Writer] = [rows] if rows is not None else []
+    rows = OutFile(out) if out != "-" or not output.aggregating else None
+    writers: list[Writer] = []
     lost: SamplerError | None = None
     try:
-        if target is None:
-            backend: Backend = _fleet(config, quiet, how)
-        else:
-            backend = _one(config, target, quiet, how)
+        # built, not attached: nothing has touched the target yet
+        backend: Backend = _fleet(config, quiet, how) if target is None else _one(config, target, quiet, how)
         try:
-            if backend.probe_column:  # several probes, or a function and its clones
-                names = [PROBE, *names]
-                if rows is not None:
-                    rows.name_columns(names)
-            elif PROBE in (*output.count_by, *output.hists):
-                raise UsageError(f"--count-by {PROBE}: this run has one breakpoint, so no {PROBE} column",
-                                 "give several --at, or count by another column")
-            if config.stop_when is not None:  # the probe column exists only now that the places are known
-                try:
-                    Condition(config.stop_when.text, names)
-                except ExpressionError as e:
-                    raise UsageError(f"--stop-when: {e.message}", "e.g. --stop-when 'delta > 20000'") from None
+            names = backend.columns
+            configure.check_columns(config, output, names)
+            if rows is not None:
+                writers.append(writer_for(rows, names, output.format))
+                rows = None  # the writer's now
             writers += _more_writers(output, names, f"{len(config.pids)} processes" if config.pids else config.pid)
         except BaseException:
             backend.detach()
             raise
-        session = Session(config, backend, writers, names, on_ready=None if quiet else functools.partial(
+        session = Session(config, backend, writers, on_ready=None if quiet else functools.partial(
             _say_ready, config, backend, how))  # run() detaches it
         try:
-            summary = _gone_is_exit(config.pid, session.run)
+            summary = procfs.gone_is_exit(config.pid, session.run)
         except SamplerError as e:
             if session.summary.samples:
                 e.message += f" ({session.summary.samples} samples kept in {_where(out, output)})"
             raise
     finally:
+        if rows is not None:  # the run ended before its writer was made
+            rows.close()
         # a late Ctrl-C must not cut the output short (--count-by prints its tables here)
         previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in STOP_SIGNALS}
         try:
@@ -141,58 +130,34 @@ def _one(config: SessionConfig, target: TargetProcess, quiet: bool, how: str) ->
              "info by its own rules (dlv's debug-info-directories)")
     if not quiet:
         click.echo(f"sampler: {choice.name} backend ({choice.reason}); attaching to PID {config.pid}", err=True)
-    return _gone_is_exit(config.pid, lambda: build(choice, config, target))
+    return procfs.gone_is_exit(config.pid, lambda: build(choice, config, target))
 
 
 def _fleet(config: SessionConfig, quiet: bool, how: str) -> Backend:
     """A run of many processes (ptrace): each checked, repaired and built on its own; one that
     cannot be is left out with one line, and the run goes on with the others."""
-    from sampler.backends.ptrace.backend import PtraceBackend
-    from sampler.backends.ptrace.fleet import Fleet
-    from sampler.debuginfo.modules import Modules
-
-    members: list[PtraceBackend] = []
-    failed: list[tuple[int, SamplerError]] = []
     notice.once()  # what is true of each process of one program is said once
 
-    def make(pid: int, read: list[Modules]) -> PtraceBackend:
-        """``read``: the modules read so far; a process mapped like one of them (a server's
-        workers) shares them."""
+    def prepare(pid: int) -> TargetProcess:
         target = program.inspect(pid)
         _repair(pid)
-        one = dataclasses.replace(config, pid=pid, pids=())
-        alike = next((modules for modules in read if modules.mapped_alike(pid)), None)
-        return _gone_is_exit(pid, functools.partial(PtraceBackend.create, one, target, alike))
+        return target
 
-    for pid in config.pids:
-        try:
-            members.append(make(pid, list({id(m.modules): m.modules for m in members}.values())))
-        except (ExpressionError, LocationNotFound):
-            for member in members:
-                member.detach()
-            raise  # a question wrong for the program: as wrong for the others
-        except SamplerError as e:
-            failed.append((pid, e))
-    if not members:  # one line for all
-        error = failed[-1][1]
-        shown = "; ".join(f"PID {pid}: {why.message}" for pid, why in failed[:3])
-        error.message = f"none of the {len(config.pids)} processes can be sampled ({shown}" + \
-            (f"; and {len(failed) - 3} more)" if len(failed) > 3 else ")")
-        raise error
+    backend, failed, pids = build_many(config, prepare)
     for pid, why in failed:
         notice.say(f"PID {pid}: {why.message}; not sampled")
     if not quiet:
-        shown = ", ".join(str(member.config.pid) for member in members[:8])
-        more = f" and {len(members) - 8} more" if len(members) > 8 else ""
-        which = f"{len(members)} processes (PID {shown}{more})" if len(members) > 1 else f"PID {shown}"
+        shown = ", ".join(str(pid) for pid in pids[:8])
+        more = f" and {len(pids) - 8} more" if len(pids) > 8 else ""
+        which = f"{len(pids)} processes (PID {shown}{more})" if len(pids) > 1 else f"PID {shown}"
         extra = []
         if config.follow_forks:
-            extra.append("the children they fork" if len(members) > 1 else "the children it forks")
+            extra.append("the children they fork" if len(pids) > 1 else "the children it forks")
         if config.exe:
             extra.append(f"each process of {config.exe} that starts")
         more = f" (and {' and '.join(extra)})" if extra else ""
         click.echo(f"sampler: ptrace backend (one tracer for every process); attaching to {which}{more}", err=True)
-    return Fleet(config, members, make)
+    return backend
 
 
 def _left(config: SessionConfig, stopped_before: set[int]) -> str:
@@ -227,7 +192,7 @@ def _repair(pid: int) -> None:
             click.echo(f"sampler: an earlier run left PID {fixed.pid} patched: {fixed.note}", err=True)
 
 
-def _more_writers(output: Output, names: list[str], pid: int | str) -> list[Writer]:
+def _more_writers(output: Output, names: Sequence[str], pid: int | str) -> list[Writer]:
     """Besides the rows: counts, metrics, and the view on the terminal."""
     writers: list[Writer] = []
     if output.aggregating:
@@ -244,17 +209,6 @@ def _more_writers(output: Output, names: list[str], pid: int | str) -> list[Writ
     elif not output.quiet and not output.aggregating:
         writers.append(ConsoleWriter(names, pids=not isinstance(pid, int)))
     return writers
-
-
-def _gone_is_exit(pid: int, run: Callable[[], T]) -> T:
-    """``run()``; a system call that found the target gone (ESRCH, or its /proc files
-    vanished) at a moment no check caught is the target's exit, said as such."""
-    try:
-        return run()
-    except (ProcessLookupError, FileNotFoundError) as e:
-        if procfs.is_running(pid):
-            raise
-        raise TargetExited(f"target process {pid} exited ({e.strerror})") from None
 
 
 def _where(out: str, output: Output | None = None) -> str:

@@ -55,13 +55,12 @@ class Summary:
 
 class Session:
     def __init__(self, config: SessionConfig, backend: Backend, writers: Sequence[Writer],
-                 names: Sequence[str] | None = None, clock: Callable[[], float] = time.monotonic,
-                 on_ready: Callable[[], None] | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, on_ready: Callable[[], None] | None = None) -> None:
         self.config = config
         self.on_ready = on_ready
         """Told once, when the probes are in (tracing) or the first sample is due (sampling)."""
         self.backend = backend
-        self.names = list(names) if names is not None else [e.name for e in config.expressions]
+        self.names = list(backend.columns)
         """The value columns of each reading, in order (a probe column first in a run with several)."""
         self.writers = list(writers)
         self.clock = clock
@@ -133,7 +132,7 @@ class Session:
                             return
                         while spin and time.monotonic() < tick.deadline and not self.stop.is_set():
                             pass  # the last moments awake: a sleep's wake-up came 1-1.5 ms late here
-                    turns = self.backend.per_tick  # one sample of each probe
+                    turns = self.backend.begin_tick()  # one sample of each probe
                     if config.count is not None:
                         turns = min(turns, config.count - self.summary.samples)
                     for turn in range(turns):

@@ -2,32 +2,24 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from collections.abc import Sequence
+from typing import Protocol
 
 from sampler.sample import Reading
 from sampler.stop import StopFlag
 
 
-@dataclass(frozen=True)
-class Capabilities:
-    stops_all_threads: bool
-    """True when every thread of the target stops for each sample."""
-    languages: tuple[str, ...]
-    """Which programs it can debug."""
-
-
 class Backend(Protocol):
-    name: ClassVar[str]
-    capabilities: ClassVar[Capabilities]
-
     @property
-    def probe_column(self) -> bool:
-        """Rows carry a 'probe' column first among their values (several breakpoints)."""
+    def columns(self) -> Sequence[str]:
+        """The value columns of each reading, in order, known once it is built (before any
+        writer exists): a 'probe' column first when there are several breakpoints (several
+        --at, or a function and its compiler clones), then one per expression."""
 
-    @property
-    def per_tick(self) -> int:
-        """Samples per tick: one of each probe."""
+    def begin_tick(self) -> int:
+        """A tick begins: how many samples it has (one of each probe; a run of many takes in
+        here the processes that started running the program since, so that the count is the
+        tick's own)."""
 
     def attach(self) -> None:
         """Attach and leave the target running; raise a SamplerError if it cannot."""

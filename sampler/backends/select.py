@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sampler import notice
 from sampler.backends.base import Backend
 from sampler.config import SessionConfig
-from sampler.errors import UsageError
+from sampler.errors import SamplerError, UsageError
 from sampler.language import expr
 from sampler.target.process import TargetProcess
 
@@ -70,3 +71,13 @@ def build(choice: Choice, config: SessionConfig, target: TargetProcess) -> Backe
     from sampler.backends.ptrace.backend import PtraceBackend
 
     return PtraceBackend.create(config, target)
+
+
+def build_many(config: SessionConfig, prepare: Callable[[int], TargetProcess]
+               ) -> tuple[Backend, list[tuple[int, SamplerError]], list[int]]:
+    """A run of many processes (ptrace: one tracer for all): each checked and repaired by
+    ``prepare`` and built; (the backend, the processes left out with why, those in)."""
+    from sampler.backends.ptrace.fleet import Fleet
+
+    fleet, failed = Fleet.create(config, prepare)
+    return fleet, failed, fleet.pids

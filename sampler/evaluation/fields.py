@@ -90,6 +90,26 @@ def rewrite(text: str, chosen: dict[str, str]) -> str:
     return "".join(pieces)
 
 
+def short_form(expressions: tuple[Expression, ...], unknown: dict[int, list[str]], debug: Debug | None,
+               is_go: bool, say: Callable[[str], None],
+               none_found: Callable[[str], SamplerError] | None = None) -> tuple[Expression, ...]:
+    """The expressions with each name of ``unknown`` (per expression's index) replaced by the one
+    global.field path that ends in it, each rewrite said; a name with no path raises
+    ``none_found(name)``, or (None) leaves its expression as it is. The one way both drives take
+    the short form: the ptrace scope at its place, Delve's before dlv starts (expand_config)."""
+    rewritten = list(expressions)
+    for index, names in unknown.items():
+        paths = {name: field_paths(debug, name, is_go) if debug is not None else [] for name in names}
+        missing = [name for name, found in paths.items() if not found]
+        if missing:
+            if none_found is not None:
+                raise none_found(missing[0])
+            continue  # dlv says what it makes of it
+        rewritten[index], said = expand(rewritten[index], paths)
+        say(said)
+    return tuple(rewritten)
+
+
 def free_names(expression: Expression) -> list[str]:
     """The names an expression uses on their own (not fields, registers, casts or built-ins)."""
     names: list[str] = []
@@ -126,19 +146,12 @@ def expand_config(config: SessionConfig, is_go: bool, say: Callable[[str], None]
             found = place.module.debug() if place.module is not None else None
             if place.function is not None and found is not None and place.module is not None:
                 scope = set(found.variables(place.function, place.address - place.module.bias))
-        expressions = list(config.expressions)
-        for index, names in enumerate(wanted):
-            unknown = [n for n in names if n not in scope and not defines_package(modules, n)
-                       and find_global(modules, n, None) is None]  # a package first: the index answers at once
-            if not unknown:
-                continue
-            paths = {name: field_paths(debug, name, is_go) for name in unknown}
-            if not all(paths.values()):
-                continue  # dlv says what it makes of it
-            expressions[index], said = expand(expressions[index], paths)
-            say(said)
+        unknown = {index: left for index, names in enumerate(wanted)
+                   if (left := [n for n in names if n not in scope and not defines_package(modules, n)
+                                and find_global(modules, n, None) is None])}  # a package first: answered at once
+        expressions = short_form(config.expressions, unknown, debug, is_go, say)
     except (SamplerError, Malformed):
         return config  # dlv reports the location or the name its own way
     finally:
         modules.close()
-    return dataclasses.replace(config, expressions=tuple(expressions))
+    return dataclasses.replace(config, expressions=expressions)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import dataclasses
 import re
 from collections.abc import Callable
 
@@ -26,7 +25,7 @@ from sampler.debuginfo.modules import Module, Modules
 from sampler.debuginfo.types import Pointer, Scalar, Struct, Type, is_interface
 from sampler.errors import ExpressionError
 from sampler.evaluation.evaluate import Evaluator, Object, SampleError, Untyped, dotted_name
-from sampler.evaluation.fields import expand, field_paths
+from sampler.evaluation.fields import short_form
 from sampler.evaluation.golang import GoTypes
 from sampler.evaluation.reads import Read, Stop, UnreadableMemory
 from sampler.language import casts, expr
@@ -49,7 +48,9 @@ class Scope:
 
     def __init__(self, config: SessionConfig, modules: Modules, place: Place | None, is_go: bool) -> None:
         self.config = config
-        """The session's settings; its expressions rewritten by the short form, if any."""
+        """The session's settings, as given."""
+        self.expressions = config.expressions
+        """What is evaluated: the expressions, each name of the short form by its path (check)."""
         self.modules = modules
         self.place = place
         self.address = place.address if place is not None else None
@@ -113,7 +114,7 @@ class Scope:
         evaluator = Evaluator(resolve, read, register, self._where(), self.name_hint,
                               self._go_types.dynamic if self._go_types is not None else None, on_branch)
         try:
-            return evaluator.value(self.config.expressions[index].tree), ""
+            return evaluator.value(self.expressions[index].tree), ""
         except SampleError as e:
             return None, str(e)
 
@@ -216,7 +217,7 @@ class Scope:
         variables = self._variables.get(self.address - found[1].bias, {}) \
             if self.address is not None and found is not None else {}
         if any(is_interface(self._static_type(node, variables))
-               for expression in self.config.expressions for node in ast.walk(expression.tree)):
+               for expression in self.expressions for node in ast.walk(expression.tree)):
             with contextlib.suppress(Malformed, UnreadableMemory):
                 debug.go_type(0)
                 moduledata()
@@ -271,7 +272,7 @@ class Scope:
                 self._variables.pop(pc, None)
                 self.function, names = None, set()
         unknown: dict[int, list[str]] = {}
-        for index, expression in enumerate(self.config.expressions):
+        for index, expression in enumerate(self.expressions):
             called = expr.called(expression.tree)
             for node in ast.walk(expression.tree):
                 dotted = dotted_name(node) if isinstance(node, ast.Attribute) else None
@@ -294,17 +295,12 @@ class Scope:
 
     def _short_form(self, unknown: dict[int, list[str]]) -> None:
         """Names that are no local, parameter or global: fields of the globals (fields.py)."""
-        debug = self.modules.main.debug()
-        expressions = list(self.config.expressions)
-        for index, names in unknown.items():
-            paths = {name: field_paths(debug, name, self.is_go) if debug is not None else [] for name in names}
-            for name, found in paths.items():
-                if not found:
-                    raise ExpressionError(f"no variable {name!r} {self._where()}, nor a field of a global "
-                                          f"of that name{self._no_dwarf()}", self._no_dwarf_hint() or self.name_hint)
-            expressions[index], said = expand(expressions[index], paths)
-            notice.say(said)
-        self.config = dataclasses.replace(self.config, expressions=tuple(expressions))
+        def none_found(name: str) -> ExpressionError:
+            return ExpressionError(f"no variable {name!r} {self._where()}, nor a field of a global of that "
+                                   f"name{self._no_dwarf()}", self._no_dwarf_hint() or self.name_hint)
+
+        self.expressions = short_form(self.expressions, unknown, self.modules.main.debug(), self.is_go, notice.say,
+                                      none_found)
         self._check_names()  # the paths, as any other names
 
     def _check_register(self, name: str) -> None:

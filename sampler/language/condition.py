@@ -35,6 +35,9 @@ class Condition:
         self.tree = expr.parse(text).body
         known = (*columns, *NUMERIC_COLUMNS)
         called = expr.called(self.tree)
+        self.columns = frozenset(expr.source_name(node.id) for node in ast.walk(self.tree)
+                                 if isinstance(node, ast.Name) and id(node) not in called)
+        """The columns it reads."""
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "startswith":
                 continue

@@ -4,6 +4,7 @@ own thread (outlet.py): a reader that stops reading never holds the sampling loo
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import errno
 import io
@@ -19,51 +20,115 @@ from sampler.output import outlet
 from sampler.sample import Sample, columns, record, row
 
 
+class OutFile:
+    """--out, opened first: a bad one is refused before the program is read or dlv started."""
+
+    def __init__(self, path: str) -> None:
+        """Open ``path`` ('-' for stdout); raise OutputError if it cannot be written."""
+        self.path = path
+        self.own = path != "-"
+        self.link_ok = path in ("/dev/stdout", "/dev/stderr") or \
+            re.fullmatch(r"/dev/fd/\d+|/proc/self/fd/\d+", path) is not None
+        self.folder = -1  # the folder of --out, opened once: the file is made in it, never by path again
+        self.name = path
+        if self.own and not self.link_ok:
+            self.folder, self.name = _open_folder(path), os.path.basename(path)
+        self.created = self.own and not self.exists()
+        try:
+            self.fd = self.open(truncate=False) if self.own else sys.stdout.fileno()
+        except OutputError:
+            if self.folder >= 0:
+                os.close(self.folder)
+            raise
+
+    def close(self) -> None:
+        """Unused after all (the run ended before its writer was made): as it was, one it made removed."""
+        if self.own and self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            if self.created:
+                with contextlib.suppress(OSError):
+                    os.unlink(self.name, dir_fd=self.folder if self.folder >= 0 else None)
+        if self.folder >= 0:
+            folder, self.folder = self.folder, -1
+            os.close(folder)
+
+    def open(self, truncate: bool) -> int:
+        """The file at --out, never through a link or into a file someone else planted: a new
+        one is created exclusively (O_EXCL) with the umask's mode; an existing one is opened
+        with O_CREAT (so the kernel's protected_regular and protected_fifos apply in sticky
+        folders), without following a link, and kept only when it is the user's own (or a
+        character device such as /dev/null). Links: only /dev/stdout, /dev/stderr, /dev/fd/N
+        and /proc/self/fd/N. A FIFO without a reader is refused, never waited for."""
+        link_ok = self.link_ok
+        flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK | (0 if link_ok else os.O_NOFOLLOW)
+        folder = self.folder if self.folder >= 0 else None
+        try:
+            if truncate or not self.exists():
+                fd = os.open(self.name, flags | os.O_EXCL, 0o666, dir_fd=folder)
+            else:
+                fd = os.open(self.name, flags, 0o666, dir_fd=folder)
+            os.set_blocking(fd, True)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise OutputError(f"--out {self.path} is a symbolic link: sampler does not write through one",
+                                  "give the path of the file itself") from None
+            if e.errno == errno.EEXIST:
+                made = "again by someone else while sampling" if truncate else "by someone else just now"
+                raise (OutputLost if truncate else OutputError)(
+                    f"--out {self.path} was made {made}: sampler does not write into a file it did not create",
+                    "keep --out in a folder only you can write") from None
+            if e.errno == errno.ENXIO:
+                raise OutputError(f"--out {self.path} is a FIFO that no one reads", "start its reader first") from None
+            raise OutputError(f"cannot write --out {self.path}: {e.strerror}") from None
+        info = os.fstat(fd)
+        if not stat.S_ISCHR(info.st_mode) and info.st_uid != os.geteuid() and not link_ok:
+            os.close(fd)
+            raise OutputError(f"--out {self.path} belongs to uid {info.st_uid}, not to sampler's user "
+                              f"(uid {os.geteuid()}): sampler does not write into another's file",
+                              "remove it, or give a path of your own")
+        return fd
+
+    def exists(self) -> bool:
+        try:
+            os.stat(self.name, dir_fd=self.folder if self.folder >= 0 else None, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        except OSError:
+            return True  # (the open says what is wrong)
+        return True
+
+
 class CsvWriter:
     """Rows go out whole or not at all: each row is one write, and when a write fails
     (disk full) the file is cut back to the last whole row before the error is raised.
     A file removed while sampler runs is created anew (exclusively: never a file or link
     someone else put there), with the header, and said once.
 
-    The file is opened (so a bad --out is refused) before anything touches the target,
-    but left as it was until sampling starts: a run that never starts leaves an existing
-    file unchanged and removes one it created.
+    The file is opened (OutFile: so a bad --out is refused) before the program is read, but
+    left as it was until sampling starts: a run that never starts leaves an existing file
+    unchanged and removes one it created. The writer is made once the backend said its columns.
     """
 
-    def __init__(self, path: str, names: Sequence[str]) -> None:
-        """Open ``path`` ('-' for stdout); raise OutputError if it cannot be written."""
-        self.path = path
+    def __init__(self, out: OutFile | str, names: Sequence[str]) -> None:
+        """Rows into ``out`` (opened already, or a path to open now: OutputError when it cannot
+        be written), under a header of ``names`` (the backend's columns)."""
+        self.file = out if isinstance(out, OutFile) else OutFile(out)
+        self.path = self.file.path
         self._header = columns(names)
-        self._own = path != "-"
-        self._link_ok = path in ("/dev/stdout", "/dev/stderr") or \
-            re.fullmatch(r"/dev/fd/\d+|/proc/self/fd/\d+", path) is not None
-        self._folder = -1  # the folder of --out, opened once: the file is made in it, never by path again
-        self._name = path
-        if self._own and not self._link_ok:
-            self._folder, self._name = _open_folder(path), os.path.basename(path)
-        self._created = self._own and not self._exists()
-        try:
-            self._fd = self._open(truncate=False) if self._own else sys.stdout.fileno()
-        except OutputError:
-            if self._folder >= 0:
-                os.close(self._folder)
-            raise
         self._good = 0  # bytes of whole rows in the file
         self._begun = False  # the header went out: later failures are mid-run
-        shared = None if self._own else outlet.stdout()  # --out -: in order with the rest of stdout
+        shared = None if self.file.own else outlet.stdout()  # --out -: in order with the rest of stdout
         self._shared = shared is not None
-        self.outlet = shared or outlet.register(outlet.Outlet(self.path if self._own else "stdout", self._sink))
-
-    def name_columns(self, names: Sequence[str]) -> None:
-        """Before ``begin``: the value columns as the backend lays them out (a probe column)."""
-        self._header = columns(names)
+        self.outlet = shared or outlet.register(outlet.Outlet(self.path if self.file.own else "stdout", self._sink))
 
     def begin(self) -> None:
         """Sampling starts: empty the file and write the header."""
-        if self._own:
+        if self.file.own:
             try:
-                if stat.S_ISREG(os.fstat(self._fd).st_mode):  # not /dev/null, a FIFO...
-                    os.ftruncate(self._fd, 0)
+                if stat.S_ISREG(os.fstat(self.file.fd).st_mode):  # not /dev/null, a FIFO...
+                    os.ftruncate(self.file.fd, 0)
             except OSError as e:
                 raise OutputError(f"cannot write --out {self.path}: {e.strerror}") from None
         else:
@@ -88,8 +153,8 @@ class CsvWriter:
         if kind == "close":
             self._close_now()
             return
-        if kind == "row" and self._own and self._removed():
-            old, self._fd = self._fd, self._open(truncate=True)
+        if kind == "row" and self.file.own and self._removed():
+            old, self.file.fd = self.file.fd, self.file.open(truncate=True)
             os.close(old)
             self._good = 0
             self._emit_header()
@@ -98,54 +163,9 @@ class CsvWriter:
         if data:
             self._emit(data)
 
-    def _open(self, truncate: bool) -> int:
-        """The file at --out, never through a link or into a file someone else planted: a new
-        one is created exclusively (O_EXCL) with the umask's mode; an existing one is opened
-        with O_CREAT (so the kernel's protected_regular and protected_fifos apply in sticky
-        folders), without following a link, and kept only when it is the user's own (or a
-        character device such as /dev/null). Links: only /dev/stdout, /dev/stderr, /dev/fd/N
-        and /proc/self/fd/N. A FIFO without a reader is refused, never waited for."""
-        link_ok = self._link_ok
-        flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK | (0 if link_ok else os.O_NOFOLLOW)
-        folder = self._folder if self._folder >= 0 else None
-        try:
-            if truncate or not self._exists():
-                fd = os.open(self._name, flags | os.O_EXCL, 0o666, dir_fd=folder)
-            else:
-                fd = os.open(self._name, flags, 0o666, dir_fd=folder)
-            os.set_blocking(fd, True)
-        except OSError as e:
-            if e.errno == errno.ELOOP:
-                raise OutputError(f"--out {self.path} is a symbolic link: sampler does not write through one",
-                                  "give the path of the file itself") from None
-            if e.errno == errno.EEXIST:
-                made = "again by someone else while sampling" if truncate else "by someone else just now"
-                raise (OutputLost if truncate else OutputError)(
-                    f"--out {self.path} was made {made}: sampler does not write into a file it did not create",
-                    "keep --out in a folder only you can write") from None
-            if e.errno == errno.ENXIO:
-                raise OutputError(f"--out {self.path} is a FIFO that no one reads", "start its reader first") from None
-            raise OutputError(f"cannot write --out {self.path}: {e.strerror}") from None
-        info = os.fstat(fd)
-        if not stat.S_ISCHR(info.st_mode) and info.st_uid != os.geteuid() and not link_ok:
-            os.close(fd)
-            raise OutputError(f"--out {self.path} belongs to uid {info.st_uid}, not to sampler's user "
-                              f"(uid {os.geteuid()}): sampler does not write into another's file",
-                              "remove it, or give a path of your own")
-        return fd
-
-    def _exists(self) -> bool:
-        try:
-            os.stat(self._name, dir_fd=self._folder if self._folder >= 0 else None, follow_symlinks=False)
-        except FileNotFoundError:
-            return False
-        except OSError:
-            return True  # (the open says what is wrong)
-        return True
-
     def _removed(self) -> bool:
         try:
-            return os.fstat(self._fd).st_nlink == 0
+            return os.fstat(self.file.fd).st_nlink == 0
         except OSError:
             return False
 
@@ -159,11 +179,11 @@ class CsvWriter:
         try:
             written = 0
             while written < len(data):
-                written += os.write(self._fd, data[written:])
+                written += os.write(self.file.fd, data[written:])
         except OSError as e:  # disk full, file system gone, stdout closed
-            if self._own and written:
+            if self.file.own and written:
                 try:  # no half row: cut back to the last whole one
-                    os.ftruncate(self._fd, self._good)
+                    os.ftruncate(self.file.fd, self._good)
                 except OSError:
                     pass
             problem = f"cannot write --out {self.path}: {e.strerror or e}"
@@ -177,19 +197,19 @@ class CsvWriter:
         self.outlet.put(("close", 0, b""))
 
     def _close_now(self) -> None:
-        if self._own and self._fd >= 0:
-            fd, self._fd = self._fd, -1
+        if self.file.own and self.file.fd >= 0:
+            fd, self.file.fd = self.file.fd, -1
             try:
                 os.close(fd)
             except OSError:
                 pass
-            if self._created and not self._begun:
+            if self.file.created and not self._begun:
                 try:
-                    os.unlink(self._name, dir_fd=self._folder if self._folder >= 0 else None)
+                    os.unlink(self.file.name, dir_fd=self.file.folder if self.file.folder >= 0 else None)
                 except OSError:
                     pass
-        if self._folder >= 0:
-            folder, self._folder = self._folder, -1
+        if self.file.folder >= 0:
+            folder, self.file.folder = self.file.folder, -1
             os.close(folder)
 
 
@@ -236,8 +256,8 @@ def _csv_line(fields: Sequence[object]) -> bytes:
 FORMATS = {"csv": CsvWriter, "jsonl": JsonLinesWriter}
 
 
-def writer_for(path: str, names: Sequence[str], format_name: str | None) -> CsvWriter:
+def writer_for(out: OutFile, names: Sequence[str], format_name: str | None) -> CsvWriter:
     """The writer of --format, or of --out's suffix (.jsonl, .ndjson), else CSV."""
     if format_name is None:
-        format_name = "jsonl" if path.lower().endswith((".jsonl", ".ndjson")) else "csv"
-    return FORMATS[format_name](path, names)
+        format_name = "jsonl" if out.path.lower().endswith((".jsonl", ".ndjson")) else "csv"
+    return FORMATS[format_name](out, names)

@@ -11,10 +11,24 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
-from sampler.errors import ProcessNotFound
+from sampler.errors import ProcessNotFound, TargetExited
+
+T = TypeVar("T")
 
 YAMA = Path("/proc/sys/kernel/yama/ptrace_scope")
+
+
+def gone_is_exit(pid: int, run: Callable[[], T]) -> T:
+    """``run()``; a system call that found the process gone (ESRCH, or its /proc files
+    vanished) at a moment no check caught is the process's exit, said as such."""
+    try:
+        return run()
+    except (ProcessLookupError, FileNotFoundError) as e:
+        if is_running(pid):
+            raise
+        raise TargetExited(f"target process {pid} exited ({e.strerror})") from None
 
 
 def open_mem(pid: int, writable: bool = False) -> int:

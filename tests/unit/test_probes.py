@@ -7,7 +7,8 @@ import struct
 
 import pytest
 
-from sampler.cli import SectionedCommand, _probes, attach
+from sampler.cli import attach
+from sampler.configure import _probes
 from sampler.debuginfo.clones import COLD, shown, split
 from sampler.debuginfo.locations import Computed, Frame, OptimizedOut, execute
 from sampler.errors import UsageError
@@ -15,8 +16,9 @@ from tests.unit.test_debuginfo_readers import ops, registers
 
 
 def order(*args: str) -> list[tuple[str | None, list[str]]]:
-    assert isinstance(attach, SectionedCommand)
-    return attach._probe_order(list(args))
+    """Which --at each --expr follows, from click's own parse of the command line."""
+    ctx = attach.make_context("attach", list(args))
+    return [(location, list(texts)) for location, texts in ctx.meta["order"]]
 
 def test_each_expr_belongs_to_the_at_before_it_and_those_before_any_at_to_all() -> None:
     assert order("--pid", "1", "--expr", "c=calls", "--at", "f", "--expr", "y", "--out", "--at",

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import ClassVar
 
-from sampler.backends.base import Capabilities
 from sampler.backends.cycle import POLL_S, await_halt, miss
 from sampler.backends.delve import parse
+from sampler.backends.delve.drive import DelveDrive
 from sampler.backends.delve.leave import settle_before_detach
 from sampler.backends.delve.suggest import with_suggestion
 from sampler.backends.delve.target import check
@@ -27,22 +26,15 @@ from sampler.stop import StopFlag
 from sampler.target.process import TargetProcess
 
 
-class DelveBackend:
-    name: ClassVar[str] = "delve"
-    capabilities: ClassVar[Capabilities] = Capabilities(stops_all_threads=True, languages=("go",))
-    probe_column: ClassVar[bool] = False  # one --at (select.py gives several to ptrace)
-    per_tick: ClassVar[int] = 1
+class DelveBackend(DelveDrive):
 
     def __init__(self, config: SessionConfig, terminal: DelveTerminal,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.config = config
+        super().__init__(config)
         self.term = terminal
         self.clock = clock
         self._stopped = False  # target halted, dlv at its prompt
         self._armed = False  # our breakpoint is set
-        self._attached = False
-        self._exited = False  # dlv said the target process ended
-        self.guardian: Guardian | None = None
         self._pointers: list[bool] | None = None
         """Which expressions are pointers (dlv prints the struct a pointer points to: sampler asks
         for ``&*(EXPR)`` instead, which dlv prints with the address); learnt at the first stop."""
@@ -101,28 +93,16 @@ class DelveBackend:
         return Reading(values, thread=where.goroutine, pause_us=(done - stopped) * 1e6,
                        wait_us=(stopped - waiting) * 1e6, error="; ".join(errors))
 
-    def notes(self) -> list[str]:
-        return []
-
-    def idle(self, seconds: float, stop: StopFlag) -> None:
-        stop.wait(seconds)
-
-    def detach(self) -> None:
-        if not self._attached:
+    def _leave(self) -> None:
+        if not self.term.alive:
             return
-        self._attached = False
-        try:
-            if not self.term.alive:
-                return
-            if not self._exited:
-                settle_before_detach(running=not self._stopped, armed=self._armed, halt=self._halt,
-                                     clear_and_resume=self._clear_and_resume)
-            self.term.quit_leaving_target()
-        finally:
-            self.term.close()
-            if self.guardian is not None:
-                guardian, self.guardian = self.guardian, None
-                guardian.dismiss()
+        if not self._exited:
+            settle_before_detach(running=not self._stopped, armed=self._armed, halt=self._halt,
+                                 clear_and_resume=self._clear_and_resume)
+        self.term.quit_leaving_target()
+
+    def _close(self) -> None:
+        self.term.close()
 
     def _clear_and_resume(self) -> None:
         self._batch([self._clear_command()], then_continue=True)

@@ -5,12 +5,12 @@ published JSON-RPC API (headless dlv on loopback) instead of its terminal.
 from __future__ import annotations
 
 import time
-from typing import Any, ClassVar
+from typing import Any
 
 from sampler import notice
-from sampler.backends.base import Capabilities
 from sampler.backends.cycle import CALL_TIMEOUT_S, POLL_S, await_halt, miss
 from sampler.backends.delve import parse
+from sampler.backends.delve.drive import DelveDrive
 from sampler.backends.delve.leave import settle_before_detach
 from sampler.backends.delve.rescue import DlvRescue, rescue_rpc
 from sampler.backends.delve.rpc import DelveRpc, RpcError
@@ -28,21 +28,14 @@ LOAD = {"FollowPointers": True, "MaxVariableRecurse": 1, "MaxStringLen": 64, "Ma
         "MaxStructFields": -1}
 
 
-class DelveRpcBackend:
-    name: ClassVar[str] = "delve-rpc"
-    capabilities: ClassVar[Capabilities] = Capabilities(stops_all_threads=True, languages=("go",))
-    probe_column: ClassVar[bool] = False  # one --at (select.py gives several to ptrace)
-    per_tick: ClassVar[int] = 1
+class DelveRpcBackend(DelveDrive):
 
     def __init__(self, config: SessionConfig, rpc: DelveRpc) -> None:
-        self.config = config
+        super().__init__(config)
         self.rpc = rpc
         self._continuing: int | None = None  # id of the pending continue request
         self._breakpoint: int | None = None  # id of our breakpoint while it is set
         self._address = 0
-        self._attached = False
-        self._exited = False
-        self.guardian: Guardian | None = None
 
     @classmethod
     def create(cls, config: SessionConfig, target: TargetProcess, dlv: str | None) -> DelveRpcBackend:
@@ -129,30 +122,17 @@ class DelveRpcBackend:
         return Reading(values, thread=str(thread.get("goroutineID") or ""), pause_us=(done - stopped) * 1e6,
                        wait_us=(stopped - waiting) * 1e6, error="; ".join(errors))
 
-    def notes(self) -> list[str]:
-        return []
-
-    def idle(self, seconds: float, stop: StopFlag) -> None:
-        stop.wait(seconds)
-
-    def detach(self) -> None:
-        if not self._attached:
-            return
-        self._attached = False
+    def _leave(self) -> None:
+        if not self._exited:
+            settle_before_detach(running=self._continuing is not None, armed=self._breakpoint is not None,
+                                 halt=self._halt, clear_and_resume=self._clear_and_resume)
         try:
-            if not self._exited:
-                settle_before_detach(running=self._continuing is not None,
-                                     armed=self._breakpoint is not None, halt=self._halt,
-                                     clear_and_resume=self._clear_and_resume)
-            try:
-                self.rpc.detach()
-            except (RpcError, DebuggerError):
-                pass  # dlv is gone, or the target is: nothing left to detach from
-        finally:
-            self.rpc.close()
-            if self.guardian is not None:
-                guardian, self.guardian = self.guardian, None
-                guardian.dismiss()
+            self.rpc.detach()
+        except (RpcError, DebuggerError):
+            pass  # dlv is gone, or the target is: nothing left to detach from
+
+    def _close(self) -> None:
+        self.rpc.close()
 
     # -- steps ------------------------------------------------------------------
 

@@ -19,10 +19,8 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 from sampler import notice
-from sampler.backends.base import Capabilities
 from sampler.backends.cycle import miss
 from sampler.backends.ptrace.consistent import BUDGET_S, Moment, Torn
 from sampler.backends.ptrace.guard import TIMEOUT_S, Guard
@@ -31,7 +29,8 @@ from sampler.backends.ptrace.memory import Memory, MemoryHang
 from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.router import Router
 from sampler.backends.ptrace.site import Site
-from sampler.backends.ptrace.tracer import CHECK_EMULATION, DETACH_TIMEOUT_S, Hit, Tracer
+from sampler.backends.ptrace.tasks import Hit
+from sampler.backends.ptrace.tracer import DETACH_TIMEOUT_S, Tracer
 from sampler.config import Probe, SessionConfig
 from sampler.debuginfo.debugfiles import DebugFinder
 from sampler.debuginfo.locate import Place, resolve_all
@@ -42,22 +41,19 @@ from sampler.evaluation.reads import UnreadableMemory
 from sampler.evaluation.scope import Scope
 from sampler.safety.guardian import Guardian, Ward
 from sampler.safety.journal import Journal
-from sampler.sample import Reading
+from sampler.sample import PROBE, Reading
 from sampler.stop import StopFlag
 from sampler.target.process import TargetProcess
 
 
 class PtraceBackend:
-    name: ClassVar[str] = "ptrace"
-    capabilities: ClassVar[Capabilities] = Capabilities(
-        stops_all_threads=False, languages=("c", "c++", "rust", "go"))
-
-    def __init__(self, config: SessionConfig, modules: Modules, is_go: bool = False) -> None:
+    def __init__(self, config: SessionConfig, modules: Modules, is_go: bool = False,
+                 company: Company | None = None) -> None:
         self.config = config
-        self.router: Router | None = None
-        """In a run of many processes (fleet.py): what routes the events, and the run's guardian."""
-        self.shared_guardian: Guardian | None = None
-        self.closes_modules = True
+        self.company = company
+        """In a run of many processes (fleet.py): what it shares with the others."""
+        self.router: Router | None = company.router if company is not None else None
+        self.closes_modules = company is None
         """False in a run of many, where processes of one program share their modules."""
         self.is_go = is_go
         self.modules = modules
@@ -88,6 +84,8 @@ class PtraceBackend:
         self.sites = [site for sites in self.probes for site in sites]
         self.per_tick = len(self.probes)
         """Samples per tick: one of each probe."""
+        self.columns = [PROBE] * self.probe_column + [e.name for e in config.expressions]
+        """The value columns of its readings (the Backend interface)."""
         self._at: dict[int, Site] = {}
         """Each breakpoint address's site."""
         self._turn = 0
@@ -108,21 +106,25 @@ class PtraceBackend:
         return self.sites[0].address
 
     @classmethod
-    def create(cls, config: SessionConfig, target: TargetProcess, alike: Modules | None = None) -> PtraceBackend:
+    def create(cls, config: SessionConfig, target: TargetProcess, alike: Modules | None = None,
+               company: Company | None = None) -> PtraceBackend:
         """``alike``: the modules of another process of the run, used as they are when this one
         maps the same files at the same addresses (read once for a server's workers)."""
         if alike is not None and alike.mapped_alike(target.pid):
-            return cls(config, alike, target.is_go)
+            return cls(config, alike, target.is_go, company)
         say = notice.quiet if config.quiet else notice.say
         modules = Modules(target.pid, DebugFinder(target.pid, config.debug_dirs, say, notice.say),
                           config.symbols_file)
         try:
-            return cls(config, modules, target.is_go)
+            return cls(config, modules, target.is_go, company)
         except BaseException:
             modules.close()
             raise
 
     # -- the Backend interface -------------------------------------------------
+
+    def begin_tick(self) -> int:
+        return self.per_tick
 
     def attach(self, forked: bool = False) -> None:
         """``forked``: the process is a child a traced process just forked, traced and stopped
@@ -157,11 +159,12 @@ class PtraceBackend:
             gc.freeze()
         journal = Journal(self.config.pid)
         guardian: Guardian | Ward | None = None
-        if self.shared_guardian is not None:
-            guardian = Ward(self.shared_guardian, self.config.pid)
-        elif self.config.guardian and self.router is None:
+        if self.company is not None and self.company.guardian is not None:
+            guardian = Ward(self.company.guardian, self.config.pid)
+        elif self.config.guardian and self.company is None:
             guardian = self.guardian = Guardian(PatchRescue(self.config.pid, self.memory.fd))
-        self.tracer = Tracer(self.config.pid, self.memory, journal, guardian, go=self.is_go, router=self.router)
+        self.tracer = Tracer(self.config.pid, self.memory, journal, guardian, go=self.is_go, router=self.router,
+                             switches=self.config.switches)
         self.tracer.take_over() if forked else self.tracer.seize()
 
     def _check_instruction(self, site: Site) -> None:
@@ -347,12 +350,13 @@ class PtraceBackend:
                 try:
                     tracer.detach()
                 finally:
-                    self.tally = Tally(tracer.children.released, tracer.unsure, tracer.vfork_windows,
-                                       tracer.emulated, tracer.stepped,
-                                       tracer.checked if CHECK_EMULATION else None, list(tracer.mismatches),
-                                       tracer.guard.hangs + self.zero_stop_guard.hangs,
-                                       len(tracer.waiting_in_kernel), len(tracer.given_up),
-                                       len(tracer.left_stepping))
+                    stats = tracer.stats
+                    self.tally = Tally(tracer.children.released, stats.unsure, stats.vfork_windows,
+                                       stats.emulated, stats.stepped,
+                                       stats.checked if self.config.switches.check_emulation else None,
+                                       list(stats.mismatches), tracer.guard.hangs + self.zero_stop_guard.hangs,
+                                       len(stats.waiting_in_kernel), len(stats.given_up),
+                                       len(stats.left_stepping))
             if self.guardian is not None:  # only once every byte is back
                 guardian, self.guardian = self.guardian, None
                 guardian.dismiss()
@@ -362,6 +366,15 @@ class PtraceBackend:
                 self.memory = None
             if self.closes_modules:
                 self.modules.close()
+
+
+@dataclass
+class Company:
+    """What the processes of a run of many share (fleet.py): the router of their events, the one
+    guardian (made at attach, before the first is traced) and their modules (the fleet closes them)."""
+
+    router: Router
+    guardian: Guardian | None = None
 
 
 @dataclass
@@ -379,7 +392,7 @@ class Tally:
     stepped: int = 0
     """Every-hit hits single-stepped."""
     checked: int | None = None
-    """With SAMPLER_CHECK_EMULATION=1: hits checked."""
+    """With Switches.check_emulation (SAMPLER_CHECK_EMULATION=1): hits checked."""
     differed: list[str] = field(default_factory=list)
     """Where the emulation differed from the CPU."""
     hangs: int = 0

@@ -21,11 +21,10 @@ import statistics
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import ClassVar, TypeVar
+from typing import TypeVar
 
 from sampler import notice, waits
-from sampler.backends.base import Capabilities
-from sampler.backends.ptrace.backend import PtraceBackend, Tally, Turn
+from sampler.backends.ptrace.backend import Company, PtraceBackend, Tally, Turn
 from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.router import Router
 from sampler.config import SessionConfig
@@ -33,9 +32,10 @@ from sampler.debuginfo.modules import Modules
 from sampler.errors import ExpressionError, LocationNotFound, ProcessNotFound, SamplerError, TargetExited, UsageError
 from sampler.evaluation.reads import UnreadableMemory
 from sampler.safety.guardian import Guardian
-from sampler.sample import Reading
+from sampler.sample import PROBE, Reading
 from sampler.stop import StopFlag
 from sampler.target import execs, pgrep, procfs
+from sampler.target.process import TargetProcess
 
 T = TypeVar("T")
 DISCOVER_EVERY_S = 0.2
@@ -57,20 +57,18 @@ ENDS_THE_RUN = (ExpressionError, LocationNotFound)
 
 
 class Fleet:
-    name: ClassVar[str] = "ptrace"
-    capabilities: ClassVar[Capabilities] = PtraceBackend.capabilities
-
-    def __init__(self, config: SessionConfig, members: list[PtraceBackend],
+    def __init__(self, config: SessionConfig, company: Company, members: list[PtraceBackend],
                  make: Callable[[int, list[Modules]], PtraceBackend] | None = None) -> None:
+        """``members``: built with ``company`` (create() builds them); ``make``: --exe, builds the
+        backend of a process that started running the program (checked, repaired), with the modules
+        of a process mapped alike when one of those given is."""
         self.config = config
         self.make = make
-        """--exe: builds the backend of a process that started running the program (checked, repaired),
-        with the modules of a process mapped alike when one of those given is."""
+        self.company = company
+        self.router = company.router
         self._judged: set[int] = set(config.targets)
         """--exe: the PIDs looked at (pgrep.running)."""
         self._scanned = self._rescanned = time.monotonic()
-        for member in members:
-            member.closes_modules = False  # shared with the children it forks: closed at the end
         self.members = list(members)
         """The processes still sampled, in the order given."""
         self._count = len(members)
@@ -79,9 +77,9 @@ class Fleet:
         """What the processes whose part ended counted (for the notes)."""
         self._closed: set[int] = set()
         """The modules closed already (by id), their last process gone."""
-        self.router = Router()
-        self.guardian: Guardian | None = None
         self.probe_column = any(member.probe_column for member in members)
+        self.columns = [PROBE] * self.probe_column + [e.name for e in config.expressions]
+        """The value columns of its readings (the Backend interface)."""
         self._ready: list[Reading] = []
         """The rest of the tick's readings: sample() hands them out one at a time."""
         self._next = 0
@@ -123,10 +121,44 @@ class Fleet:
         self._exec_at: dict[int, float] = {}
         """--exe: when each process of the program the kernel told of exec'd (time.monotonic())."""
 
-    @property
-    def per_tick(self) -> int:
-        """Read by the session once, at the start of each tick: a process that started running
-        the program (--exe) joins here, so that the count is the tick's own."""
+    @classmethod
+    def create(cls, config: SessionConfig, prepare: Callable[[int], TargetProcess]
+               ) -> tuple[Fleet, list[tuple[int, SamplerError]]]:
+        """Each process of ``config.pids`` checked and repaired (``prepare``) and built on its own,
+        those of one program sharing their modules; one that cannot be is left out (returned with
+        why) and the run goes on with the others. None can be: the error says why for each."""
+        company = Company(Router())
+
+        def make(pid: int, read: list[Modules]) -> PtraceBackend:
+            """``read``: the modules read so far; a process mapped like one of them (a server's
+            workers) shares them."""
+            target = prepare(pid)
+            one = dataclasses.replace(config, pid=pid, pids=())
+            alike = next((modules for modules in read if modules.mapped_alike(pid)), None)
+            return procfs.gone_is_exit(pid, partial(PtraceBackend.create, one, target, alike, company))
+
+        members: list[PtraceBackend] = []
+        failed: list[tuple[int, SamplerError]] = []
+        for pid in config.pids:
+            try:
+                members.append(make(pid, list({id(m.modules): m.modules for m in members}.values())))
+            except ENDS_THE_RUN:
+                for member in members:
+                    member.detach()
+                raise  # a question wrong for the program: as wrong for the others
+            except SamplerError as e:
+                failed.append((pid, e))
+        if not members:  # one line for all
+            error = failed[-1][1]
+            shown = "; ".join(f"PID {pid}: {why.message}" for pid, why in failed[:3])
+            error.message = f"none of the {len(config.pids)} processes can be sampled ({shown}" + \
+                (f"; and {len(failed) - 3} more)" if len(failed) > 3 else ")")
+            raise error
+        return cls(config, company, members, make), failed
+
+    def begin_tick(self) -> int:
+        """A process that started running the program (--exe) joins here, so that the count is
+        the tick's own."""
         self._discover()
         return len(self.members) * self._probes
 
@@ -138,20 +170,12 @@ class Fleet:
 
     def attach(self) -> None:
         if not self._zero_stop and self.config.guardian:
-            self.guardian = Guardian(PatchRescue(self.members[0].config.pid))
+            self.company.guardian = Guardian(PatchRescue(self.members[0].config.pid))
         for member in list(self.members):
-            self._enlist(member)
             self._each(member, member.attach, at_attach=True)
             self._follow(member)
         if not self.members:
             raise self._none_left()
-
-    def _enlist(self, member: PtraceBackend) -> PtraceBackend:
-        """A process of the run: its events come through the one router, its bytes are the one
-        guardian's, its modules are closed by the fleet (shared with processes mapped alike)."""
-        member.closes_modules = False
-        member.router, member.shared_guardian = self.router, self.guardian
-        return member
 
     def _follow(self, member: PtraceBackend) -> None:
         if self.config.follow_forks and member.tracer is not None and member in self.members:
@@ -161,8 +185,8 @@ class Fleet:
         """--follow-forks: ``parent``'s process forked ``child`` (stopped before its first
         instruction, cleaned of sampler's bytes, waiting with its parent): sample it too, with
         the parent's modules (the same program, mapped at the same addresses)."""
-        member = self._enlist(PtraceBackend(dataclasses.replace(parent.config, pid=child), parent.modules,
-                                            parent.is_go))
+        member = PtraceBackend(dataclasses.replace(parent.config, pid=child), parent.modules, parent.is_go,
+                               self.company)
         try:
             member.attach(forked=True)
             if self.config.every_hit and self._armed:
@@ -307,7 +331,7 @@ class Fleet:
         return True
 
     def _take_in(self, member: PtraceBackend) -> None:
-        self.members.append(self._enlist(member))
+        self.members.append(member)
         self._count += 1
         self._each(member, member.attach, at_attach=True, alone=True)
         self._follow(member)
@@ -469,8 +493,8 @@ class Fleet:
             self.execs = None
         if failed is not None:  # some bytes may be in still: the guardian puts them back when the worker ends
             raise failed
-        if self.guardian is not None:  # only once every byte is back
-            guardian, self.guardian = self.guardian, None
+        if self.company.guardian is not None:  # only once every byte is back
+            guardian, self.company.guardian = self.company.guardian, None
             guardian.dismiss()
 
     def _modules(self) -> list[Modules]:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from sampler.backends.ptrace.guard import Guard
 from sampler.backends.ptrace.memory import Memory, MemoryHang
-from sampler.backends.ptrace.tracer import Hit
+from sampler.backends.ptrace.tasks import Hit
 from sampler.debuginfo.locate import Place
 from sampler.evaluation.plan import PlanMiss, ReadPlan, Recorder, Snapshot, Step
 from sampler.evaluation.reads import Read, UnreadableMemory
@@ -51,7 +51,7 @@ class Site:
 
     @property
     def expressions(self) -> tuple[Expression, ...]:
-        return self.scope.config.expressions
+        return self.scope.expressions
 
     # -- rows ------------------------------------------------------------------------
 

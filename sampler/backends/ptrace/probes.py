@@ -1,0 +1,121 @@
+"""The probe table: every byte sampler writes into the target's code, and how each goes back.
+
+One kind of probe today, the int3 breakpoint (one byte over the first byte of an instruction);
+the in-process probes of a later issue (a jump to a trampoline) are a second kind, with their
+own bytes, journaled and put back the same way. Every patch is described (the code around it,
+for repair and for the copies a forked child gets), written to the journal and told to the
+guardian before the byte is written; while a vfork child runs untraced in the target's memory,
+every byte is out (``suspend``) until its parent says it exec'd or exited.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from sampler.backends.ptrace.memory import Memory
+from sampler.backends.ptrace.stats import TracerStats
+from sampler.errors import SamplerError, TargetExited
+from sampler.evaluation.reads import UnreadableMemory
+from sampler.safety.guardian import Guardian, Ward
+from sampler.safety.journal import Journal
+from sampler.safety.patches import Describer, Patch
+
+INT3 = b"\xcc"
+
+
+class ProbeTable:
+    def __init__(self, pid: int, memory: Memory, journal: Journal | None, guardian: Guardian | Ward | None,
+                 stats: TracerStats) -> None:
+        self.memory = memory
+        self.journal = journal
+        """Where each patched byte is noted before it is patched (for repair after a crash)."""
+        self.guardian = guardian
+        """Told each patched byte before it is patched (it puts them back if the worker dies)."""
+        self.stats = stats
+        self.armed: dict[int, bytes] = {}
+        """Breakpoints in place: address -> original byte."""
+        self.originals: dict[int, int] = {}
+        """Every address ever armed -> its original byte: to recognise traps that arrive after
+        a clear."""
+        self.patches: dict[int, Patch] = {}
+        """Every address ever armed -> its original byte and the code around it: what the journal
+        and the guardian keep, and what cleans the copies a forked child got."""
+        self._describer = Describer(pid, memory.fd)
+        self.suspended = 0
+        """vfork children running untraced in the target's memory: the int3 bytes are out."""
+
+    def arm(self, address: int) -> bool:
+        """An int3 at ``address``, journaled first; False when one is there already."""
+        if address in self.armed:
+            return False
+        try:
+            original = self.memory.read(address, 1)
+        except UnreadableMemory:
+            self.memory.check_alive()
+            raise
+        patch = self.patches.get(address)
+        if patch is None or patch.original != original[0]:
+            patch = self.patches[address] = self._describer.describe(address, original[0])
+        if self.journal is not None:
+            self.journal.record(address, patch)
+        if self.guardian is not None:
+            self.guardian.note_patch(address, patch)
+        self.armed[address] = original
+        self.originals[address] = original[0]
+        self.put_in(address)
+        return True
+
+    def put_in(self, address: int) -> None:
+        """The int3 goes in, unless the breakpoints are out for a vfork child (it goes in then)."""
+        if not self.suspended:
+            self.memory.write(address, INT3)
+
+    def disarm(self, address: int) -> None:
+        """Put the original byte back. The journal keeps its entry until detach: an entry that
+        outlives its patch is harmless (repair writes only where an int3 stands), and a
+        journal written and synced at every sample cost the next pause 20-25 us where the
+        journal's folder is on disk (the sync's work goes on around the hit)."""
+        original = self.armed.pop(address, None)
+        if original is not None:
+            try:
+                self.memory.write(address, original)
+            except TargetExited:
+                pass  # the process is gone
+
+    def disarm_all(self) -> None:
+        """Every byte back, and the journal's entry gone with them (detach)."""
+        for address in list(self.armed):
+            self.disarm(address)
+        if self.journal is not None:
+            self.journal.clear()
+            self.journal.close()
+
+    def suspend(self) -> None:
+        """Take every int3 out of the memory a vfork child shares, until ``vfork_done``."""
+        if not self.suspended:
+            for address, original in self.armed.items():
+                self.memory.write(address, original)
+            self.stats.vfork_windows += 1
+        self.suspended += 1
+
+    def vfork_done(self) -> None:
+        if self.suspended:
+            self.suspended -= 1
+            if not self.suspended:
+                for address in self.armed:
+                    self.memory.write(address, INT3)
+
+    def forget(self) -> None:
+        """The target ran a new program: the breakpoints went with the old one, and nothing of
+        sampler's may be written into the new one. The old memory gets its bytes back (a vfork
+        child may still run in it: the descriptor holds the old memory, never the new)."""
+        for address, original in self.armed.items():
+            with contextlib.suppress(OSError, SamplerError):
+                self.memory.write(address, original)
+        self.armed.clear()
+        self.originals.clear()
+        self.patches.clear()
+        if self.guardian is not None:
+            self.guardian.forget_patches()
+        if self.journal is not None:
+            self.journal.clear()

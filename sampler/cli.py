@@ -16,16 +16,14 @@ from sampler.backends.select import CHOICES
 from sampler.budget import parse_share
 from sampler.durations import parse_duration
 from sampler.errors import (
-    AlreadyTraced,
     SamplerError,
     UsageError,
 )
 from sampler.output import outlet
 from sampler.output.csv import FORMATS
 from sampler.safety import supervisor
+from sampler.safety.repair import refuse_if_traced, restore_code
 from sampler.safety.repair import repair as repair_journal
-from sampler.safety.repair import restore_code
-from sampler.target import procfs
 
 
 class Duration(click.ParamType):  # type: ignore[type-arg]
@@ -327,10 +325,7 @@ def repair(pid: int | None, everything: bool, code_from_file: bool) -> int:
     if code_from_file and pid is None:
         raise UsageError("--code-from-file needs --pid", "sampler repair --pid 4242 --code-from-file")
     if pid is not None:
-        tracer = procfs.tracer_pid(pid)
-        if tracer:
-            raise AlreadyTraced(f"process {pid} is traced by PID {tracer}: a sampler may still be running",
-                                "stop that sampler first; it restores its bytes itself")
+        refuse_if_traced(pid)
     fixed = repair_journal(pid, skip_traced=True)
     for entry in fixed:
         click.echo(f"sampler: PID {entry.pid}: {entry.note}", err=True)

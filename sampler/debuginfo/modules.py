@@ -84,11 +84,6 @@ class Module:
         self.finder.say(f"{self.name}: debug info {source.how}")
         return self._debug
 
-    @property
-    def debug_corrupted(self) -> bool:
-        """Its debug info was found but could not be read."""
-        return self._debug_failed
-
     def drop_debug(self, error: Malformed) -> None:
         """Corrupted DWARF: go on with the symbols only (an error line that follows says why)."""
         if not self._debug_failed:

@@ -5,10 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
-                         "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
-"""What Pod Security's baseline level lets a container add: SYS_PTRACE is not among them."""
-
 
 def blocker(pod: dict[str, Any], namespace: dict[str, Any], server: dict[str, Any] | None,
             container: str | None, node_mode: bool) -> str | None:

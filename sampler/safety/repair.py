@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from sampler.errors import JournalError, SamplerError, UntrustedJournal
+from sampler.errors import AlreadyTraced, JournalError, SamplerError, UntrustedJournal
 from sampler.safety import journal, patches
 from sampler.target import procfs
 
@@ -81,6 +81,14 @@ def _repair_folder(folder: int, pid: int | None, skip_traced: bool) -> list[Repa
 
 CHUNK = 1 << 20
 INT3_BYTE = bytes([INT3])
+
+
+def refuse_if_traced(pid: int) -> None:
+    """``sampler repair --pid``: a process still traced is left to its tracer (AlreadyTraced)."""
+    tracer = procfs.tracer_pid(pid)
+    if tracer:
+        raise AlreadyTraced(f"process {pid} is traced by PID {tracer}: a sampler may still be running",
+                            "stop that sampler first; it restores its bytes itself")
 
 
 def restore_code(pid: int) -> int:

@@ -68,11 +68,21 @@ def release_signals() -> None:
     """In the worker: SIGINT raises KeyboardInterrupt and SIGTERM/SIGHUP end the process again;
     one that came since the fork is a KeyboardInterrupt now (the run ends before it touched
     the target, in one line). ``work`` calls it where it handles KeyboardInterrupt."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)
     for other in PASSED_ON[1:]:
         signal.signal(other, signal.SIG_DFL)
     if _held:  # nothing is touched yet: any of them ends the run as a Ctrl-C before sampling does
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # (the front passes the same Ctrl-C on: once is enough)
         raise KeyboardInterrupt
+    signal.signal(signal.SIGINT, _interrupt_once)
+
+
+def _interrupt_once(signum: int, _frame: object) -> None:
+    """A Ctrl-C from a terminal reaches the worker twice: from the terminal (its process group)
+    and passed on by the front. The first is the KeyboardInterrupt; the second, a moment later,
+    must not raise another while the first one's line is being said (exit 70, seen in
+    test_ctrl_c): SIGINT is ignored from then on (the run is ending)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
 
 
 IN_WORKER = False

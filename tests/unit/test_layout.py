@@ -53,6 +53,21 @@ RULES: list[tuple[str, tuple[str, ...], str]] = [
     ("sampler.backends.ptrace", ("sampler.backends.delve",), "the ptrace backend loads no Delve code"),
     ("sampler.backends.select", ("sampler.backends.ptrace.", "sampler.backends.delve."),
      "select loads a backend's package only inside build(), for the backend chosen"),
+    ("sampler.run", ("sampler.backends.ptrace", "sampler.backends.delve", "sampler.debuginfo.modules"),
+     "select.py is the one place that builds a backend (a run of many too): run.py builds none"),
+    ("sampler.cli", ("sampler.backends.ptrace", "sampler.backends.delve", "sampler.session", "sampler.target",
+                     "sampler.config"),
+     "cli.py is click and printing: configure.py decides the run, run.py runs it"),
+    ("sampler.configure", ("sampler.backends", "sampler.debuginfo", "sampler.session", "sampler.run", "sampler.cli",
+                           "sampler.safety"),
+     "the config builder turns options into a run: it knows no backend and reads no program"),
+    ("sampler.backends.ptrace.probes", ("sampler.backends.ptrace.tracer", "sampler.backends.ptrace.tasks",
+                                        "sampler.backends.ptrace.events", "sampler.backends.ptrace.stepover"),
+     "the probe table (every byte written, journaled) knows no thread and no event: a second kind of probe "
+     "comes in beside the int3 without the tracer's other parts"),
+    ("sampler.backends.ptrace.tasks", ("sampler.backends.ptrace.tracer", "sampler.backends.ptrace.events",
+                                       "sampler.backends.ptrace.stepover"),
+     "the tracer's tasks are the base of its parts: they import none of them"),
 ]
 
 
@@ -91,7 +106,11 @@ def under(module: str, prefix: str) -> bool:
 
 
 def test_no_import_cycle() -> None:
-    graph = imports()
+    find_cycle(imports())
+
+
+def find_cycle(graph: dict[str, set[str]]) -> None:
+    """AssertionError naming the first import cycle of ``graph``."""
     state: dict[str, int] = {}
 
     def visit(module: str, path: list[str]) -> None:
@@ -108,21 +127,52 @@ def test_no_import_cycle() -> None:
             visit(module, [])
 
 
+def broken(graph: dict[str, set[str]], layer: str, forbidden: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(module, what it imports) for each import of ``layer`` that the rule forbids."""
+    allowed = ALLOWED.get(layer, ())
+    return sorted((m, other) for m in graph if under(m, layer) for other in graph[m]
+                  if any(under(other, f) for f in forbidden) and other not in allowed)
+
+
 @pytest.mark.parametrize("layer, forbidden, why", RULES, ids=[rule[0] for rule in RULES])
 def test_each_layer_imports_only_what_it_may(layer: str, forbidden: tuple[str, ...], why: str) -> None:
     graph = imports(top_level_only=layer == "sampler.backends.select")
-    members = [m for m in graph if under(m, layer)]
-    assert members, f"no module under {layer}: the rule names a layer that does not exist"
-    allowed = ALLOWED.get(layer, ())
-    broken = sorted((m, other) for m in members for other in graph[m]
-                    if any(under(other, f) for f in forbidden) and other not in allowed)
-    assert not broken, f"{why}: {broken}"
+    assert [m for m in graph if under(m, layer)], f"no module under {layer}: the rule names a layer that does not exist"
+    assert not broken(graph, layer, forbidden), f"{why}: {broken(graph, layer, forbidden)}"
 
 
 def test_the_rules_can_fail() -> None:
-    # a rule that the code breaks is found: the cli imports the backends' chooser
+    # the checker given imports that break rules finds each, and only those
     graph = imports()
-    assert any(under(other, "sampler.backends") for other in graph["sampler.cli"])
+    graph["sampler.evaluation.scope"] = graph["sampler.evaluation.scope"] | {"sampler.backends.ptrace.tracer"}
+    graph["sampler.target.procfs"] = graph["sampler.target.procfs"] | {"sampler.debuginfo.elffile"}
+    rules = {layer: forbidden for layer, forbidden, _ in RULES}
+    assert broken(graph, "sampler.evaluation", rules["sampler.evaluation"]) == \
+        [("sampler.evaluation.scope", "sampler.backends.ptrace.tracer")]
+    assert broken(graph, "sampler.target", rules["sampler.target"]) == \
+        [("sampler.target.procfs", "sampler.debuginfo.elffile")]
+    # the one module a layer may take from another is not a break
+    graph["sampler.safety.patches"] = graph["sampler.safety.patches"] | {"sampler.debuginfo.mapped"}
+    assert broken(graph, "sampler.safety", rules["sampler.safety"]) == []
+    # and a cycle is found
+    graph["sampler.target.procfs"] = graph["sampler.target.procfs"] | {"sampler.target.pgrep"}
+    with pytest.raises(AssertionError, match="import cycle"):
+        find_cycle(graph)
+
+
+def test_the_config_builder_and_evaluation_take_no_click_and_no_ptrace() -> None:
+    for module in ("configure.py", *(f"evaluation/{p.name}" for p in (PACKAGE / "evaluation").glob("*.py"))):
+        tree = ast.parse((PACKAGE / module).read_text())
+        taken = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                 for alias in node.names} | \
+            {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+        assert not taken & {"click", "ptrace"}, (module, taken & {"click", "ptrace"})
+
+
+def test_proc_pid_mem_is_opened_by_procfs_alone() -> None:
+    opening = [str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*.py")
+               if '/mem"' in p.read_text() and p.name != "procfs.py"]
+    assert opening == [], f"/proc/PID/mem opened outside target/procfs.py (open_mem): {opening}"
 
 
 def loaded_by(code: str) -> list[str]:

@@ -1,5 +1,7 @@
 import csv
 import io
+import os
+import stat
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -75,10 +77,32 @@ def test_stdout_gets_the_header_only_at_begin(capfd: pytest.CaptureFixture[str])
 
 
 def test_a_device_or_fifo_as_out(tmp_path: Path) -> None:
+    # a device: written, never truncated or removed
     writer = CsvWriter("/dev/null", ["x"])
     writer.begin()
     writer.write(sample(1, (1,)))
     writer.close()
+    outlet.settle()
+    assert os.path.exists("/dev/null") and stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    # a FIFO without a reader is refused at once, never waited for
+    fifo = tmp_path / "rows.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(OutputError, match="a FIFO that no one reads"):
+        CsvWriter(str(fifo), ["x"])
+    # with a reader: the header at begin and each row, whole, in order
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        writer = CsvWriter(str(fifo), ["x"])
+        writer.begin()
+        writer.write(sample(1, (7,)))
+        writer.write(sample(2, (8,)))
+        writer.close()
+        outlet.settle()
+        lines = os.read(reader, 65536).decode().splitlines()
+    finally:
+        os.close(reader)
+    assert lines[0].startswith("seq,time,") and [line.split(",")[5] for line in lines[1:]] == ["7", "8"]
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)  # still the FIFO: never truncated or replaced
 
 
 def test_counts_kept_in_sampler_cap_the_values_a_target_can_make() -> None:

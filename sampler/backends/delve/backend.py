@@ -11,9 +11,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from sampler.backends.cycle import POLL_S, await_halt, miss
+from sampler.backends.cycle import miss
 from sampler.backends.delve import parse
-from sampler.backends.delve.drive import DelveDrive
+from sampler.backends.delve.drive import POLL_S, DelveDrive, await_halt
 from sampler.backends.delve.leave import settle_before_detach
 from sampler.backends.delve.suggest import with_suggestion
 from sampler.backends.delve.target import check

@@ -19,8 +19,8 @@ import time
 from typing import IO, Any
 
 from sampler import waits
-from sampler.backends.cycle import CALL_TIMEOUT_S
 from sampler.backends.delve import netns, parse
+from sampler.backends.delve.drive import CALL_TIMEOUT_S
 from sampler.backends.delve.leave import after_dlv_killed
 from sampler.errors import DebuggerError
 

@@ -8,9 +8,9 @@ import time
 from typing import Any
 
 from sampler import notice
-from sampler.backends.cycle import CALL_TIMEOUT_S, POLL_S, await_halt, miss
+from sampler.backends.cycle import miss
 from sampler.backends.delve import parse
-from sampler.backends.delve.drive import DelveDrive
+from sampler.backends.delve.drive import CALL_TIMEOUT_S, POLL_S, DelveDrive, await_halt
 from sampler.backends.delve.leave import settle_before_detach
 from sampler.backends.delve.rescue import DlvRescue, rescue_rpc
 from sampler.backends.delve.rpc import DelveRpc, RpcError

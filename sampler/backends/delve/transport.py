@@ -9,8 +9,8 @@ import signal
 
 import pexpect
 
-from sampler.backends.cycle import CALL_TIMEOUT_S
 from sampler.backends.delve import parse
+from sampler.backends.delve.drive import CALL_TIMEOUT_S
 from sampler.backends.delve.leave import after_dlv_killed
 from sampler.backends.delve.rescue import DlvRescue, rescue_terminal
 from sampler.errors import DebuggerError, TargetExited

@@ -5,7 +5,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.integration.targets import BIN, ROOT, Target, have_delve
+from tests.integration.targets import BIN, ROOT, Target, have_delve, named_link
 
 
 @pytest.fixture(scope="session")
@@ -18,9 +18,15 @@ def built_targets() -> None:
 def start_target(built_targets: None) -> Iterator[Callable[..., Target]]:
     started: list[Target] = []
 
-    def start(name: str, *args: str, env: dict[str, str] | None = None, binary: bool = True) -> Target:
-        """Start targets/bin/NAME ARGS (or, with binary=False, the command NAME ARGS)."""
-        target = Target([str(BIN / name) if binary else name, *args], env=env)
+    def start(name: str, *args: str, env: dict[str, str] | None = None, binary: bool = True,
+              as_name: str | None = None) -> Target:
+        """Start targets/bin/NAME ARGS (or, with binary=False, the command NAME ARGS); ``as_name``:
+        through a link of that name, so that its process name (comm) is its own: a test that finds
+        it by name (--pgrep) matches nothing else that runs on the machine (unique_name())."""
+        program = str(BIN / name) if binary else name
+        if as_name is not None:
+            program = str(named_link(program, as_name))
+        target = Target([program, *args], env=env)
         started.append(target)
         return target
 

@@ -20,6 +20,25 @@ BIN = ROOT / "targets" / "bin"
 _THROUGHPUT = re.compile(r"^(?:reads/s=(\d+) writes/s=\d+|requests/s=(\d+))$")
 
 
+_LINKS = Path(os.environ.get("TMPDIR", "/tmp")) / f"sampler-tests-{os.getpid()}"
+
+
+def unique_name(prefix: str) -> str:
+    """A process name (comm: 15 characters at most) no other process of the machine has: a test
+    that finds its target by name must not match another test's, or another run's."""
+    return f"{prefix[:6]}-{os.urandom(4).hex()}"
+
+
+def named_link(program: str, name: str) -> Path:
+    """A symbolic link NAME to ``program``: run through it, the process's name is NAME (the
+    kernel names a process by the file it was started by; /proc/PID/exe is still the program)."""
+    _LINKS.mkdir(exist_ok=True)
+    link = _LINKS / name
+    if not link.exists():
+        link.symlink_to(program)
+    return link
+
+
 class Target:
     """A running target whose stdout is collected line by line in the background."""
 
@@ -61,18 +80,40 @@ class Target:
         with open(f"/proc/{self.pid}/status") as f:
             return dict(line.split(":\t", 1) for line in f.read().splitlines() if ":\t" in line)
 
-    def assert_untouched(self) -> list[int]:
-        """Alive, not traced, not stopped, still working, never trapped; the throughput line
-        (reads/s) it waited for, printed after the call (one line: a stopped thread prints none,
-        and the State check says stopped at once; two cost the suite a second more per call)."""
+    def assert_untouched(self) -> None:
+        """Alive, not traced, no thread stopped, still working (its threads use the CPU: every
+        target here spins), never trapped. Read from /proc in milliseconds: the throughput line it
+        waited for before cost the suite up to a second a call (``assert_working`` still does)."""
         assert self.proc.poll() is None, f"target died: {self.lines[-5:]}"
         status = self.status()
         assert status["TracerPid"].strip() == "0", "target is still traced"
         assert not status["State"].startswith(("T", "t")), f"target left stopped: {status['State']}"
+        states = self.thread_states()
+        assert not [tid for tid, state in states.items() if state in "Tt"], f"threads left stopped: {states}"
+        before = self.cpu_ticks()
+        self.wait_for(lambda: self.cpu_ticks() > before, 5, "the target's threads ran no more (is one stuck?)")
+        assert not any("SIGTRAP" in line or "trace trap" in line for line in self.lines), self.lines
+
+    def assert_working(self) -> list[int]:
+        """``assert_untouched``, and the throughput line (reads/s) printed after the call, > 0."""
+        self.assert_untouched()
         after = self.more_throughput(1)
         assert min(after) > 0, f"target does no work any more: {after}"
-        assert not any("SIGTRAP" in line or "trace trap" in line for line in self.lines), self.lines
         return after
+
+    def thread_states(self) -> dict[int, str]:
+        """Each thread's state letter (R, S, D, T, t...)."""
+        states = {}
+        for tid in os.listdir(f"/proc/{self.pid}/task"):
+            stat = _proc_field(self.pid, f"task/{tid}/stat")
+            if stat:
+                states[int(tid)] = stat.rsplit(") ", 1)[1][:1]
+        return states
+
+    def cpu_ticks(self) -> int:
+        """User and system time of the whole process so far (clock ticks, 10 ms)."""
+        fields = _proc_field(self.pid, "stat").rsplit(") ", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -112,18 +112,6 @@ def test_an_unwritable_output(go_target: Target) -> None:
     go_target.assert_untouched()
 
 
-@pytest.mark.parametrize("args, expected", [
-    (["--interval", "1s", "--rate", "5"], "exclude each other"),
-    (["--interval", "soon"], "is not a duration"),
-    (["--expr", "seq=main.ring.w"], "fixed column"),
-])
-def test_usage_mistakes(start_target: Callable[..., Target], args: list[str], expected: str) -> None:
-    result = sampler("attach", "--pid", "1", "--expr", "main.ring.w", *args)
-    line = one_line_error(result)
-    assert expected in line
-    assert result.returncode == 2
-
-
 @pytest.mark.parametrize("backend", ["delve", "delve-rpc", "ptrace"])
 def test_a_bad_out_is_refused_before_any_work(go_target: Target, tmp_path: Path, backend: str) -> None:
     # an unknown location too: --out is checked first, before the program is read or dlv started

@@ -75,7 +75,7 @@ def test_samples_at_a_method_give_sane_values_and_leave_the_target_running(
     assert "#15 delta=" in result.stderr
     assert f"sampler: {backend} backend" in result.stderr
     # AND the target runs on, untraced, at the same order of throughput (the line after the run)
-    after = go_target.assert_untouched()
+    after = go_target.assert_working()
     assert statistics.median(after) > before * 0.1
 
 

@@ -28,6 +28,7 @@ from tests.integration.targets import (
     read_csv,
     sampler,
     start_sampler,
+    unique_name,
     wait_for_rows,
     wait_until_patched,
 )
@@ -101,12 +102,13 @@ def test_trace_counts_every_call_of_each_process(start_target: Callable[..., Tar
 
 def test_pgrep_all_takes_every_match(start_target: Callable[..., Target], tmp_path: Path) -> None:
     # GIVEN two ring buffers started as one program
-    targets = [start_target("ringbuf-c-O0") for _ in range(2)]
+    name = unique_name("rbc-O0")  # its own name: nothing else on the machine matches
+    targets = [start_target("ringbuf-c-O0", as_name=name) for _ in range(2)]
     out = tmp_path / "z.csv"
     # WHEN --pgrep matches both: without --all, one line naming them; with it, both sampled (zero-stop)
-    one = sampler("attach", "--pgrep", "^ringbuf-c-O0$", "--expr", "ring.w", "--count", "2")
+    one = sampler("attach", "--pgrep", f"^{name}$", "--expr", "ring.w", "--count", "2")
     assert one.returncode == 2 and "--all" in one_line_error(one)
-    result = sampler("attach", "--pgrep", "^ringbuf-c-O0$", "--all", "--expr", "w=ring.w",
+    result = sampler("attach", "--pgrep", f"^{name}$", "--all", "--expr", "w=ring.w",
                      "--interval", "100ms", "--count", "6", "--out", str(out))
     assert result.returncode == 0, result.stderr
     rows = assert_csv_whole(out)
@@ -116,7 +118,7 @@ def test_pgrep_all_takes_every_match(start_target: Callable[..., Target], tmp_pa
         written = [int(row["w"]) for row in rows if row["pid"] == str(target.pid)]
         assert written == sorted(written) and written[-1] > written[0] > 0, written
     # AND counted in sampler by process
-    counted = sampler("attach", "--pgrep", "^ringbuf-c-O0$", "--all", "--expr", "w=ring.w", "--interval", "100ms",
+    counted = sampler("attach", "--pgrep", f"^{name}$", "--all", "--expr", "w=ring.w", "--interval", "100ms",
                       "--count", "6", "--count-by", "pid", "--quiet")
     assert counted.returncode == 0, counted.stderr
     assert "@pid (2 processes):" in counted.stdout

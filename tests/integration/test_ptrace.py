@@ -16,8 +16,8 @@ from sampler.backends.delve import parse
 from sampler.backends.delve.transport import DelveTerminal
 from sampler.backends.ptrace.backend import PtraceBackend
 from sampler.config import SessionConfig
+from sampler.debuginfo import program
 from sampler.language import expr
-from sampler.target import process
 from sampler.target.process import TargetProcess
 from tests.integration.targets import (
     BIN,
@@ -140,7 +140,7 @@ def test_ptrace_and_delve_agree_on_a_halted_target(start_target: Callable[..., T
         # WHEN Delve prints each expression and sampler's ptrace backend reads them (zero-stop)
         by_delve = [parse.parse_value(term.run(f"print {text}"), text)[0] for text in texts]
         config = SessionConfig(pid=target.pid, expressions=tuple(expr.parse_option(t) for t in texts))
-        # (process.inspect would refuse: dlv traces it; zero-stop reads do not trace)
+        # (program.inspect would refuse: dlv traces it; zero-stop reads do not trace)
         backend = PtraceBackend.create(config, TargetProcess(target.pid, "", is_go=True, has_debug_info=True))
         backend.attach()
         try:
@@ -166,7 +166,7 @@ def test_only_the_hitting_thread_stops(start_target: Callable[..., Target]) -> N
     target = start_target("ringbuf-c")
     config = SessionConfig(pid=target.pid, location="ring_read",
                            expressions=(expr.parse_option("b->w"),))
-    backend = PtraceBackend.create(config, process.inspect(target.pid))
+    backend = PtraceBackend.create(config, program.inspect(target.pid))
     backend.attach()
     try:
         tracer = backend.tracer
@@ -187,7 +187,7 @@ def test_only_the_hitting_thread_stops(start_target: Callable[..., Target]) -> N
         assert len(target.throughput()) > lines_before
         for _ in range(20):
             backend.sample(threading.Event())
-        assert set(tracer.stops) == {hit.tid}, f"stops per thread: {tracer.stops}"
+        assert set(tracer.stats.stops) == {hit.tid}, f"stops per thread: {tracer.stats.stops}"
     finally:
         backend.detach()
     target.assert_untouched()

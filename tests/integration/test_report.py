@@ -26,6 +26,7 @@ from tests.integration.targets import (
     read_csv,
     sampler,
     start_sampler,
+    unique_name,
     wait_for_rows,
 )
 
@@ -340,8 +341,9 @@ def test_the_live_view_in_a_real_terminal(start_target: Callable[..., Target], t
 
 
 def test_the_target_by_name(start_target: Callable[..., Target]) -> None:
-    target = start_target("ringbuf-cpp")
-    result = sampler("attach", "--pgrep", "^ringbuf-cpp$", "--backend", "ptrace", "--expr", "w-r", "--count", "2",
+    name = unique_name("rbcpp")
+    target = start_target("ringbuf-cpp", as_name=name)
+    result = sampler("attach", "--pgrep", f"^{name}$", "--backend", "ptrace", "--expr", "w-r", "--count", "2",
                      "--quiet")
     assert result.returncode == 0, result.stderr
     assert [line.split(",")[3] for line in result.stdout.splitlines()[1:]] == [str(target.pid)] * 2
@@ -349,8 +351,9 @@ def test_the_target_by_name(start_target: Callable[..., Target]) -> None:
 
 
 def test_a_name_that_matches_several_or_none_is_one_line(start_target: Callable[..., Target]) -> None:
-    first, second = start_target("ringbuf-c"), start_target("ringbuf-c")
-    line = one_line_error(sampler("attach", "--pgrep", "^ringbuf-c$", "--expr", "w-r", "--quiet"))
+    name = unique_name("rbc")
+    first, second = start_target("ringbuf-c", as_name=name), start_target("ringbuf-c", as_name=name)
+    line = one_line_error(sampler("attach", "--pgrep", f"^{name}$", "--expr", "w-r", "--quiet"))
     assert "matches 2 processes" in line and str(first.pid) in line and str(second.pid) in line
     line = one_line_error(sampler("attach", "--pgrep", "no-such-program-here", "--expr", "w-r", "--quiet"))
     assert "no process has a name or command line that matches" in line
@@ -359,10 +362,11 @@ def test_a_name_that_matches_several_or_none_is_one_line(start_target: Callable[
 
 def test_waiting_for_a_target_that_starts_later(start_target: Callable[..., Target], tmp_path: Path) -> None:
     out = tmp_path / "late.csv"
-    proc = start_sampler("attach", "--pgrep", "^ringbuf-rust$", "--wait-target", "30s", "--backend", "ptrace",
+    name = unique_name("rbrust")
+    proc = start_sampler("attach", "--pgrep", f"^{name}$", "--wait-target", "30s", "--backend", "ptrace",
                          "--at", "main::Ring::write", "--expr", "v", "--count", "3", "--out", str(out), "--quiet")
     time.sleep(1.0)
-    target = start_target("ringbuf-rust")
+    target = start_target("ringbuf-rust", as_name=name)
     _, stderr = finish(proc)
     assert proc.returncode == 0, stderr
     rows = read_csv(out)

@@ -92,15 +92,11 @@ def test_killing_sampler_itself_leaves_the_target_clean(
         proc.stderr.close()
 
 
-@pytest.mark.parametrize("backend", [
-    pytest.param("delve", marks=pytest.mark.xfail(
-        strict=False, reason="known bug, cause not found: in 2 of the last 5 clean-clone runs the guardian's way "
-        "out through dlv's terminal left dlv's breakpoints in for over 20 s (note of issue 25); delve-rpc passes")),
-    "delve-rpc"])
-def test_the_guardian_leaves_dlv_safely_when_sampler_is_killed(go_target: Target, tmp_path: Path,
-                                                              backend: str) -> None:
+def test_the_guardian_leaves_dlv_safely_when_sampler_is_killed(go_target: Target, tmp_path: Path) -> None:
+    # (delve-rpc, the default Delve drive: the terminal drive's guardian is a known bug, docs/safety.md;
+    # a non-strict xfail of it passed or failed alike, so it is not a test)
     # GIVEN sampler driving dlv, its breakpoint armed, killed without a word
-    kill_while_armed(go_target, tmp_path, backend=backend, at="main.Never")
+    kill_while_armed(go_target, tmp_path, backend="delve-rpc", at="main.Never")
     # THEN the guardian took dlv out: no breakpoint left, target running, dlv gone (it puts dlv's
     # bytes back from the file once dlv is dead, a moment after the target is untraced). dlv's own
     # breakpoints stay in, handled by dlv, until it quits: the terminal's way out (to the prompt,

@@ -19,6 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from sampler import notice
 from sampler.backends.cycle import miss
@@ -163,8 +164,9 @@ class PtraceBackend:
             guardian = Ward(self.company.guardian, self.config.pid)
         elif self.config.guardian and self.company is None:
             guardian = self.guardian = Guardian(PatchRescue(self.config.pid, self.memory.fd))
+        adopt = self.company.adopt if self.company is not None else None
         self.tracer = Tracer(self.config.pid, self.memory, journal, guardian, go=self.is_go, router=self.router,
-                             switches=self.config.switches)
+                             switches=self.config.switches, adopt=partial(adopt, self) if adopt is not None else None)
         self.tracer.take_over() if forked else self.tracer.seize()
 
     def _check_instruction(self, site: Site) -> None:
@@ -340,6 +342,19 @@ class PtraceBackend:
     def notes(self) -> list[str]:
         return self.tally.notes(self.config.every_hit)
 
+    def resume_first_stop(self) -> None:
+        """--follow-forks: a child taken in (attach(forked=True)) runs its first instruction."""
+        assert self.tracer is not None
+        self.tracer.resume_first_stop()
+
+    def let_go_at_first_stop(self) -> None:
+        """--follow-forks: a child that could not be taken in after all, let go from its first stop
+        (no other stop comes to detach at), every byte back, then detached as any."""
+        if self.tracer is not None:
+            tracer, self.tracer = self.tracer, None
+            tracer.let_go_at_first_stop()
+        self.detach()
+
     def detach(self) -> None:
         try:
             self.tally.hangs = self.zero_stop_guard.hangs
@@ -375,6 +390,8 @@ class Company:
 
     router: Router
     guardian: Guardian | None = None
+    adopt: Callable[[PtraceBackend, int], bool] | None = None
+    """--follow-forks: offered each child a process of the run forks (Fleet._adopt)."""
 
 
 @dataclass

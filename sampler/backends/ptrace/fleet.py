@@ -65,6 +65,8 @@ class Fleet:
         self.config = config
         self.make = make
         self.company = company
+        if config.follow_forks:
+            company.adopt = self._adopt
         self.router = company.router
         self._judged: set[int] = set(config.targets)
         """--exe: the PIDs looked at (pgrep.running)."""
@@ -173,13 +175,8 @@ class Fleet:
             self.company.guardian = Guardian(PatchRescue(self.members[0].config.pid))
         for member in list(self.members):
             self._each(member, member.attach, at_attach=True)
-            self._follow(member)
         if not self.members:
             raise self._none_left()
-
-    def _follow(self, member: PtraceBackend) -> None:
-        if self.config.follow_forks and member.tracer is not None and member in self.members:
-            member.tracer.adopt = partial(self._adopt, member)
 
     def _adopt(self, parent: PtraceBackend, child: int) -> bool:
         """--follow-forks: ``parent``'s process forked ``child`` (stopped before its first
@@ -192,18 +189,13 @@ class Fleet:
             if self.config.every_hit and self._armed:
                 member.arm_all()  # before it runs: none of its calls is missed
         except ENDS_A_PROCESS:
-            if member.tracer is not None:  # stopped at its first stop: no other stop comes to detach at
-                tracer, member.tracer = member.tracer, None
-                tracer.let_go_at_first_stop()
-            member.detach()
+            member.let_go_at_first_stop()
             self.not_followed += 1
             return False
-        assert member.tracer is not None
-        member.tracer.resume_first_stop()
+        member.resume_first_stop()
         self.members.append(member)
         self._count += 1
         self.followed.add(member)
-        self._follow(member)
         return True
 
     def sample(self, stop: StopFlag) -> Reading:
@@ -334,7 +326,6 @@ class Fleet:
         self.members.append(member)
         self._count += 1
         self._each(member, member.attach, at_attach=True, alone=True)
-        self._follow(member)
         if member in self.members and self.config.every_hit and self._armed:
             self._each(member, member.arm_all)
 

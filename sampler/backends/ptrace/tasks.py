@@ -73,7 +73,8 @@ class Hit:
 class Tasks:
     def __init__(self, pid: int, memory: Memory, journal: Journal | None = None,
                  guardian: Guardian | Ward | None = None, go: bool = False, router: Router | None = None,
-                 guard: Guard | None = None, switches: Switches | None = None) -> None:
+                 guard: Guard | None = None, switches: Switches | None = None,
+                 adopt: Callable[[int], bool] | None = None) -> None:
         self.pid = pid
         self.go = go
         """The target is a Go program (its stack check may be emulated: emulate.py)."""
@@ -132,7 +133,7 @@ class Tasks:
         self.exit_status: int | None = None
         self._seen = 0.0
         """When the last event came out of waitpid (monotonic seconds)."""
-        self.adopt: Callable[[int], bool] | None = None
+        self.adopt = adopt
         """--follow-forks: offered each forked child, stopped before its first instruction and
         cleaned of sampler's bytes; True when it was taken in (it is then its own tracer's)."""
         self.router = router

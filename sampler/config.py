@@ -19,8 +19,8 @@ class Probe:
 
 @dataclass(frozen=True)
 class Switches:
-    """What the benchmarks and the tests turn off or on to measure what a mechanism is worth;
-    read from the environment once, by the config builder, never at import."""
+    """What the benchmarks and the tests turn off or on in the tracer to measure what a mechanism
+    is worth: read from the environment once, by the config builder (configure.py), not at import."""
 
     let_run_s: float = 20e-6
     """How long the worker steps off the CPU after letting the hitting thread go (tracer.let_run);

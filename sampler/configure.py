@@ -20,7 +20,7 @@ from sampler.config import Probe, SessionConfig, Switches
 from sampler.durations import format_duration
 from sampler.errors import ExpressionError, ProcessNotFound, UsageError
 from sampler.language import expr
-from sampler.language.condition import Condition
+from sampler.language.condition import NUMERIC_COLUMNS, Condition
 from sampler.output import Output
 from sampler.sample import PROBE, RESERVED
 from sampler.target import pgrep
@@ -149,12 +149,7 @@ def build(options: Options, finder: Finder | None = None, environ: Mapping[str, 
         raise UsageError(f"{what} the ptrace backend (--backend {options.backend}: one dlv follows one process)",
                          "give --backend ptrace, or one process")
     columns = [e.name for e in expressions] + ([PROBE] if locations else [])
-    """The columns the options may name: the backend says at attach whether the probe column is there."""
-    for option, names, extra in (("--count-by", options.count_by, list(GROUPED_BY)), ("--hist", options.hists, [])):
-        for name in names:
-            if name not in (*columns, *extra):
-                raise UsageError(f"{option} {name}: no such column", f"name an expression (--expr {name}=EXPR) "
-                                 f"and give that name; the columns are {', '.join([*columns, *extra]) or 'none'}")
+    """The columns the options may name: the backend says once built whether the probe column is there."""
     if tracing:
         specific: dict[str, object] = {"count": options.max_events, "every_hit": True}
         how = "on every hit"
@@ -169,6 +164,11 @@ def build(options: Options, finder: Finder | None = None, environ: Mapping[str, 
                            symbols_file=options.symbols_file, quiet=options.quiet,
                            stop_when=_condition(options.stop_when, columns), max_overhead=options.max_overhead,
                            switches=Switches.from_environment(environ), **specific)  # type: ignore[arg-type]
+    for option, names, extra in (("--count-by", options.count_by, list(GROUPED_BY)), ("--hist", options.hists, [])):
+        for name in names:
+            if name not in (*columns, *extra):
+                raise UsageError(f"{option} {name}: no such column", f"name an expression (--expr {name}=EXPR) "
+                                 f"and give that name; the columns are {', '.join([*columns, *extra]) or 'none'}")
     output = Output(options.out, options.out_format, options.quiet, options.live, options.metrics,
                     options.count_by, options.hists)
     return Run(config, output, how)
@@ -183,8 +183,10 @@ def check_columns(config: SessionConfig, output: Output, columns: Sequence[str])
         raise UsageError(f"--count-by {PROBE}: this run has one breakpoint, so no {PROBE} column",
                          "give several --at, or count by another column")
     if config.stop_when is not None and PROBE in config.stop_when.columns:
-        raise UsageError(f"--stop-when {config.stop_when.text!r}: no column {PROBE!r} (this run has one "
-                         "breakpoint)", "e.g. --stop-when 'delta > 20000'")
+        known = (*columns, *NUMERIC_COLUMNS)
+        raise UsageError(f"--stop-when {config.stop_when.text!r}: no column {PROBE!r}",
+                         f"it can use the columns {', '.join(known)}; name an expression with --expr NAME=EXPR "
+                         "to use it")
 
 
 def _probes(order: Sequence[tuple[str | None, Sequence[str]]], locations: Sequence[str]
@@ -193,8 +195,9 @@ def _probes(order: Sequence[tuple[str | None, Sequence[str]]], locations: Sequen
     column: a name two probes share is one column."""
     shared = _expressions(order[0][1]) if order and order[0][0] is None else ()
     groups = [(location, texts) for location, texts in order if location is not None]
-    if not groups:  # every --expr came before the --at
+    if [location for location, _ in groups] != list(locations):  # no order given: every --expr to every --at
         groups = [(location, ()) for location in locations]
+        shared = _expressions([text for _, texts in order for text in texts])
     probes = tuple(Probe(location, shared + _expressions(texts, taken=[e.name for e in shared]))
                    for location, texts in groups if location is not None)
     columns: dict[str, expr.Expression] = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import csv
 import os
 import re
@@ -21,6 +22,7 @@ _THROUGHPUT = re.compile(r"^(?:reads/s=(\d+) writes/s=\d+|requests/s=(\d+))$")
 
 
 _LINKS = Path(os.environ.get("TMPDIR", "/tmp")) / f"sampler-tests-{os.getpid()}"
+atexit.register(shutil.rmtree, _LINKS, True)  # the links, gone with the test session
 
 
 def unique_name(prefix: str) -> str:
@@ -81,17 +83,23 @@ class Target:
             return dict(line.split(":\t", 1) for line in f.read().splitlines() if ":\t" in line)
 
     def assert_untouched(self) -> None:
-        """Alive, not traced, no thread stopped, still working (its threads use the CPU: every
-        target here spins), never trapped. Read from /proc in milliseconds: the throughput line it
-        waited for before cost the suite up to a second a call (``assert_working`` still does)."""
-        assert self.proc.poll() is None, f"target died: {self.lines[-5:]}"
+        """Alive, not traced, no thread stopped, still running (its threads use the CPU: each target
+        here does work steadily, a spinning reader or a request loop), never trapped; alive and
+        untrapped again at the end. Read from /proc in tens of milliseconds: the throughput line it
+        waited for before cost the suite up to a second a call (``assert_working`` still waits for it)."""
+        self._assert_alive()
         status = self.status()
         assert status["TracerPid"].strip() == "0", "target is still traced"
         assert not status["State"].startswith(("T", "t")), f"target left stopped: {status['State']}"
         states = self.thread_states()
         assert not [tid for tid, state in states.items() if state in "Tt"], f"threads left stopped: {states}"
         before = self.cpu_ticks()
-        self.wait_for(lambda: self.cpu_ticks() > before, 5, "the target's threads ran no more (is one stuck?)")
+        self.wait_for(lambda: self.cpu_ticks() > before or self.proc.poll() is not None, 5,
+                      "the target's threads ran no more (is one stuck?)")
+        self._assert_alive()
+
+    def _assert_alive(self) -> None:
+        assert self.proc.poll() is None, f"target died: {self.lines[-5:]}"
         assert not any("SIGTRAP" in line or "trace trap" in line for line in self.lines), self.lines
 
     def assert_working(self) -> list[int]:
@@ -111,8 +119,11 @@ class Target:
         return states
 
     def cpu_ticks(self) -> int:
-        """User and system time of the whole process so far (clock ticks, 10 ms)."""
-        fields = _proc_field(self.pid, "stat").rsplit(") ", 1)[1].split()
+        """User and system time of the whole process so far (clock ticks, 10 ms); -1 once it is gone."""
+        stat = _proc_field(self.pid, "stat")
+        if ") " not in stat:
+            return -1
+        fields = stat.rsplit(") ", 1)[1].split()
         return int(fields[11]) + int(fields[12])
 
     def stop(self) -> None:

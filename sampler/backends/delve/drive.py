@@ -27,6 +27,8 @@ POLL_S = 0.05
 
 
 class DelveDrive:
+    """The part of the Backend interface both Delve drives give alike."""
+
     def __init__(self, config: SessionConfig) -> None:
         self.config = config
         self.columns = [e.name for e in config.expressions]

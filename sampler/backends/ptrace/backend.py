@@ -386,7 +386,8 @@ class PtraceBackend:
 @dataclass
 class Company:
     """What the processes of a run of many share (fleet.py): the router of their events, the one
-    guardian (made at attach, before the first is traced) and their modules (the fleet closes them)."""
+    guardian (made at attach, before the first is traced) and the fleet's adoption of the children
+    they fork; a member of a company leaves its modules to the fleet to close (shared with others)."""
 
     router: Router
     guardian: Guardian | None = None

@@ -34,6 +34,8 @@ GROUP_STOP_SIGNALS = {signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIG
 
 
 class Dispatch(Tasks):
+    """The tracer's event dispatch: each status waitpid gives for one of its tasks, served."""
+
     def wait_for_hit(self, deadline: float, stop: StopFlag) -> Hit | None:
         """Serve every event until a thread stops on an armed breakpoint, or until deadline."""
         while True:

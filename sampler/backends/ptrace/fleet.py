@@ -147,6 +147,8 @@ class Fleet:
             except ENDS_THE_RUN:
                 for member in members:
                     member.detach()
+                for modules in {id(m.modules): m.modules for m in members}.values():
+                    modules.close()  # (a member of a company leaves its modules to the fleet)
                 raise  # a question wrong for the program: as wrong for the others
             except SamplerError as e:
                 failed.append((pid, e))

@@ -24,6 +24,8 @@ INT3 = b"\xcc"
 
 
 class ProbeTable:
+    """The bytes of one process's code that sampler has changed, and their originals."""
+
     def __init__(self, pid: int, memory: Memory, journal: Journal | None, guardian: Guardian | Ward | None,
                  stats: TracerStats) -> None:
         self.memory = memory

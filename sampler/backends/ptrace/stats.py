@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 @dataclass
 class TracerStats:
+    """One tracer's counts (its process's), read once at detach."""
+
     emulated: int = 0
     """Every-hit hits whose instruction was emulated (no single-step)."""
     stepped: int = 0

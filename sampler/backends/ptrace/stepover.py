@@ -51,6 +51,8 @@ LATE = -1
 
 
 class Stepping(Tasks):
+    """Every-hit mode's way over the instruction under a breakpoint, the breakpoint kept."""
+
     def step_over(self, hit: Hit, emulated: Any = None, computed: bool = False) -> None:
         """Every-hit mode: run the hitting thread over the original instruction with the
         breakpoint kept, and let it go. Emulated when it can be (emulate.py: one stop, the

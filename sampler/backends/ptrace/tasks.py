@@ -71,6 +71,8 @@ class Hit:
 
 
 class Tasks:
+    """What the parts of the tracer share: one process's tasks and the way to reach them."""
+
     def __init__(self, pid: int, memory: Memory, journal: Journal | None = None,
                  guardian: Guardian | Ward | None = None, go: bool = False, router: Router | None = None,
                  guard: Guard | None = None, switches: Switches | None = None,
@@ -140,27 +142,34 @@ class Tasks:
         """In a run of many processes, what hands this tracer its tasks' events (router.py)."""
         self._wakeups = router.wakeups if router is not None else Wakeups()
 
-    # -- what the other parts give (events.py, stepover.py, tracer.py) -------------
+    # -- what the other parts give (the Tracer is all of them) -----------------------
 
     def _handle(self, tid: int, status: int) -> Hit | None:
+        """events.py: serve one status; the hit, when it is one on an armed breakpoint."""
         raise NotImplementedError
 
     def _on_event(self, tid: int, status: int) -> bool:
+        """events.py: a fork, vfork, clone or exec event."""
         raise NotImplementedError
 
     def _on_new_task(self, parent: int, event: int) -> int | None:
+        """events.py: a new thread or process of ``parent``."""
         raise NotImplementedError
 
     def _step_ended(self, tid: int, status: int) -> bool:
+        """stepover.py: a step given up on ended."""
         raise NotImplementedError
 
     def rewind(self, hit: Hit) -> None:
+        """tracer.py: the held thread set back onto the original instruction."""
         raise NotImplementedError
 
     def resume(self, hit: Hit) -> None:
+        """tracer.py: the held thread rewound and let go."""
         raise NotImplementedError
 
     def disarm(self, address: int) -> None:
+        """tracer.py: the original byte back (probes.py)."""
         raise NotImplementedError
 
     # -- the tasks, requests and waits -----------------------------------------------

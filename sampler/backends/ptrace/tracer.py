@@ -53,6 +53,8 @@ TRAP_STOP = signal.SIGTRAP << 8 | 0x7F
 
 
 class Tracer(Dispatch, Stepping):
+    """One process traced: every thread seized, breakpoints armed and served (the Tracer is its parts)."""
+
     def seize(self) -> None:
         """PTRACE_SEIZE every thread (stops none of them); new threads follow by TRACECLONE."""
         self._start_wakeups()

@@ -28,16 +28,6 @@ def test_the_sampling_line_comes_when_the_breakpoints_are_in(start_target: Calla
     assert said and 0 < float(said.group(1)) < 60, lines[ready]
 
 
-def test_a_trace_with_no_hit_says_every_10_s_that_it_is_alive(start_target: Callable[..., Target],
-                                                              tmp_path: Path) -> None:
-    target = start_target("ringbuf-c")  # never() is called only with RINGBUF_NEVER=call
-    result = sampler("trace", "--pid", str(target.pid), "--at", "never", "--duration", "11s",
-                     "--out", str(tmp_path / "t.csv"))
-    assert result.returncode == 0, result.stderr
-    assert "sampler: no hit in the last 10 s (0 in 10 s): the breakpoints are in at never" in result.stderr
-    target.assert_untouched()
-
-
 def test_no_call_seen_names_the_children_let_go(start_target: Callable[..., Target], tmp_path: Path) -> None:
     # GIVEN a program whose children alone call child_only(), forked every 10 ms
     target = start_target("forker", "fork", "10", "60")

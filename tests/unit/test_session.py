@@ -181,3 +181,13 @@ def test_tracing_ends_at_its_duration_with_no_hit() -> None:
     start = clock.now
     rows, _ = run(FakeBackend(clock, []), clock, every_hit=True, duration_s=3.0, location="f")
     assert rows.samples == [] and clock.now - start == pytest.approx(3.0)
+
+
+def test_a_trace_with_no_hit_says_every_10_s_that_it_is_alive(capsys: pytest.CaptureFixture[str]) -> None:
+    # (the line's wait is the Session's own: a fake clock takes it in no time, where a real run took 11 s)
+    clock = Clock()
+    rows, _ = run(FakeBackend(clock, []), clock, every_hit=True, duration_s=25.0, location="never")
+    said = [line for line in capsys.readouterr().err.splitlines() if "no hit" in line]
+    assert rows.samples == []
+    assert said == ["sampler: no hit in the last 10 s (0 in 10 s): the breakpoints are in at never",
+                    "sampler: no hit in the last 10 s (0 in 20 s): the breakpoints are in at never"]

@@ -41,7 +41,7 @@ setup: system-deps $(VENV)/.installed targets
 bench: setup bench-deps
 	$(VENV)/bin/python bench/overhead.py
 
-# a small matrix (under 3 minutes); the test suite runs it once
+# a small matrix (under 3 minutes); make test-bench runs it once
 bench-quick: setup bench-deps
 	$(VENV)/bin/python bench/overhead.py --quick
 
@@ -54,7 +54,7 @@ faults: setup
 ctrl-c: setup targets
 	SAMPLER_CTRL_C_RUNS=100 $(VENV)/bin/python -m pytest -q -s tests/integration/test_ctrl_c.py
 
-# one trial per fault (a few minutes); the test suite runs it once
+# one trial per fault (a few minutes); make test-bench runs it once
 faults-quick: setup
 	$(VENV)/bin/python bench/faults.py --quick
 
@@ -63,7 +63,7 @@ faults-quick: setup
 soak: setup
 	$(VENV)/bin/python bench/soak.py
 
-# 10 runs (every way once) and 50,000 samples; the test suite runs it once
+# 10 runs (every way once) and 50,000 samples; make test-bench runs it once
 soak-quick: setup
 	$(VENV)/bin/python bench/soak.py --quick
 

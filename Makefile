@@ -50,9 +50,9 @@ bench-quick: setup bench-deps
 faults: setup
 	$(VENV)/bin/python bench/faults.py
 
-# one Ctrl-C to the whole process group at 100 moments of attach and trace (about 2 minutes; the test suite: 12)
+# one Ctrl-C to the whole process group at 100 moments of attach and trace (about 2 minutes; make test-bench: 12)
 ctrl-c: setup targets
-	SAMPLER_CTRL_C_RUNS=100 $(VENV)/bin/python -m pytest -q -s tests/integration/test_ctrl_c.py
+	SAMPLER_CTRL_C_RUNS=100 $(VENV)/bin/python -m pytest -q -s tests/bench/test_ctrl_c.py
 
 # one trial per fault (a few minutes); make test-bench runs it once
 faults-quick: setup

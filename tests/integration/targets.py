@@ -65,7 +65,7 @@ class Target:
         while not condition():
             if time.monotonic() > deadline:
                 raise AssertionError(f"{what} within {timeout}s; output: {self.lines[-5:]}")
-            time.sleep(0.05)
+            time.sleep(0.02)
 
     def throughput(self) -> list[int]:
         """reads/s of every throughput line so far."""

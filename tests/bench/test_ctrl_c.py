@@ -1,6 +1,6 @@
 """One Ctrl-C, at any moment, sent as a terminal sends it (SIGINT to the whole process group:
 the front process and its worker both get it): one line at most, exit 0 (the summary) or 130,
-never a traceback, the target untouched. The default run takes 12 moments; `make ctrl-c` 100
+never a traceback, the target untouched. `make test-bench` takes 12 moments; `make ctrl-c` 100
 (SAMPLER_CTRL_C_RUNS).
 
 The moments start 0.25 s after the command: what comes before sampler's first line (the

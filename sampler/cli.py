@@ -302,6 +302,28 @@ def completion(shell: str) -> int:
     return 0
 
 
+@cli.command()
+@click.option("--pid", "pids", type=int, multiple=True, help="The process; repeatable.")
+@click.option("--pgrep", metavar="PATTERN", help="The process by its name, else its command line.")
+@click.option("--all", "every_match", is_flag=True, help="With --pgrep: every process that matches.")
+@click.option("--format", "out_format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="text (as gdb's thread apply all bt), or json: one object per process.")
+def stack(pids: tuple[int, ...], pgrep: str | None, every_match: bool, out_format: str) -> int:
+    """Where every thread of a process is now: its state, the system call it waits in, its wait
+    channel and kernel stack (nothing is stopped or traced). The user stack is not read yet.
+
+    \b
+    Examples:
+      sampler stack --pid 4242
+      sampler stack --pgrep nginx --all --format json
+    """
+    from sampler import stack as stacks
+
+    targets = configure.targets_of(configure.Options("stack", pids=pids, pgrep=pgrep, every_match=every_match))
+    click.echo(stacks.report(targets, out_format), nl=False)
+    return 0
+
+
 @cli.command(name="doctor")
 def doctor_command() -> int:
     """What this host lets sampler do: ptrace (tried), Yama, capabilities, seccomp, container,

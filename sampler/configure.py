@@ -23,7 +23,7 @@ from sampler.language import expr
 from sampler.language.condition import NUMERIC_COLUMNS, Condition
 from sampler.output import Output
 from sampler.sample import PROBE, RESERVED
-from sampler.target import pgrep
+from sampler.target import pgrep, procfs
 
 T = TypeVar("T")
 DELVE = ("delve", "delve-rpc")
@@ -172,6 +172,16 @@ def build(options: Options, finder: Finder | None = None, environ: Mapping[str, 
     output = Output(options.out, options.out_format, options.quiet, options.live, options.metrics,
                     options.count_by, options.hists)
     return Run(config, output, how)
+
+
+def targets_of(options: Options, finder: Finder | None = None) -> tuple[int, ...]:
+    """The processes --pid, --pgrep and --all name (for commands that read them, as `sampler stack`),
+    each checked to be there."""
+    pids = _targets(options, finder or ProcFinder(), time.monotonic, time.sleep)
+    for pid in pids:
+        if not procfs.is_running(pid):
+            raise ProcessNotFound(f"no process with PID {pid}", "check the PID with ps -e")
+    return pids
 
 
 def check_columns(config: SessionConfig, output: Output, columns: Sequence[str]) -> None:

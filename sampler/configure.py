@@ -23,7 +23,7 @@ from sampler.language import expr
 from sampler.language.condition import NUMERIC_COLUMNS, Condition
 from sampler.output import Output
 from sampler.sample import PROBE, RESERVED
-from sampler.target import pgrep, procfs
+from sampler.target import pgrep
 
 T = TypeVar("T")
 DELVE = ("delve", "delve-rpc")
@@ -36,7 +36,7 @@ class Options:
     """What attach or trace was given, as click parsed it (click's defaults, nothing decided)."""
 
     command: str
-    """attach or trace."""
+    """attach or trace (stack: only its targets are read, targets_of)."""
     locations: tuple[str, ...] = ()
     exprs: tuple[str, ...] = ()
     order: tuple[tuple[str | None, tuple[str, ...]], ...] = ()
@@ -175,13 +175,9 @@ def build(options: Options, finder: Finder | None = None, environ: Mapping[str, 
 
 
 def targets_of(options: Options, finder: Finder | None = None) -> tuple[int, ...]:
-    """The processes --pid, --pgrep and --all name (for commands that read them, as `sampler stack`),
-    each checked to be there."""
-    pids = _targets(options, finder or ProcFinder(), time.monotonic, time.sleep)
-    for pid in pids:
-        if not procfs.is_running(pid):
-            raise ProcessNotFound(f"no process with PID {pid}", "check the PID with ps -e")
-    return pids
+    """The processes --pid, --pgrep and --all name (for commands that read them, as `sampler stack`:
+    one that is not there is said where it is read, procfs.tasks)."""
+    return _targets(options, finder or ProcFinder(), time.monotonic, time.sleep)
 
 
 def check_columns(config: SessionConfig, output: Output, columns: Sequence[str]) -> None:

@@ -5,8 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from sampler.sample import Reading
+from sampler.language.expr import Expression
+from sampler.sample import PROBE, Reading
 from sampler.stop import StopFlag
+
+
+def columns_of(expressions: Sequence[Expression], probe_column: bool) -> list[str]:
+    """A backend's value columns: the probe column first when it has one, then each expression's."""
+    return [PROBE] * probe_column + [e.name for e in expressions]
 
 
 class Backend(Protocol):

@@ -41,13 +41,14 @@ class OutFile:
                 os.close(self.folder)
             raise
 
-    def close(self) -> None:
-        """Unused after all (the run ended before its writer was made): as it was, one it made removed."""
+    def close(self, begun: bool = False) -> None:
+        """Closed; unless rows began (``begun``), as it was: one it made is removed (the run ended
+        before sampling, even before its writer was made)."""
         if self.own and self.fd >= 0:
             fd, self.fd = self.fd, -1
             with contextlib.suppress(OSError):
                 os.close(fd)
-            if self.created:
+            if self.created and not begun:
                 with contextlib.suppress(OSError):
                     os.unlink(self.name, dir_fd=self.folder if self.folder >= 0 else None)
         if self.folder >= 0:
@@ -197,20 +198,7 @@ class CsvWriter:
         self.outlet.put(("close", 0, b""))
 
     def _close_now(self) -> None:
-        if self.file.own and self.file.fd >= 0:
-            fd, self.file.fd = self.file.fd, -1
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-            if self.file.created and not self._begun:
-                try:
-                    os.unlink(self.file.name, dir_fd=self.file.folder if self.file.folder >= 0 else None)
-                except OSError:
-                    pass
-        if self.file.folder >= 0:
-            folder, self.file.folder = self.file.folder, -1
-            os.close(folder)
+        self.file.close(begun=self._begun)
 
 
 def _open_folder(path: str) -> int:

@@ -80,9 +80,9 @@ def threads_of(pid: int) -> list[Thread]:
         state = procfs.thread_state(pid, tid)
         if not state:
             continue  # ended meanwhile
+        wchan = _read(f"{where}/wchan")
         found.append(Thread(tid, _read(f"{where}/comm") or "", state, _syscall(f"{where}/syscall"),
-                            "" if _read(f"{where}/wchan") in (None, "0") else _read(f"{where}/wchan") or "",
-                            _kernel(f"{where}/stack")))
+                            "" if wchan in (None, "0") else wchan, _kernel(f"{where}/stack")))
     return found
 
 

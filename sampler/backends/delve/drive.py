@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from sampler.backends.base import columns_of
 from sampler.config import SessionConfig
 from sampler.errors import DebuggerError, TargetExited
 from sampler.safety.guardian import Guardian
@@ -31,7 +32,7 @@ class DelveDrive:
 
     def __init__(self, config: SessionConfig) -> None:
         self.config = config
-        self.columns = [e.name for e in config.expressions]
+        self.columns = columns_of(config.expressions, probe_column=False)
         """One --at at most (select.py gives several to ptrace): no probe column."""
         self._attached = False
         self._exited = False

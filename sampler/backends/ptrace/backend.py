@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from sampler import notice
+from sampler.backends.base import columns_of
 from sampler.backends.cycle import miss
 from sampler.backends.ptrace.consistent import BUDGET_S, Moment, Torn
 from sampler.backends.ptrace.guard import TIMEOUT_S, Guard
@@ -42,7 +43,7 @@ from sampler.evaluation.reads import UnreadableMemory
 from sampler.evaluation.scope import Scope
 from sampler.safety.guardian import Guardian, Ward
 from sampler.safety.journal import Journal
-from sampler.sample import PROBE, Reading
+from sampler.sample import Reading
 from sampler.stop import StopFlag
 from sampler.target.process import TargetProcess
 
@@ -85,7 +86,7 @@ class PtraceBackend:
         self.sites = [site for sites in self.probes for site in sites]
         self.per_tick = len(self.probes)
         """Samples per tick: one of each probe."""
-        self.columns = [PROBE] * self.probe_column + [e.name for e in config.expressions]
+        self.columns = columns_of(config.expressions, self.probe_column)
         """The value columns of its readings (the Backend interface)."""
         self._at: dict[int, Site] = {}
         """Each breakpoint address's site."""

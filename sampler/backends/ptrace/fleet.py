@@ -24,6 +24,7 @@ from functools import partial
 from typing import TypeVar
 
 from sampler import notice, waits
+from sampler.backends.base import columns_of
 from sampler.backends.ptrace.backend import Company, PtraceBackend, Tally, Turn
 from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.router import Router
@@ -32,7 +33,7 @@ from sampler.debuginfo.modules import Modules
 from sampler.errors import ExpressionError, LocationNotFound, ProcessNotFound, SamplerError, TargetExited, UsageError
 from sampler.evaluation.reads import UnreadableMemory
 from sampler.safety.guardian import Guardian
-from sampler.sample import PROBE, Reading
+from sampler.sample import Reading
 from sampler.stop import StopFlag
 from sampler.target import execs, pgrep, procfs
 from sampler.target.process import TargetProcess
@@ -80,7 +81,7 @@ class Fleet:
         self._closed: set[int] = set()
         """The modules closed already (by id), their last process gone."""
         self.probe_column = any(member.probe_column for member in members)
-        self.columns = [PROBE] * self.probe_column + [e.name for e in config.expressions]
+        self.columns = columns_of(config.expressions, self.probe_column)
         """The value columns of its readings (the Backend interface)."""
         self._ready: list[Reading] = []
         """The rest of the tick's readings: sample() hands them out one at a time."""
@@ -143,11 +144,11 @@ class Fleet:
         failed: list[tuple[int, SamplerError]] = []
         for pid in config.pids:
             try:
-                members.append(make(pid, list({id(m.modules): m.modules for m in members}.values())))
+                members.append(make(pid, _modules_of(members)))
             except ENDS_THE_RUN:
                 for member in members:
                     member.detach()
-                for modules in {id(m.modules): m.modules for m in members}.values():
+                for modules in _modules_of(members):
                     modules.close()  # (a member of a company leaves its modules to the fleet)
                 raise  # a question wrong for the program: as wrong for the others
             except SamplerError as e:
@@ -492,7 +493,7 @@ class Fleet:
 
     def _modules(self) -> list[Modules]:
         """The modules the processes still sampled use, each once."""
-        return list({id(member.modules): member.modules for member in self.members}.values())
+        return _modules_of(self.members)
 
     def _close_modules(self, member: PtraceBackend, every: bool = False) -> None:
         """Close the process's modules unless another process still uses them (``every``: at the end)."""
@@ -579,6 +580,11 @@ class Fleet:
             error.message = f"none of the {self._count} processes is left (the last: {error.message})"
             return error
         return TargetExited(f"none of the {self._count} processes is left")
+
+
+def _modules_of(members: list[PtraceBackend]) -> list[Modules]:
+    """The modules ``members`` use, each once (processes of one program share theirs)."""
+    return list({id(member.modules): member.modules for member in members}.values())
 
 
 def _said(error: BaseException) -> str:

@@ -81,10 +81,6 @@ class Tasks:
         self.go = go
         """The target is a Go program (its stack check may be emulated: emulate.py)."""
         self.memory = memory
-        self.journal = journal
-        """Where each patched byte is noted before it is patched (for repair after a crash)."""
-        self.guardian = guardian
-        """Told each patched byte before it is patched (it puts them back if the worker dies)."""
         self.switches = switches or Switches()
         """What the benchmarks and tests turn off or on (config.Switches)."""
         self.stats = TracerStats()

@@ -42,6 +42,25 @@ class ForgedReply(DebuggerError):
 ANSWER_END = r"(?:^|\n|(?<=\(dlv\) ))\(dlv\) "
 """Where one command's answer ends in a batch: a prompt at the start of a line, or right
 after another prompt (a command that printed nothing, as ``whatis len(x)`` does)."""
+_SIGINT_NOTICE = re.compile(r"(?:^|(?<=\n)|(?<=\(dlv\) ))received SIGINT, stopping process \(will not forward signal\)"
+                            r"(?:\r?\n|$)")
+"""What dlv prints, from its own goroutine, when sampler interrupts it. If the target stopped at
+a breakpoint just before the signal came, it lands in the next command's answer, wherever that
+is; only a whole line of it is taken out, so no prompt can be made by taking it out."""
+
+
+def split_answers(text: str, commands: int) -> list[str]:
+    """What each of ``commands`` commands printed in a batch's ``text`` (up to sampler's marker).
+
+    Raises ForgedReply unless the text holds exactly one prompt per command and nothing after
+    the last one."""
+    parts = re.split(ANSWER_END, _SIGINT_NOTICE.sub("", text))
+    if len(parts) != commands + 1 or parts[-1].strip():
+        raise ForgedReply(f"dlv's answer to {commands} command(s) held {len(parts) - 1} prompts"
+                          + (f" and then {parts[-1].strip()[:80]!r}" if parts[-1].strip() else ""))
+    return [clean(part) for part in parts[:-1]]
+
+
 KILL_QUESTION = r"Would you like to kill the process\? \[Y/n\]"
 NAME_HINT = ("check the names: at a breakpoint, dlv's 'args' and 'locals' list what is there; "
              "globals are package-qualified (main.ring)")

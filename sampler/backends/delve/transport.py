@@ -117,10 +117,7 @@ class DelveTerminal:
         # the prompt dlv prints after the nonce: nothing the target chose comes in between
         if child.expect([parse.AT_PROMPT, pexpect.EOF, pexpect.TIMEOUT], timeout=max(timeout, POLL_FLOOR_S)) != 0:
             raise DebuggerError("dlv gave no prompt after sampler's marker")
-        parts = re.split(parse.ANSWER_END, text)
-        if len(parts) != len(commands) + 1 or parts[-1].strip():
-            raise parse.ForgedReply(f"dlv's answer to {len(commands)} command(s) held {len(parts) - 1} prompts")
-        return [parse.clean(part) for part in parts[:-1]]
+        return parse.split_answers(text, len(commands))
 
     def drain(self, timeout: float = CALL_TIMEOUT_S) -> None:
         """Read and drop everything dlv printed so far (at its prompt, target halted)."""

@@ -308,19 +308,25 @@ def completion(shell: str) -> int:
 @click.option("--all", "every_match", is_flag=True, help="With --pgrep: every process that matches.")
 @click.option("--format", "out_format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="text (as gdb's thread apply all bt), or json: one object per process.")
-def stack(pids: tuple[int, ...], pgrep: str | None, every_match: bool, out_format: str) -> int:
-    """Where every thread of a process is now: its state, the system call it waits in, its wait
-    channel and kernel stack (nothing is stopped or traced). The user stack is not read yet.
+@click.option("--consistent", is_flag=True,
+              help="Stop every thread at once for one coherent moment (default: one thread at a time, each "
+                   "only while its registers and stack are read; a thread asleep in a system call is not stopped).")
+@click.option("--max-depth", type=click.IntRange(min=1, max=4096), default=256, show_default=True,
+              help="Frames per stack at most.")
+def stack(pids: tuple[int, ...], pgrep: str | None, every_match: bool, out_format: str, consistent: bool,
+          max_depth: int) -> int:
+    """Where every thread of a process is now: its user stack (functions, files and lines, inlined
+    calls), state, the system call it waits in, its wait channel and kernel stack.
 
     \b
     Examples:
       sampler stack --pid 4242
       sampler stack --pgrep nginx --all --format json
     """
-    from sampler import stack as stacks
+    from sampler import stacks
 
     targets = configure.targets_of(configure.Options("stack", pids=pids, pgrep=pgrep, every_match=every_match))
-    click.echo(stacks.report(targets, out_format), nl=False)
+    click.echo(stacks.report(targets, out_format, consistent, max_depth), nl=False)
     return 0
 
 

@@ -32,6 +32,8 @@ class CallFrames:
         self._all: tuple[list[int], list[FDE]] | None = None
         self._debug_table: tuple[list[int], list[int]] | None = None
         self._debug_frames: CallFrameInfo | None = None
+        self._decoded: dict[int, Any] = {}
+        """Decoded tables by FDE start: an unwinder asks the same functions again and again."""
 
     def entry(self, pc: int) -> FDE | None:
         """The FDE that covers pc: through the search table, else from a full parse."""
@@ -62,6 +64,33 @@ class CallFrames:
         if found is None or found.reg is None:
             return None
         return int(found.reg), int(found.offset)
+
+    def row(self, pc: int) -> tuple[dict[Any, Any], int, bool] | None:
+        """The unwind row at pc: pyelftools' decoded row (``"cfa"``: a CFARule, each DWARF
+        register number: a RegisterRule), the CIE's return address column, and whether the entry
+        is a signal frame's (augmentation "S": glibc's __restore_rt); None when no entry covers
+        pc. Decoded once per entry."""
+        fde = self.entry(pc)
+        if fde is None:
+            return None
+        start = int(fde.header["initial_location"])
+        decoded = self._decoded.get(start)
+        if decoded is None:
+            if len(self._decoded) > 4096:
+                self._decoded.clear()
+            decoded = self._decoded[start] = fde.get_decoded()
+        found = None
+        for row in decoded.table:
+            if row["pc"] > pc:
+                break
+            found = row
+        if found is None:
+            return None
+        cie = fde.cie
+        if cie is None:
+            return None
+        signal = b"S" in bytes(cie.header.get("augmentation") or b"")
+        return found, int(cie.header.get("return_address_register", 16)), signal
 
     def saved(self, pc: int) -> dict[int, int]:
         """Registers the function has saved by pc: DWARF register number -> offset from the CFA

@@ -1,8 +1,8 @@
 """C++ and Rust symbol names as their users write them: ``rb::Ring::read``, ``main::Ring::read``.
 
 Demangling goes through the C++ runtime's own ``__cxa_demangle`` (libstdc++, with ctypes):
-Itanium C++ names and Rust's legacy names (rustc's default) are both in that form. Where
-libstdc++ is missing, mangled names stay as they are.
+Itanium C++ names and Rust's legacy names are both in that form. Where libstdc++ is missing,
+mangled names stay as they are. Rust's v0 names (``_R...``) are read by rustv0.py.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import ctypes
 import ctypes.util
 import re
 
+from sampler.debuginfo.rustv0 import demangle_v0
 from sampler.debuginfo.untrusted import free
 
 _RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")
@@ -35,6 +36,8 @@ def _library() -> ctypes.CDLL | None:
 
 def demangle(name: str) -> str | None:
     """The demangled name, or None when NAME is not a mangled C++/Rust name."""
+    if name.startswith("_R"):
+        return demangle_v0(name)
     if not name.startswith("_Z"):
         return None
     library = _library()
@@ -53,10 +56,32 @@ def demangle(name: str) -> str | None:
 
 def qualified(demangled: str) -> str:
     """``rb::Ring::read`` from ``rb::Ring::read(unsigned long*) const``; ``main::Ring::read``
-    from ``main::Ring::read::h0123456789abcdef``; a template's return type dropped."""
-    name = _RUST_HASH.sub("", demangled)
-    name = _without_parameters(name)
+    from ``main::Ring::read::h0123456789abcdef``; a template's return type dropped; Rust's escapes
+    read (``main::{{closure}}``)."""
+    if _RUST_HASH.search(demangled):
+        return _rust_legacy(_RUST_HASH.sub("", demangled))
+    name = _without_parameters(demangled)
     return _without_return_type(name)
+
+
+_RUST_ESCAPES = {"$SP$": "@", "$BP$": "*", "$RF$": "&", "$LT$": "<", "$GT$": ">", "$LP$": "(", "$RP$": ")",
+                 "$C$": ","}
+_RUST_CODE = re.compile(r"\$u([0-9a-f]{2,6})\$")
+
+
+def _rust_legacy(name: str) -> str:
+    """rustc's legacy escapes in a demangled name undone, as rustc-demangle does: ``$LT$`` is
+    ``<``, ``$u7b$`` is ``{``, ``..`` is ``::``, a leading ``_$`` is ``$``."""
+    parts = []
+    for part in name.split("::"):
+        if part.startswith("_$"):
+            part = part[1:]
+        for escape, text in _RUST_ESCAPES.items():
+            part = part.replace(escape, text)
+        part = _RUST_CODE.sub(lambda m: chr(int(m.group(1), 16)) if int(m.group(1), 16) < 0x110000 else m.group(0),
+                              part)
+        parts.append(part.replace("..", "::"))
+    return "::".join(parts)
 
 
 def signature(demangled: str) -> str:

@@ -8,13 +8,14 @@ the load bias. Built once, before anything in the target is stopped.
 
 from __future__ import annotations
 
+import bisect
 import posixpath
 import re
 import weakref
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from elftools.dwarf.compileunit import CompileUnit
 from elftools.dwarf.die import DIE
@@ -26,6 +27,7 @@ from elftools.elf.elffile import ELFFile
 
 from sampler.debuginfo.aranges import Aranges
 from sampler.debuginfo.cfi import CallFrames
+from sampler.debuginfo.demangle import demangle, qualified
 from sampler.debuginfo.dies import (
     Malformed,
     children,
@@ -104,6 +106,22 @@ CALLEE_SAVED = (3, 6, 12, 13, 14, 15)
 frame is known by at its call."""
 MAX_CALL_SITES = 4096
 """Return addresses whose call site is remembered (a hostile program has many)."""
+
+MAX_LINE_ROWS = 2_000_000
+"""Line table rows kept for one unit (a few hundred thousand in the largest units here)."""
+MAX_INLINE_DEPTH = 64
+"""Inlined calls within inlined calls followed at one pc."""
+MAX_RANGES = 4096
+"""Entries of one DIE's range list looked at."""
+MAX_TAIL_CALLS = 4
+"""Tail calls followed from one call site (gdb follows chains of any length; they are short)."""
+MAX_NAMES_CACHED = 100_000
+"""Qualified names of DIEs remembered."""
+_SCOPES = ("DW_TAG_namespace", "DW_TAG_class_type", "DW_TAG_structure_type", "DW_TAG_union_type",
+           "DW_TAG_enumeration_type")
+"""The DIEs whose names qualify a function's (C++, Rust)."""
+MAX_UNIT_RANGES = 1_000_000
+"""Address ranges of compile units indexed (a 30 MB Go program has about 6,000)."""
 
 _guarded = converting(Malformed, keep=(OptimizedOut,))
 """Debug information is input sampler does not control: whatever the parser raises on bad
@@ -236,6 +254,11 @@ class Debug:
         self._name_units: Iterator[CompileUnit] = self.info.iter_CUs()
         self._strings: bytes | None = None
         self.bias = bias
+        self._unit_ranges: tuple[list[int], list[tuple[int, int, int]]] | None = None
+        self._qualified: dict[int, str | None] = {}
+        self._lines: dict[int, tuple[list[int], list[tuple[str, int] | None]]] = {}
+        """Per unit: its line table's row addresses, sorted, and (file, line) of each (None past
+        a sequence's end), for addresses to lines (stacks)."""
 
     # -- index ------------------------------------------------------------
 
@@ -379,7 +402,19 @@ class Debug:
 
     def _unit_by_ranges(self, pc: int) -> CompileUnit | None:
         """Without .debug_aranges (Go writes none): the unit whose top DIE's ranges cover pc,
-        reading only the top DIE of each unit."""
+        from an index of every unit's ranges made once (reading only the top DIE of each)."""
+        if self._unit_ranges is None:
+            self._unit_ranges = self._index_unit_ranges()
+        starts, spans = self._unit_ranges
+        at = bisect.bisect_right(starts, pc) - 1
+        for candidate in range(at, max(at - 16, -1), -1):  # ranges of units do not nest: the nearest ones
+            begin, end, offset = spans[candidate]
+            if begin <= pc < end:
+                return self.info.get_CU_at(offset)
+        return None
+
+    def _index_unit_ranges(self) -> tuple[list[int], list[tuple[int, int, int]]]:
+        spans: list[tuple[int, int, int]] = []
         try:
             lists = self.info.range_lists()
             for cu in self.info.iter_CUs():
@@ -393,13 +428,18 @@ class Debug:
                         begin, end = entry.begin_offset, entry.end_offset
                         if not getattr(entry, "is_absolute", False):
                             begin, end = begin + base, end + base
-                        if begin <= pc < end:
-                            return cu
-                elif covers(top, pc) and "DW_AT_low_pc" in top.attributes:
-                    return cu
-        except Exception:  # unreadable ranges: the caller walks every unit
-            return None
-        return None
+                        spans.append((begin, end, cu.cu_offset))
+                        if len(spans) > MAX_UNIT_RANGES:
+                            break
+                elif "DW_AT_low_pc" in top.attributes and "DW_AT_high_pc" in top.attributes:
+                    low = top.attributes["DW_AT_low_pc"]
+                    spans.append((low.value, end_of(low, top.attributes["DW_AT_high_pc"]), cu.cu_offset))
+                if len(spans) > MAX_UNIT_RANGES:
+                    break
+        except Exception:  # unreadable ranges: what was read is the index
+            pass
+        spans.sort()
+        return [begin for begin, _, _ in spans], spans
 
     def _unit_at(self, pc: int) -> CompileUnit | None:
         """The unit .debug_aranges gives for pc; None without (or with broken) aranges,
@@ -445,6 +485,119 @@ class Debug:
             for entry in program.get_entries():
                 if entry.state is not None:
                     yield files.get(entry.state.file, ""), entry.state
+
+    @_guarded
+    def line_at(self, pc: int) -> tuple[str, int] | None:
+        """FILE, LINE of a file address, from its unit's line table (decoded once per unit)."""
+        unit = self._unit_at(pc) or self._unit_by_ranges(pc)
+        if unit is None:
+            return None
+        table = self._lines.get(unit.cu_offset)
+        if table is None:
+            rows: list[tuple[int, tuple[str, int] | None]] = []
+            for name, state in self._rows([unit]):
+                rows.append((state.address, None if state.end_sequence else (name, state.line)))
+                if len(rows) > MAX_LINE_ROWS:
+                    break
+            rows.sort(key=lambda row: row[0])
+            table = self._lines[unit.cu_offset] = [address for address, _ in rows], [row for _, row in rows]
+        addresses, places = table
+        at = bisect.bisect_right(addresses, pc) - 1
+        return places[at] if at >= 0 else None
+
+    @_guarded
+    def inlined_at(self, pc: int) -> list[tuple[str, str | None, int | None]]:
+        """The functions inlined at pc, innermost first: (name, the FILE and LINE it was called from
+        in the function around it) for each DW_TAG_inlined_subroutine that covers pc."""
+        function = self.function_at(pc)
+        if function is None:
+            return []
+        found: list[tuple[str, str | None, int | None]] = []
+        die: DIE | None = function.die
+        files: dict[int, str] | None = None
+        while die is not None and len(found) < MAX_INLINE_DEPTH:
+            inner = None
+            for child in children(die):
+                if child.tag in ("DW_TAG_inlined_subroutine", "DW_TAG_lexical_block") and self._covers(child, pc):
+                    inner = child
+                    break
+            if inner is not None and inner.tag == "DW_TAG_inlined_subroutine":
+                if files is None:
+                    unit = cast(CompileUnit, inner.cu)
+                    program = self.info.line_program_for_CU(unit)
+                    files = file_names(program, unit) if program is not None else {}
+                call_file = inner.attributes.get("DW_AT_call_file")
+                call_line = inner.attributes.get("DW_AT_call_line")
+                found.append((self.qualified_name(inner) or "??",
+                              files.get(call_file.value) if call_file is not None else None,
+                              call_line.value if call_line is not None else None))
+            die = inner
+        return found[::-1]
+
+    def qualified_name(self, die: DIE) -> str | None:
+        """A function's name as gdb prints it: from its linkage name, demangled, else its name
+        under its namespaces and classes (``std::thread::functions::sleep``); through an inlined
+        copy's or a clone's origin and a method's declaration."""
+        cached = self._qualified.get(die.offset)
+        if cached is not None or die.offset in self._qualified:
+            return cached
+        found: str | None = None
+        current: DIE | None = die
+        named: DIE | None = None
+        for _ in range(4):
+            if current is None:
+                break
+            for attribute in ("DW_AT_linkage_name", "DW_AT_MIPS_linkage_name"):
+                value = current.attributes.get(attribute)
+                text = value.value.decode("utf-8", "replace") if value is not None and isinstance(value.value, bytes) \
+                    else None
+                demangled = demangle(text) if text else None
+                if demangled is not None:
+                    found = qualified(demangled)
+                    break
+            if found is not None:
+                break
+            if named is None and name_of(current):
+                named = current
+            current = origin(current, "DW_AT_abstract_origin") or origin(current, "DW_AT_specification")
+        if found is None and named is not None:
+            found = self._scoped(named)
+        if len(self._qualified) > MAX_NAMES_CACHED:
+            self._qualified.clear()
+        self._qualified[die.offset] = found
+        return found
+
+    def _scoped(self, die: DIE) -> str | None:
+        """The name under its enclosing namespaces and types."""
+        parts = [name_of(die) or "??"]
+        parent = die.get_parent()
+        for _ in range(MAX_INLINE_DEPTH):
+            if parent is None or parent.tag not in _SCOPES:
+                break
+            parts.append(name_of(parent) or ("(anonymous namespace)" if parent.tag == "DW_TAG_namespace" else "{anon}"))
+            parent = parent.get_parent()
+        return "::".join(reversed(parts))
+
+    def _covers(self, die: DIE, pc: int) -> bool:
+        """The DIE's code holds pc: its low and high pc, or each entry of its DW_AT_ranges."""
+        ranges = die.attributes.get("DW_AT_ranges")
+        if ranges is None:
+            return "DW_AT_low_pc" in die.attributes and covers(die, pc)
+        lists = self.info.range_lists()
+        if lists is None or ranges.form == "DW_FORM_rnglistx":
+            return False
+        top = die.cu.get_top_DIE()
+        base = top.attributes["DW_AT_low_pc"].value if "DW_AT_low_pc" in top.attributes else 0
+        for entry in lists.get_range_list_at_offset(ranges.value, cu=cast(CompileUnit, die.cu))[:MAX_RANGES]:
+            if isinstance(entry, BaseAddressEntry):
+                base = entry.base_address
+                continue
+            begin, end = entry.begin_offset, entry.end_offset
+            if not getattr(entry, "is_absolute", False):
+                begin, end = begin + base, end + base
+            if begin <= pc < end:
+                return True
+        return False
 
     @_guarded
     def line_address(self, file: str, line: int, sure: bool = False) -> int | None:
@@ -694,6 +847,61 @@ class Debug:
         if len(self._call_sites) < MAX_CALL_SITES:
             self._call_sites[returns] = found
         return found
+
+    @_guarded
+    def tail_calls(self, returns: int, callee: int, address_of: Callable[[str], int | None]) -> list[tuple[int, int]]:
+        """The functions a call left by tail calls before it reached ``callee`` (gdb's tailcall
+        frames): the call that returns to ``returns`` (a file address) called a function that
+        jumped on (DW_AT_call_tail_call) to ... ``callee`` (the file address where the function that
+        runs now starts). [(its start, the address after its jump)], the outermost first; [] when
+        there was none, or the chain is not the only one (gdb's rule: never a guess)."""
+        site = self._call_site(returns)
+        start = self._called(site, address_of) if site is not None else None
+        if start is None or start == callee:
+            return []
+        chains: list[list[tuple[int, int]]] = []
+
+        def follow(start: int, chain: list[tuple[int, int]]) -> None:
+            if len(chains) > 1 or len(chain) >= MAX_TAIL_CALLS:
+                return
+            function = self.function_at(start)
+            if function is None or function.low != start:
+                return
+            for die in descendants(function.die):
+                if die.tag not in ("DW_TAG_call_site", "DW_TAG_GNU_call_site") or not (
+                        "DW_AT_call_tail_call" in die.attributes or "DW_AT_GNU_tail_call" in die.attributes):
+                    continue
+                at = die.attributes.get("DW_AT_call_return_pc") or die.attributes.get("DW_AT_low_pc")
+                target = self._called(die, address_of)
+                if at is None or target is None or any(target == low for low, _ in chain):
+                    continue
+                step = [*chain, (start, int(at.value))]
+                if target == callee:
+                    chains.append(step)
+                else:
+                    follow(target, step)
+
+        follow(start, [])
+        return chains[0] if len(chains) == 1 else []
+
+    def _called(self, site: DIE, address_of: Callable[[str], int | None]) -> int | None:
+        """Where the function a call site calls starts (file address): its definition's low pc,
+        else its name through the module's symbols."""
+        target = origin(site, "DW_AT_call_origin") or origin(site, "DW_AT_abstract_origin")
+        for _ in range(4):
+            if target is None:
+                return None
+            low = target.attributes.get("DW_AT_low_pc")
+            if low is not None:
+                return int(low.value)
+            for attribute in ("DW_AT_linkage_name", "DW_AT_MIPS_linkage_name", "DW_AT_name"):
+                value = target.attributes.get(attribute)
+                if value is not None and isinstance(value.value, bytes):
+                    found = address_of(value.value.decode("utf-8", "replace"))
+                    if found is not None:
+                        return found
+            target = origin(target, "DW_AT_specification") or origin(target, "DW_AT_abstract_origin")
+        return None
 
     def _caller_frame(self, frame: Frame, cfa: int, returns: int) -> Frame:
         """The caller's registers at the call, as far as they are known: at the callee's first

@@ -6,6 +6,7 @@ its file and line, in the format of Go's ``debug/gosym`` (Go 1.18 and later).
 
 from __future__ import annotations
 
+import bisect
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,12 +58,15 @@ class PcLineTable:
          self.pcln) = struct.unpack_from("<8Q", data, 8)
         self.text_start = start or text_start
         self._functions: list[GoFunction] | None = None
+        self._entries: list[int] | None = None
         self._budget = MAX_RUNS
 
     @_guarded
     def functions(self) -> list[GoFunction]:
         """Every function, by entry."""
         if self._functions is None:
+            if not 0 < self.nfunc <= len(self.data) // 8:
+                raise BadTable(f"a Go function table that claims {self.nfunc} functions")
             table = struct.unpack_from(f"<{2 * self.nfunc + 2}I", self.data, self.pcln)
             found = []
             for i in range(self.nfunc):
@@ -73,6 +77,56 @@ class PcLineTable:
                 found.append(GoFunction(name, self.text_start + entry, self.text_start + end, offset))
             self._functions = found
         return self._functions
+
+    def function_at(self, pc: int) -> GoFunction | None:
+        """The function whose code holds pc (a file address), or None."""
+        functions = self.functions()
+        if self._entries is None:
+            self._entries = [function.entry for function in functions]
+        at = bisect.bisect_right(self._entries, pc) - 1
+        return functions[at] if at >= 0 and pc < functions[at].end else None
+
+    @_guarded
+    def sp_delta(self, function: GoFunction, pc: int) -> int | None:
+        """How far below the stack pointer at entry the stack pointer is at pc (pcsp): the return
+        address is at sp + delta."""
+        return self._value_at(function, struct.unpack_from("<I", self.data, function.offset + 16)[0], pc)
+
+    @_guarded
+    def line_at(self, function: GoFunction, pc: int) -> tuple[str, int] | None:
+        """FILE, LINE of pc (pcfile, pcln)."""
+        pcfile, pcln, cu = (struct.unpack_from("<I", self.data, function.offset + at)[0] for at in (20, 24, 32))
+        index, line = self._value_at(function, pcfile, pc), self._value_at(function, pcln, pc)
+        if index is None or line is None:
+            return None
+        return self._file_name(cu, index), line
+
+    @_guarded
+    def flags(self, function: GoFunction) -> int:
+        """The function's flag byte: TOPFRAME (1, the outermost frame of a stack: goexit, mstart,
+        rt0_go), SPWRITE (2, it writes the stack pointer: a traceback cannot go through it)."""
+        return self.data[function.offset + (41 if self.has_start_line else 37)]
+
+    def _value_at(self, function: GoFunction, table: int, pc: int) -> int | None:
+        """The value a pc-value table gives at pc, decoding only up to it."""
+        if table == 0 or not function.entry <= pc < function.end:
+            return None
+        data, at = self.data, self.pctab + table
+        low, value, first = function.entry, -1, True
+        for _ in range(100_000):
+            delta, at = uleb128(data, at, limit=5)
+            if delta == 0 and not first:
+                return None
+            first = False
+            value += ~(delta >> 1) if delta & 1 else delta >> 1
+            step, at = uleb128(data, at, limit=5)
+            high = low + step * self.quantum
+            if low <= pc < high:
+                return value
+            low = high
+            if low >= function.end:
+                return None
+        return None
 
     def function_named(self, name: str) -> GoFunction | None:
         for function in self.functions():

@@ -1,4 +1,4 @@
-"""Unsigned LEB128, the variable-length integers of DWARF and of Go's pc tables."""
+"""LEB128, the variable-length integers of DWARF and of Go's pc tables."""
 
 from __future__ import annotations
 
@@ -14,4 +14,19 @@ def uleb128(data: bytes, at: int, limit: int = 10) -> tuple[int, int]:
         if byte < 0x80:
             return result, at
         shift += 7
+    raise ValueError(f"a variable-length number longer than {limit} bytes")
+
+
+def sleb128(data: bytes, at: int, limit: int = 10) -> tuple[int, int]:
+    """As uleb128, for a signed number (two's complement, sign-extended from its last byte)."""
+    result = shift = 0
+    for _ in range(limit):
+        byte = data[at]
+        at += 1
+        result |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            if byte & 0x40:
+                result -= 1 << shift
+            return result, at
     raise ValueError(f"a variable-length number longer than {limit} bytes")

@@ -379,6 +379,15 @@ FD_FIRST = frozenset({"read", "write", "pread64", "pwrite64", "readv", "writev",
                       "splice", "shutdown", "flock", "ftruncate"})
 """Calls whose first argument is a file descriptor: shown as ``read(fd 5)``."""
 
+ENDED_BY_A_STOP = frozenset({
+    232, 281, 441,  # epoll_wait, epoll_pwait, epoll_pwait2
+    65, 220,  # semop, semtimedop
+    128,  # rt_sigtimedwait (sigwaitinfo too)
+    208, 333,  # io_getevents, io_pgetevents
+})
+"""x86-64 system calls that return EINTR after a ptrace stop, with no handler run (signal(7)):
+a thread blocked in one is not stopped unless it must be."""
+
 
 def name(number: int) -> str:
     return NAMES.get(number, f"syscall {number}")

@@ -76,14 +76,21 @@ def threads_of(pid: int) -> list[Thread]:
     """Every thread of ``pid`` now, in tid order; ProcessNotFound when it is gone."""
     found = []
     for tid in sorted(procfs.tasks(pid)):
-        where = f"/proc/{pid}/task/{tid}"
-        state = procfs.thread_state(pid, tid)
-        if not state:
-            continue  # ended meanwhile
-        wchan = _read(f"{where}/wchan")
-        found.append(Thread(tid, _read(f"{where}/comm") or "", state, _syscall(f"{where}/syscall"),
-                            "" if wchan in (None, "0") else wchan, _kernel(f"{where}/stack")))
+        thread = thread_of(pid, tid)
+        if thread is not None:
+            found.append(thread)
     return found
+
+
+def thread_of(pid: int, tid: int) -> Thread | None:
+    """One thread of ``pid`` now; None when it ended."""
+    where = f"/proc/{pid}/task/{tid}"
+    state = procfs.thread_state(pid, tid)
+    if not state:
+        return None
+    wchan = _read(f"{where}/wchan")
+    return Thread(tid, _read(f"{where}/comm") or "", state, _syscall(f"{where}/syscall"),
+                  "" if wchan in (None, "0") else wchan, _kernel(f"{where}/stack"))
 
 
 def _read(path: str, limit: int = 4096) -> str | None:

@@ -30,18 +30,10 @@ from sampler.backends.ptrace.tasks import (
 )
 from sampler.errors import ProcessNotFound
 from sampler.evaluation.reads import UnreadableMemory
-from sampler.target import procfs
+from sampler.target import procfs, syscalls
 
 FAULTS = {signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL}
 """Signals an instruction raises itself: the same one again before the step is its own."""
-ENDED_BY_A_STOP = frozenset({
-    232, 281, 441,  # epoll_wait, epoll_pwait, epoll_pwait2
-    65, 220,  # semop, semtimedop
-    128,  # rt_sigtimedwait (sigwaitinfo too)
-    208, 333,  # io_getevents, io_pgetevents
-})
-"""x86-64 system calls that return EINTR after a ptrace stop, with no handler run (signal(7)):
-a thread blocked in one is not stopped unless it must be."""
 HOLD_TIMEOUT_S = 0.2
 """How long the other threads may take to stop for a step over the breakpoint's instruction."""
 STEP_TIMEOUT_S = 0.1
@@ -228,7 +220,8 @@ class Stepping(Tasks):
         as a change), else None."""
         group, files = self._group_of(tid), self._thread_files
         ran = files.ran(group, tid)
-        if ran is None or self._thread_state(tid) != "S" or files.system_call(group, tid) not in ENDED_BY_A_STOP:
+        if ran is None or self._thread_state(tid) != "S" \
+                or files.system_call(group, tid) not in syscalls.ENDED_BY_A_STOP:
             return None
         return ran
 

@@ -1,0 +1,296 @@
+"""A thread's registers and the top of its stack, for `sampler stack` and profiles: read with the
+thread stopped only while they are read, or not stopped at all.
+
+A thread asleep in a system call does not run its user code: its stack and instruction pointers
+are in /proc/PID/task/TID/syscall and its stack does not change while it sleeps, so it is read
+without stopping it, and the read is kept only when the thread's schedstat line (its CPU time and
+times switched in) and its syscall line are the same after as before: it did not run meanwhile.
+Its other registers are not known. A thread in user code, or one whose stack needs more registers
+to be unwound, is stopped: PTRACE_SEIZE, PTRACE_INTERRUPT, its registers, one read of its stack,
+PTRACE_DETACH (which lets it go; a signal that came meanwhile is delivered as it detaches). No
+byte of the target is written. A thread asleep in epoll_wait, semop, sigtimedwait or
+io_getevents is never stopped (a stop ends those calls with EINTR, signal(7)); nor is one in an
+uninterruptible sleep (state D: it would not stop until it woke).
+
+If sampler dies while a thread is stopped, the kernel detaches it and it runs on (ptrace(2):
+a tracer's exit detaches its tracees).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+
+from ptrace.error import PtraceError  # type: ignore[import-untyped]
+
+from sampler.backends.ptrace import calls
+from sampler.backends.ptrace.tasks import PTRACE_EVENT_STOP, PTRACE_INTERRUPT, PTRACE_SEIZE, WNOHANG_WALL
+from sampler.evaluation.reads import UnreadableMemory
+from sampler.target import procfs, syscalls
+from sampler.unwind.walk import RIP, RSP, registers_of
+
+PTRACE_DETACH = 17
+STACK_BYTES = 256 << 10
+"""Bytes of a stack read at once, from the stack pointer up (less where its mapping ends): a frame
+past them is read from the live memory."""
+RED_ZONE = 128
+"""Bytes below the stack pointer a function may use without moving it (the x86-64 ABI)."""
+STOP_TIMEOUT_S = 0.5
+"""How long a thread may take to stop for an interrupt (one running on a loaded host)."""
+GROUP_STOPS = {signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU}
+
+
+@dataclass
+class Image:
+    """What was read of one thread."""
+
+    tid: int
+    registers: dict[int, int] = field(default_factory=dict)
+    """By DWARF number; a thread read without stopping it has RSP and RIP only."""
+    fs_base: int | None = None
+    stack_at: int = 0
+    stack: bytes = b""
+    stopped: bool = False
+    stopped_us: float | None = None
+    """How long the thread was held, from the interrupt to the detach (sampler's clock)."""
+    problem: str | None = None
+    """Why nothing could be read (None: something was)."""
+
+    def read(self, address: int, size: int) -> bytes | None:
+        """Bytes of the copy of the stack, or None when the copy does not hold them all."""
+        start = address - self.stack_at
+        if start >= 0 and start + size <= len(self.stack):
+            return self.stack[start:start + size]
+        return None
+
+
+class Snapshots:
+    """The threads of one process, read one by one (or all stopped at once: ``hold_all``)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.mem = procfs.open_mem(pid)
+        self.maps = procfs.maps(pid)
+        self.held: dict[int, int] = {}
+        """Threads stopped now, and the signal each is to get back at its detach."""
+        self.pending: set[int] = set()
+        """Threads interrupted that did not stop in time: detached when they do."""
+
+    def close(self) -> None:
+        self.release_all()
+        self._reap_pending(0.05)
+        os.close(self.mem)
+
+    # -- without stopping -------------------------------------------------------
+
+    def asleep(self, tid: int) -> Image | None:
+        """The thread read without stopping it, when it is asleep in a system call (or in D) and
+        stays so while it is read; None when it is not (it must be stopped to be read)."""
+        where = f"/proc/{self.pid}/task/{tid}"
+        before = _read(f"{where}/schedstat"), _read(f"{where}/syscall")
+        if before[0] is None or before[1] is None or _state(self.pid, tid) not in ("S", "D"):
+            return None
+        fields = before[1].split()
+        if len(fields) not in (3, 9) or fields[0] == b"running":
+            return None
+        try:
+            sp, pc = int(fields[-2], 16), int(fields[-1], 16)
+        except ValueError:
+            return None
+        image = Image(tid, {RSP: sp, RIP: pc})
+        self._copy_stack(image)
+        if (_read(f"{where}/schedstat"), _read(f"{where}/syscall")) != before:
+            return None  # it ran meanwhile: the copy may be torn
+        return image
+
+    def must_not_stop(self, tid: int) -> str | None:
+        """Why the thread is not stopped even when its stack needs it (None: it may be)."""
+        state = _state(self.pid, tid)
+        if state == "D":
+            return "in an uninterruptible sleep"
+        if state == "S":
+            number = _syscall_number(self.pid, tid)
+            if number in syscalls.ENDED_BY_A_STOP:
+                return f"asleep in {syscalls.name(number)}, which a stop would end with EINTR"
+        return None
+
+    # -- stopped ---------------------------------------------------------------------
+
+    def stopped(self, tid: int) -> Image:
+        """The thread stopped, read and let go (unless ``hold`` keeps it)."""
+        image = self.hold(tid)
+        if tid in self.held:
+            self.release(tid)
+        return image
+
+    def hold(self, tid: int) -> Image:
+        """Stop the thread and read it; it stays stopped until ``release``."""
+        image = Image(tid)
+        started = time.monotonic()
+        if calls.ptrace(PTRACE_SEIZE, tid, None, None) == -1:
+            image.problem = _seize_problem(ctypes.get_errno(), tid)
+            return image
+        if calls.ptrace(PTRACE_INTERRUPT, tid, None, None) == -1:
+            image.problem = "it ended while it was read"
+            return image
+        status = self._wait_stop(tid)
+        if status is None:
+            self.pending.add(tid)
+            image.problem = f"it did not stop within {STOP_TIMEOUT_S:g} s"
+            return image
+        if status < 0:
+            image.problem = "it ended while it was read"
+            return image
+        sig = os.WSTOPSIG(status)
+        self.held[tid] = sig if status >> 16 != PTRACE_EVENT_STOP and sig not in (signal.SIGTRAP,) else 0
+        try:
+            regs = calls.get_registers(tid)
+        except PtraceError:
+            image.problem = "its registers cannot be read"
+            return image
+        image.registers = registers_of(regs)
+        image.fs_base = int(regs.fs_base)
+        image.stopped = True
+        self._copy_stack(image)
+        image.stopped_us = (time.monotonic() - started) * 1e6
+        return image
+
+    def release(self, tid: int) -> None:
+        sig = self.held.pop(tid, 0)
+        calls.ptrace(PTRACE_DETACH, tid, None, sig or None)
+
+    def release_all(self) -> None:
+        for tid in list(self.held):
+            self.release(tid)
+
+    def _wait_stop(self, tid: int) -> int | None:
+        """The stop's status; -1 when the thread ended, None when it did not stop in time."""
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        polls = 0
+        while True:
+            try:
+                waited, status = os.waitpid(tid, WNOHANG_WALL)
+            except ChildProcessError:
+                return -1
+            if waited == tid:
+                if os.WIFSTOPPED(status):
+                    return status
+                return -1
+            polls += 1
+            if time.monotonic() > deadline:
+                return None
+            if polls > 20:
+                time.sleep(0.0002 if polls < 200 else 0.002)
+
+    def _reap_pending(self, timeout: float) -> None:
+        """Threads that stopped late: detached now (the others, when sampler exits)."""
+        deadline = time.monotonic() + timeout
+        while self.pending and time.monotonic() < deadline:
+            for tid in list(self.pending):
+                try:
+                    waited, status = os.waitpid(tid, WNOHANG_WALL)
+                except ChildProcessError:
+                    self.pending.discard(tid)
+                    continue
+                if waited == tid:
+                    self.pending.discard(tid)
+                    if os.WIFSTOPPED(status):
+                        sig = os.WSTOPSIG(status)
+                        deliver = sig if status >> 16 != PTRACE_EVENT_STOP and sig != signal.SIGTRAP else 0
+                        calls.ptrace(PTRACE_DETACH, tid, None, deliver or None)
+            time.sleep(0.005)
+
+    # -- the stack's bytes -------------------------------------------------------------
+
+    def _copy_stack(self, image: Image) -> None:
+        """One read of the stack from below its red zone up to its mapping's end (at most STACK_BYTES)."""
+        sp = image.registers.get(RSP)
+        if sp is None:
+            return
+        mapping = self._mapping(sp)
+        if mapping is None or not _plain(mapping):
+            return
+        start = max(sp - RED_ZONE, mapping.start)
+        end = min(mapping.end, sp + STACK_BYTES)
+        try:
+            image.stack = os.pread(self.mem, end - start, start)
+            image.stack_at = start
+        except OSError:
+            pass
+
+    def _mapping(self, address: int) -> procfs.Mapping | None:
+        for mapping in self.maps:
+            if mapping.start <= address < mapping.end:
+                return mapping
+        return None
+
+    def read(self, address: int, size: int) -> bytes:
+        """The live memory, where reading it cannot hang: anonymous mappings (stacks, the heap),
+        the vDSO, and a file's private pages that were written; never a page a file system would
+        have to fetch."""
+        mapping = self._mapping(address)
+        if mapping is None or address + size > mapping.end:
+            raise UnreadableMemory(f"nothing is mapped at {address:#x}")
+        if not _plain(mapping) and mapping.path != "[vdso]":
+            raise UnreadableMemory(f"{address:#x} is in a file's mapping ({mapping.path}): not read")
+        try:
+            data = os.pread(self.mem, size, address)
+        except OSError as e:
+            raise UnreadableMemory(f"cannot read {size} bytes at {address:#x} ({e.strerror})") from None
+        if len(data) != size:
+            raise UnreadableMemory(f"cannot read {size} bytes at {address:#x}")
+        return data
+
+
+def _plain(mapping: procfs.Mapping) -> bool:
+    """Memory of no file: a stack, the heap, an anonymous mapping (its pages come from no disk)."""
+    return mapping.inode == 0 and (not mapping.path or mapping.path.startswith("[stack")
+                                   or mapping.path in ("[heap]",) or mapping.path.startswith("[anon"))
+
+
+def _seize_problem(number: int, tid: int) -> str:
+    if number == errno.ESRCH:
+        return "it ended while it was read"
+    if number == errno.EPERM:
+        tracer = _tracer(tid)
+        return f"another tracer (PID {tracer}) holds it" if tracer else "sampler may not trace it"
+    return f"it cannot be traced ({os.strerror(number)})"
+
+
+def _tracer(tid: int) -> int:
+    try:
+        return procfs.tracer_pid(tid)
+    except Exception:  # gone: no tracer to name
+        return 0
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 512)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _state(pid: int, tid: int) -> str:
+    return procfs.thread_state(pid, tid)
+
+
+def _syscall_number(pid: int, tid: int) -> int | None:
+    text = _read(f"/proc/{pid}/task/{tid}/syscall")
+    if not text:
+        return None
+    first = text.split(b" ", 1)[0].strip()
+    return int(first) if first.isdigit() else None
+
+
+__all__ = ["Image", "Snapshots"]

@@ -1,0 +1,79 @@
+"""`sampler stack` as text (read as gdb's `thread apply all bt`) and as JSON Lines (one object per
+process)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sampler.printable import printable
+from sampler.stacks.collect import ProcessStacks, ThreadStack
+from sampler.target.threads import Thread
+from sampler.unwind.frames import Frame
+
+
+def as_json(process: ProcessStacks) -> str:
+    record = {"pid": process.pid, "name": process.name,
+              "threads": [_thread_record(t) for t in process.threads],
+              "goroutines": process.goroutines, "took_s": round(process.took_s, 4)}
+    return json.dumps(record, separators=(",", ":")) + "\n"
+
+
+def _thread_record(found: ThreadStack) -> dict[str, Any]:
+    t = found.thread
+    return {
+        "tid": t.tid, "name": t.name, "state": t.state,
+        "syscall": None if t.syscall is None else {
+            "name": t.syscall.name, "number": t.syscall.number, "arguments": list(t.syscall.arguments),
+            "running": t.syscall.running, "shown": str(t.syscall)},
+        "wchan": t.wchan, "kernel": list(t.kernel) if t.kernel is not None else None,
+        "read": found.how, "stopped_us": None if found.stopped_us is None else round(found.stopped_us, 1),
+        "frames": None if found.stack is None else [_frame_record(f) for f in found.stack.frames],
+        "ended": None if found.stack is None else found.stack.ended}
+
+
+def _frame_record(frame: Frame) -> dict[str, Any]:
+    return {"pc": frame.pc, "function": frame.name if frame.function is not None or frame.signal else None,
+            "offset": frame.offset, "module": frame.module, "file": frame.file, "line": frame.line,
+            "inlined": frame.inlined, "how": frame.how}
+
+
+def as_text(process: ProcessStacks) -> str:
+    lines = [f"Process {process.pid} ({printable(process.name)}): {len(process.threads)} thread(s)"]
+    for found in process.threads:
+        lines.append("")
+        lines += _thread_text(found)
+    lines += [f"note: {printable(note)}" for note in process.notes]
+    return "\n".join(lines) + "\n"
+
+
+def _thread_text(found: ThreadStack) -> list[str]:
+    t = found.thread
+    lines = [f'Thread {t.tid} "{printable(t.name)}" state {t.state}: {_call(t)}; {found.how}']
+    if found.stack is not None:
+        lines += [_frame_text(i, frame) for i, frame in enumerate(found.stack.frames)]
+        if found.stack.ended:
+            lines.append(f"    (the stack ends here: {printable(found.stack.ended)})")
+    if t.kernel:
+        lines += [f"  kernel #{i} {printable(frame)}" for i, frame in enumerate(t.kernel)]
+    elif t.kernel is None:
+        lines.append("  kernel stack: not readable on this host")
+    return lines
+
+
+def _call(t: Thread) -> str:
+    call = "system call not readable" if t.syscall is None else str(t.syscall)
+    return call + (f", waiting in {printable(t.wchan)}" if t.wchan else "")
+
+
+def _frame_text(index: int, frame: Frame) -> str:
+    if frame.signal:
+        return f"#{index:<3}<signal handler called>"
+    name = printable(frame.name)
+    if frame.offset is not None and not frame.inlined:
+        name += f"+{frame.offset:#x}"
+    where = f" at {printable(frame.file)}:{frame.line}" if frame.file is not None else ""
+    module = f" ({printable(frame.module)})" if frame.module else ""
+    address = "                  " if frame.inlined else f"{frame.pc:#018x}"
+    inlined = " [inlined]" if frame.inlined else ""
+    return f"#{index:<3}{address} in {name}{inlined}{module}{where}"

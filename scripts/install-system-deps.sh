@@ -26,6 +26,13 @@ python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 # a master and its workers, re-forked on HUP: the tests of a whole service run Debian's nginx
 [ -x /usr/sbin/nginx ] || need+=(nginx)
+# sampler stack beside the tools people compare it with: a Go daemon nobody here wrote (Debian strips
+# it: only .gopclntab), Debian's own python3 (the interpreter, not pyenv's), elfutils' eu-stack
+command -v prometheus-node-exporter >/dev/null 2>&1 || need+=(prometheus-node-exporter)
+[ -x /usr/bin/python3.11 ] || need+=(python3.11)
+command -v eu-stack >/dev/null 2>&1 || need+=(elfutils)
+# the flame graph test opens sampler's SVG in a real headless browser
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if [ "${1:-}" = bench ]; then  # the eBPF reference of bench/overhead.py
   command -v bpftrace >/dev/null 2>&1 || need+=(bpftrace)
 fi

@@ -574,7 +574,10 @@ class Debug:
         for _ in range(MAX_INLINE_DEPTH):
             if parent is None or parent.tag not in _SCOPES:
                 break
-            parts.append(name_of(parent) or ("(anonymous namespace)" if parent.tag == "DW_TAG_namespace" else "{anon}"))
+            name = name_of(parent)
+            if name is None and parent.tag != "DW_TAG_namespace":
+                break  # a type without a name (a C++ lambda's): gdb names the function alone
+            parts.append(name or "(anonymous namespace)")
             parent = parent.get_parent()
         return "::".join(reversed(parts))
 
@@ -849,15 +852,20 @@ class Debug:
         return found
 
     @_guarded
-    def tail_calls(self, returns: int, callee: int, address_of: Callable[[str], int | None]) -> list[tuple[int, int]]:
-        """The functions a call left by tail calls before it reached ``callee`` (gdb's tailcall
-        frames): the call that returns to ``returns`` (a file address) called a function that
-        jumped on (DW_AT_call_tail_call) to ... ``callee`` (the file address where the function that
-        runs now starts). [(its start, the address after its jump)], the outermost first; [] when
-        there was none, or the chain is not the only one (gdb's rule: never a guess)."""
+    def call_target(self, returns: int, address_of: Callable[[str], int | None]) -> tuple[int | None, str | None]:
+        """What the call that returns to ``returns`` (a file address) called: (where it starts in
+        this module, or None; its name, for a function of another module); (None, None) when the
+        call site is not described (an indirect call)."""
         site = self._call_site(returns)
-        start = self._called(site, address_of) if site is not None else None
-        if start is None or start == callee:
+        return self._called(site, address_of) if site is not None else (None, None)
+
+    @_guarded
+    def tail_calls(self, start: int, callee: int, address_of: Callable[[str], int | None]) -> list[tuple[int, int]]:
+        """How the function at ``start`` (a file address) reached ``callee`` by tail calls
+        (DW_AT_call_tail_call: gdb's tailcall frames): [(each function's start, the address after
+        its jump)], the outermost first; [] when the chain is not the only one (gdb's rule: never a
+        guess) or there is none."""
+        if start == callee:
             return []
         chains: list[list[tuple[int, int]]] = []
 
@@ -872,7 +880,7 @@ class Debug:
                         "DW_AT_call_tail_call" in die.attributes or "DW_AT_GNU_tail_call" in die.attributes):
                     continue
                 at = die.attributes.get("DW_AT_call_return_pc") or die.attributes.get("DW_AT_low_pc")
-                target = self._called(die, address_of)
+                target = self._called(die, address_of)[0]
                 if at is None or target is None or any(target == low for low, _ in chain):
                     continue
                 step = [*chain, (start, int(at.value))]
@@ -884,24 +892,27 @@ class Debug:
         follow(start, [])
         return chains[0] if len(chains) == 1 else []
 
-    def _called(self, site: DIE, address_of: Callable[[str], int | None]) -> int | None:
-        """Where the function a call site calls starts (file address): its definition's low pc,
-        else its name through the module's symbols."""
+    def _called(self, site: DIE, address_of: Callable[[str], int | None]) -> tuple[int | None, str | None]:
+        """Where the function a call site calls starts (file address: its definition's low pc,
+        else its name through the module's symbols), and its name."""
         target = origin(site, "DW_AT_call_origin") or origin(site, "DW_AT_abstract_origin")
+        name = None
         for _ in range(4):
             if target is None:
-                return None
+                break
             low = target.attributes.get("DW_AT_low_pc")
             if low is not None:
-                return int(low.value)
+                return int(low.value), name
             for attribute in ("DW_AT_linkage_name", "DW_AT_MIPS_linkage_name", "DW_AT_name"):
                 value = target.attributes.get(attribute)
                 if value is not None and isinstance(value.value, bytes):
-                    found = address_of(value.value.decode("utf-8", "replace"))
+                    text = value.value.decode("utf-8", "replace")
+                    name = name or text
+                    found = address_of(text)
                     if found is not None:
-                        return found
+                        return found, text
             target = origin(target, "DW_AT_specification") or origin(target, "DW_AT_abstract_origin")
-        return None
+        return None, name
 
     def _caller_frame(self, frame: Frame, cfa: int, returns: int) -> Frame:
         """The caller's registers at the call, as far as they are known: at the callee's first

@@ -17,7 +17,11 @@ from sampler.debuginfo.modules import Modules
 from sampler.evaluation.reads import UnreadableMemory
 from sampler.target import procfs
 from sampler.target.threads import Thread, thread_of
+from sampler.debuginfo.dies import Malformed
+from sampler.debuginfo.elffile import BadFile
+from sampler.unwind import goroutines
 from sampler.unwind.code import CodeMap
+from sampler.unwind.goroutines import Goroutine
 from sampler.unwind.frames import Stack
 from sampler.unwind.walk import MAX_DEPTH, unwind
 
@@ -30,6 +34,8 @@ class ThreadStack:
     how: str
     """"stopped for N us", "not stopped (asleep in a system call)", or why it was not read."""
     stopped_us: float | None = None
+    current_g: int | None = None
+    """Go: the goroutine it ran when it was stopped (its TLS slot), None when it was not stopped."""
 
 
 @dataclass
@@ -37,7 +43,7 @@ class ProcessStacks:
     pid: int
     name: str
     threads: list[ThreadStack] = field(default_factory=list)
-    goroutines: list[object] | None = None
+    goroutines: list[Goroutine] | None = None
     notes: list[str] = field(default_factory=list)
     took_s: float = 0.0
 
@@ -51,7 +57,9 @@ class Reader:
         self.notes: list[str] = []
         self.modules = Modules(pid, DebugFinder(pid, debug_dirs, lambda _: None, self.notes.append))
         self.snapshots = Snapshots(pid)
+        self.snapshots.go = self._is_go()
         self.code = self._code_map()
+        self._goroutines: goroutines.Reader | None = None
 
     def _code_map(self) -> CodeMap:
         by_path = {module.path: module for module in self.modules.everything()}
@@ -70,9 +78,11 @@ class Reader:
         self.modules.refresh()
         self.code = self._code_map()
 
-    def read(self, tids: list[int], consistent: bool = False, max_depth: int = MAX_DEPTH
-             ) -> list[ThreadStack]:
-        """The threads (those still there), each as the kernel shows it the moment before it is read."""
+    def read(self, tids: list[int], consistent: bool = False, max_depth: int = MAX_DEPTH,
+             with_goroutines: bool = False) -> tuple[list[ThreadStack], list[Goroutine] | None, str | None]:
+        """The threads (those still there), each as the kernel shows it the moment before it is
+        read, and a Go program's goroutines (with a note when they cannot all be read). With
+        ``consistent`` every thread stays stopped until all of it is read and unwound."""
         images: dict[int, tuple[Image | None, str]] = {}
         threads = []
         try:
@@ -81,23 +91,26 @@ class Reader:
                 if thread is not None:
                     threads.append(thread)
                     images[tid] = self._image(thread, hold=consistent)
+            if not consistent:
+                self.snapshots.release_all()
+            found = []
+            for thread in threads:
+                image, how = images[thread.tid]
+                if image is None:
+                    found.append(ThreadStack(thread, None, how))
+                    continue
+                stack = self._unwind(image, max_depth)
+                if stack.short_of_registers and not image.stopped and not consistent \
+                        and self.snapshots.must_not_stop(thread.tid) is None:
+                    again = self.snapshots.stopped(thread.tid)  # its stack needs the registers it keeps
+                    if again.problem is None:
+                        image, how = again, _held(again)
+                        stack = self._unwind(image, max_depth)
+                found.append(ThreadStack(thread, stack, how, image.stopped_us, image.current_g))
+            gs, note = self.goroutines(found, max_depth) if with_goroutines else (None, None)
         finally:
             self.snapshots.release_all()
-        found = []
-        for thread in threads:
-            image, how = images[thread.tid]
-            if image is None:
-                found.append(ThreadStack(thread, None, how))
-                continue
-            stack = self._unwind(image, max_depth)
-            if stack.short_of_registers and not image.stopped and not consistent \
-                    and self.snapshots.must_not_stop(thread.tid) is None:
-                again = self.snapshots.stopped(thread.tid)  # its stack needs the registers it keeps
-                if again.problem is None:
-                    image, how = again, _held(again)
-                    stack = self._unwind(image, max_depth)
-            found.append(ThreadStack(thread, stack, how, image.stopped_us))
-        return found
+        return found, gs, note
 
     def _image(self, thread: Thread, hold: bool = False) -> tuple[Image | None, str]:
         if thread.state == "Z":
@@ -113,6 +126,41 @@ class Reader:
         if image.problem is not None:
             return None, f"not read: {image.problem}"
         return image, _held(image)
+
+    def goroutines(self, stacks: list[ThreadStack], max_depth: int) -> tuple[list[Goroutine] | None, str | None]:
+        """The goroutines of a Go program, with the stacks of the threads running them; (None, why)
+        when the program is no Go program or they cannot be read."""
+        main = self.modules.main
+        if not self.snapshots.go:
+            return None, None
+        if self._goroutines is None:
+            debug = main.debug(remote=False)
+            if debug is None:
+                return None, "goroutines: not read, the program has no DWARF (runtime.g's layout)"
+            try:
+                self._goroutines = goroutines.Reader(debug, self._address_of, self.snapshots.read)
+            except (ValueError, UnreadableMemory, Malformed) as e:
+                return None, f"goroutines: not read ({e})"
+        running = {found.current_g: (found.thread.tid, found.stack) for found in stacks
+                   if found.stack is not None and found.current_g}
+        try:
+            found, total = self._goroutines.goroutines(self.code, running, max_depth)
+        except UnreadableMemory as e:
+            return None, f"goroutines: not read ({e})"
+        note = None
+        if total > len(found) and len(found) >= goroutines.MAX_GOROUTINES:
+            note = f"goroutines: the first {len(found)} of {total} are shown"
+        return found, note
+
+    def _is_go(self) -> bool:
+        try:
+            return self.modules.main.file.go_table() is not None
+        except BadFile:
+            return False
+
+    def _address_of(self, name: str) -> int | None:
+        symbol = self.modules.main.object_symbol(name)
+        return symbol.address + self.modules.main.bias if symbol is not None else None
 
     def _unwind(self, image: Image, max_depth: int) -> Stack:
         def read(address: int, size: int) -> bytes:
@@ -134,10 +182,11 @@ def collect(pid: int, consistent: bool = False, max_depth: int = MAX_DEPTH,
     started = time.monotonic()
     reader = Reader(pid, debug_dirs)
     try:
-        result = ProcessStacks(pid, procfs.comm(pid), reader.read(sorted(procfs.tasks(pid)), consistent, max_depth))
+        threads, gs, note = reader.read(sorted(procfs.tasks(pid)), consistent, max_depth, with_goroutines=True)
+        result = ProcessStacks(pid, procfs.comm(pid), threads, gs)
     finally:
         reader.close()
-    result.notes = reader.notes
+    result.notes = reader.notes + ([note] if note else [])
     result.took_s = time.monotonic() - started
     return result
 

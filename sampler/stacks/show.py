@@ -10,13 +10,22 @@ from sampler.printable import printable
 from sampler.stacks.collect import ProcessStacks, ThreadStack
 from sampler.target.threads import Thread
 from sampler.unwind.frames import Frame
+from sampler.unwind.goroutines import Goroutine
 
 
 def as_json(process: ProcessStacks) -> str:
     record = {"pid": process.pid, "name": process.name,
               "threads": [_thread_record(t) for t in process.threads],
-              "goroutines": process.goroutines, "took_s": round(process.took_s, 4)}
+              "goroutines": None if process.goroutines is None else [_goroutine_record(g) for g in process.goroutines],
+              "notes": process.notes, "took_s": round(process.took_s, 4)}
     return json.dumps(record, separators=(",", ":")) + "\n"
+
+
+def _goroutine_record(g: Goroutine) -> dict[str, Any]:
+    created = None if g.created_by is None else dict(zip(("function", "file", "line"), g.created_by))
+    return {"goid": g.goid, "status": g.status, "wait_reason": g.wait_reason, "thread": g.thread,
+            "frames": None if g.stack is None else [_frame_record(f) for f in g.stack.frames],
+            "ended": None if g.stack is None else g.stack.ended, "created_by": created, "torn": g.torn}
 
 
 def _thread_record(found: ThreadStack) -> dict[str, Any]:
@@ -43,6 +52,10 @@ def as_text(process: ProcessStacks) -> str:
     for found in process.threads:
         lines.append("")
         lines += _thread_text(found)
+    if process.goroutines is not None:
+        lines += ["", f"{len(process.goroutines)} goroutine(s)"]
+        for g in process.goroutines:
+            lines += ["", *_goroutine_text(g)]
     lines += [f"note: {printable(note)}" for note in process.notes]
     return "\n".join(lines) + "\n"
 
@@ -58,6 +71,21 @@ def _thread_text(found: ThreadStack) -> list[str]:
         lines += [f"  kernel #{i} {printable(frame)}" for i, frame in enumerate(t.kernel)]
     elif t.kernel is None:
         lines.append("  kernel stack: not readable on this host")
+    return lines
+
+
+def _goroutine_text(g: Goroutine) -> list[str]:
+    """As a Go panic prints one: ``goroutine 6 [chan receive]:``, its frames, ``created by``."""
+    state = g.wait_reason or g.status
+    on = f", on thread {g.thread}" if g.thread is not None else ""
+    lines = [f"goroutine {g.goid} [{printable(state)}]{on}:" + (" (it ran while it was read: torn)" if g.torn else "")]
+    if g.stack is not None:
+        lines += [_frame_text(i, frame) for i, frame in enumerate(g.stack.frames)]
+        if g.stack.ended:
+            lines.append(f"    (the stack ends here: {printable(g.stack.ended)})")
+    if g.created_by is not None:
+        function, file, line = g.created_by
+        lines.append(f"created by {printable(function or '??')}" + (f" at {printable(file)}:{line}" if file else ""))
     return lines
 
 

@@ -95,17 +95,29 @@ class Code:
         except BadTable:
             return None
 
-    def tail_calls(self, callee: int, returns: int) -> list[tuple[int, Place]]:
-        """The functions between a frame at ``callee`` and its caller's return address ``returns``
-        (file addresses) that left by a tail call, innermost first: (the address after each one's
-        jump, its place), as gdb shows them (DWARF's call sites; none without DWARF)."""
+    def call_target(self, returns: int) -> tuple[int | None, str | None]:
+        """What the call returning to ``returns`` (a file address) called (DWARF's call site): its
+        start in this module, or its name (a function of another module)."""
+        if self._debug is None:
+            return None, None
+        try:
+            return self._debug.call_target(returns, self._address_of)
+        except Exception:  # hostile or damaged DWARF
+            return None, None
+
+    def tail_calls(self, start: int | None, name: str | None, callee: int) -> list[tuple[int, Place]]:
+        """The functions between a call of ``start`` (or of the function ``name``, looked up here)
+        and a frame at ``callee`` (file addresses) that left by a tail call, innermost first: (the
+        address after each one's jump, its place), as gdb shows them (none without DWARF)."""
         if self._debug is None:
             return []
-        start = self._function_start(callee)
-        if start is None:
+        if start is None and name is not None:
+            start = self._address_of(name)
+        function = self._function_start(callee)
+        if start is None or function is None:
             return []
         try:
-            chain = self._debug.tail_calls(returns, start, self._address_of)
+            chain = self._debug.tail_calls(start, function, self._address_of)
         except Exception:  # hostile or damaged DWARF: no frames added
             return []
         found = []
@@ -127,7 +139,8 @@ class Code:
         if self._by_name is None:
             self._by_name = {}
             for symbol_name, symbol in self._all_symbols:
-                self._by_name.setdefault(symbol_name.split("@")[0], int(symbol.address))
+                if symbol.address:  # (an undefined symbol is another module's)
+                    self._by_name.setdefault(symbol_name.split("@")[0], int(symbol.address))
         return self._by_name.get(name)
 
     def starts_function(self, pc: int) -> bool:

@@ -121,10 +121,18 @@ def _named(pc: int, lookup: int, module: Code | None, code: CodeMap, how: str) -
 
 
 def _tail_calls(module: Code, lookup: int, returns: int | None, code: CodeMap) -> list[tuple[int, Place]]:
-    """gdb's tailcall frames between a frame and its caller, when both are in one module with DWARF."""
-    if returns is None or code.at(returns - 1) is not module:
+    """gdb's tailcall frames between a frame and its caller: the caller's call site names the
+    function it called; that function's DWARF (in the caller's module, or the callee's when it
+    is another module's) says which tail calls led to the frame."""
+    caller = code.at(returns - 1) if returns else None
+    if caller is None:
         return []
-    return module.tail_calls(lookup - module.bias, returns - module.bias)
+    start, name = caller.call_target(returns - caller.bias)
+    if start is not None and caller is not module:
+        return []  # a call into its own module that ended up in another: no chain to follow
+    if start is None and name is None:
+        return []
+    return module.tail_calls(start, name, lookup - module.bias)
 
 
 def _offset(place: Place, pc: int, lookup: int) -> int | None:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
-from sampler.backends.ptrace import calls
+from sampler.backends.ptrace import calls, guard
 from sampler.backends.ptrace.tasks import PTRACE_EVENT_STOP, PTRACE_INTERRUPT, PTRACE_SEIZE, WNOHANG_WALL
 from sampler.evaluation.reads import UnreadableMemory
 from sampler.target import procfs, syscalls
@@ -52,6 +52,8 @@ class Image:
     registers: dict[int, int] = field(default_factory=dict)
     """By DWARF number; a thread read without stopping it has RSP and RIP only."""
     fs_base: int | None = None
+    current_g: int | None = None
+    """The word just below the thread's TLS (fs_base - 8): Go keeps the running goroutine there."""
     stack_at: int = 0
     stack: bytes = b""
     stopped: bool = False
@@ -79,6 +81,11 @@ class Snapshots:
         """Threads stopped now, and the signal each is to get back at its detach."""
         self.pending: set[int] = set()
         """Threads interrupted that did not stop in time: detached when they do."""
+        self.go = False
+        """A Go program: each stopped thread's goroutine is read too (``current_g``)."""
+        setting = guard.forced()
+        self.files_may_hang = guard.needed(pid) if setting is None else setting
+        """A FUSE or network file system is mounted: a page of a file's mapping is never read live."""
 
     def close(self) -> None:
         self.release_all()
@@ -156,6 +163,11 @@ class Snapshots:
         image.fs_base = int(regs.fs_base)
         image.stopped = True
         self._copy_stack(image)
+        if image.fs_base and self.go:
+            try:
+                image.current_g = int.from_bytes(self.read(image.fs_base - 8, 8), "little")
+            except UnreadableMemory:
+                pass
         image.stopped_us = (time.monotonic() - started) * 1e6
         return image
 
@@ -229,14 +241,15 @@ class Snapshots:
         return None
 
     def read(self, address: int, size: int) -> bytes:
-        """The live memory, where reading it cannot hang: anonymous mappings (stacks, the heap),
-        the vDSO, and a file's private pages that were written; never a page a file system would
-        have to fetch."""
+        """The live memory, where reading it cannot hang: anonymous mappings (stacks, the heap) and
+        the vDSO always; a file's mapping unless a FUSE or network file system is mounted (guard.py:
+        a page such a file system does not send would hold the read for good)."""
         mapping = self._mapping(address)
         if mapping is None or address + size > mapping.end:
             raise UnreadableMemory(f"nothing is mapped at {address:#x}")
-        if not _plain(mapping) and mapping.path != "[vdso]":
-            raise UnreadableMemory(f"{address:#x} is in a file's mapping ({mapping.path}): not read")
+        if self.files_may_hang and not _plain(mapping) and mapping.path != "[vdso]":
+            raise UnreadableMemory(f"{address:#x} is in a file's mapping ({mapping.path}): not read, "
+                                   "the process has a FUSE or network file system mounted")
         try:
             data = os.pread(self.mem, size, address)
         except OSError as e:

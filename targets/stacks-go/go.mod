@@ -1,0 +1,3 @@
+module stacks
+
+go 1.19

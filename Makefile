@@ -129,7 +129,8 @@ targets: targets/bin/ringbuf-go targets/bin/ringbuf-go-stripped targets/bin/http
 	targets/bin/libplugin.so targets/bin/ringbuf-cpp targets/bin/ringbuf-rust targets/bin/ringbuf-c-exported \
 	targets/bin/forker targets/bin/callers targets/bin/emulate targets/bin/spawner-go targets/bin/jailed targets/bin/jailed-nodebug \
 	targets/bin/clones targets/bin/clones-cpp targets/bin/stall targets/bin/stall-go targets/bin/pool \
-	targets/bin/execrace targets/bin/ifuncs targets/bin/eintr targets/bin/shortlived
+	targets/bin/execrace targets/bin/ifuncs targets/bin/eintr targets/bin/shortlived \
+	targets/bin/stacks targets/bin/stacks-cpp targets/bin/stacks-rust targets/bin/stacks-go
 
 targets/bin/ringbuf-go: targets/ringbuf-go/main.go targets/ringbuf-go/go.mod | system-deps
 	mkdir -p targets/bin
@@ -253,6 +254,25 @@ targets/bin/spawner-go: targets/spawner-go/main.go targets/spawner-go/go.mod | s
 targets/bin/shortlived: targets/shortlived/shortlived.c | system-deps
 	mkdir -p targets/bin
 	$(CC) -O2 -g -o $@ $<
+
+# threads (and goroutines) with known stacks, in C, C++, Rust and Go: sampler stack and profile's tests
+targets/bin/stacks: targets/stacks/stacks.c | system-deps
+	mkdir -p targets/bin
+	$(CC) -O2 -g -Wall -pthread -o $@ $<
+
+targets/bin/stacks-cpp: targets/stacks-cpp/stacks.cpp | system-deps
+	mkdir -p targets/bin
+	$(CXX) -O2 -g -Wall -pthread -o $@ $<
+
+targets/bin/stacks-rust: targets/stacks-rust/main.rs | system-deps
+	mkdir -p targets/bin
+	@if command -v rustc >/dev/null; then echo "rustc -g -C opt-level=0 --edition 2021 -o $@ $<"; \
+		rustc -g -C opt-level=0 --edition 2021 -o $@ $<; \
+	else echo "make: rustc is not installed: targets/bin/stacks-rust is not built (apt-get install rustc)" >&2; fi
+
+targets/bin/stacks-go: targets/stacks-go/main.go targets/stacks-go/go.mod | system-deps
+	mkdir -p targets/bin
+	cd targets/stacks-go && $(GOBUILD) -o ../bin/stacks-go .
 
 # threads calling one function (or a glibc wrapper) at the same moment, counting their calls
 targets/bin/callers: targets/callers/callers.c | system-deps

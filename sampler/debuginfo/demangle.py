@@ -15,6 +15,8 @@ from sampler.debuginfo.rustv0 import demangle_v0
 from sampler.debuginfo.untrusted import free
 
 _RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")
+_CLONE = re.compile(r"( \[clone \.[^\]]*\])+$")
+"""What the demangler adds for a compiler's copy of a function (``[clone .isra.0]``)."""
 _QUALIFIERS = (" const", " volatile", " &&", " &")
 
 _LOADED: list[ctypes.CDLL | None] = []
@@ -60,7 +62,7 @@ def qualified(demangled: str) -> str:
     read (``main::{{closure}}``)."""
     if _RUST_HASH.search(demangled):
         return _rust_legacy(_RUST_HASH.sub("", demangled))
-    name = _without_parameters(demangled)
+    name = _without_parameters(_CLONE.sub("", demangled))
     return _without_return_type(name)
 
 

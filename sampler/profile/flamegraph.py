@@ -95,11 +95,14 @@ def _merged(stacks: Mapping[str, int]) -> Iterator[Frame]:
     """Every frame of the graph (each path from the root once, with the samples of every stack
     on it), the root last. As flamegraph.pl merges them: the stacks sorted frame by frame, the
     frames a stack shares with the one before it go on, the others end there and new ones start."""
-    ordered = sorted((stack.split(";"), count) for stack, count in stacks.items() if count > 0 and stack)
+    # frame by frame, without a list per stack: as text with the separator below every other
+    # character (a NUL in a name may only split a frame in two)
+    ordered = sorted((stack.replace(";", "\0"), stack, count) for stack, count in stacks.items() if count > 0 and stack)
     total = 0
     names: list[str] = []  # the frames open now, outermost first, and where each started
     starts: list[int] = []
-    for frames, count in ordered:
+    for _, stack, count in ordered:
+        frames = stack.split(";")
         shared = 0
         while shared < min(len(names), len(frames)) and names[shared] == frames[shared]:
             shared += 1
@@ -260,7 +263,10 @@ _SCRIPT = """<script type="text/ecmascript"><![CDATA[
     try { re = new RegExp(term); } catch (e) { matched.textContent = "not a regular expression"; return; }
     var spans = [], covered = 0, end = 0;
     all.forEach(function (f) {
-      if (f !== root && re.test(f.name)) { f.rect.setAttribute("fill", "rgb(230,0,230)"); spans.push([f.x, f.x + f.w]); }
+      if (f !== root && re.test(f.name)) {
+        f.rect.setAttribute("fill", "rgb(230,0,230)");
+        spans.push([f.x, f.x + f.w]);
+      }
     });
     spans.sort(function (a, b) { return a[0] - b[0]; });
     spans.forEach(function (s) { if (s[1] > end) { covered += s[1] - Math.max(s[0], end); end = s[1]; } });

@@ -46,12 +46,10 @@ def read(text: str, source: str) -> dict[str, int]:
     count of 0 adds nothing."""
     where = printable(source)
     if len(text) > MAX_BYTES:
-        raise FoldedError(f"{where}: more than {MAX_BYTES // (1024 * 1024)} MB of folded stacks: not read",
-                          "fold fewer stacks into it (a shorter run, or a filter), or split it")
+        raise _too_large(where, f"more than {MAX_BYTES // (1024 * 1024)} MB")
     lines = text.split("\n")
     if len(lines) > MAX_LINES:
-        raise FoldedError(f"{where}: more than {MAX_LINES:,} lines of folded stacks: not read",
-                          "fold fewer stacks into it (a shorter run, or a filter), or split it")
+        raise _too_large(where, f"more than {MAX_LINES:,} lines")
     stacks: dict[str, int] = {}
     for number, line in enumerate(lines, start=1):
         line = line.strip()
@@ -81,15 +79,17 @@ def load(path: str) -> dict[str, int]:
     if not stat.S_ISREG(info.st_mode):
         raise FoldedError(f"{where}: not a regular file", "give the .folded file that sampler profile wrote")
     if info.st_size > MAX_BYTES:
-        raise FoldedError(f"{where}: {info.st_size / (1024 * 1024):.0f} MB, more than "
-                          f"{MAX_BYTES // (1024 * 1024)} MB of folded stacks: not read",
-                          "fold fewer stacks into it (a shorter run, or a filter), or split it")
+        raise _too_large(where, f"{info.st_size / (1024 * 1024):.0f} MB, more than {MAX_BYTES // (1024 * 1024)} MB")
     try:
         with open(path, "rb") as f:
             data = f.read(MAX_BYTES + 1)  # the file may have grown since stat
     except OSError as e:
         raise FoldedError(f"{where}: cannot be read ({e.strerror})", "check its permissions") from None
     if len(data) > MAX_BYTES:
-        raise FoldedError(f"{where}: more than {MAX_BYTES // (1024 * 1024)} MB of folded stacks: not read",
-                          "fold fewer stacks into it (a shorter run, or a filter), or split it")
+        raise _too_large(where, f"more than {MAX_BYTES // (1024 * 1024)} MB")
     return read(data.decode("utf-8", errors="replace"), path)
+
+
+def _too_large(where: str, size: str) -> FoldedError:
+    return FoldedError(f"{where}: {size} of folded stacks: not read",
+                       "fold fewer stacks into it (a shorter run, or a filter), or split it")

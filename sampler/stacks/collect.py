@@ -13,16 +13,16 @@ from dataclasses import dataclass, field
 
 from sampler.backends.ptrace.snapshot import Image, Snapshots
 from sampler.debuginfo.debugfiles import DebugFinder
+from sampler.debuginfo.dies import Malformed
+from sampler.debuginfo.elffile import BadFile
 from sampler.debuginfo.modules import Modules
 from sampler.evaluation.reads import UnreadableMemory
 from sampler.target import procfs
 from sampler.target.threads import Thread, thread_of
-from sampler.debuginfo.dies import Malformed
-from sampler.debuginfo.elffile import BadFile
 from sampler.unwind import goroutines
 from sampler.unwind.code import CodeMap
-from sampler.unwind.goroutines import Goroutine
 from sampler.unwind.frames import Stack
+from sampler.unwind.goroutines import Goroutine
 from sampler.unwind.walk import MAX_DEPTH, unwind
 
 

@@ -67,18 +67,19 @@ class Layout:
 
 def _field(struct_type: Struct | None, *path: str) -> tuple[int, int] | None:
     """(offset, size) of a (nested) field; None when the DWARF has no such field."""
-    offset, current = 0, struct_type
+    offset = 0
+    current_type: Type | None = struct_type
     for name in path:
-        if not isinstance(current, Struct):
-            return (offset, current.size) if current is not None and name == "value" else None
-        found = current.members.get(name)
+        if not isinstance(current_type, Struct):
+            return (offset, current_type.size) if current_type is not None and name == "value" else None
+        found = current_type.members.get(name)
         if found is None:
             return None
-        offset, current = offset + found.offset, found.type
-    if isinstance(current, Struct) and "value" in current.members and path[-1] != "value":
-        inner = current.members["value"]  # Go 1.20's atomic.Uint32 and friends
+        offset, current_type = offset + found.offset, found.type
+    if isinstance(current_type, Struct) and "value" in current_type.members and path[-1] != "value":
+        inner = current_type.members["value"]  # Go 1.20's atomic.Uint32 and friends
         return offset + inner.offset, inner.type.size
-    return (offset, current.size) if current is not None else None
+    return (offset, current_type.size) if current_type is not None else None
 
 
 def _target(t: Type | None) -> Type | None:
@@ -97,8 +98,8 @@ class Reader:
         if not isinstance(g, Struct):
             raise ValueError("runtime.allgs is not a slice of *runtime.g in the program's DWARF")
         m_member = g.members.get("m")
-        m = _target(m_member.type) if m_member is not None else None
-        self.layout = Layout(g, m if isinstance(m, Struct) else None)
+        m_type = _target(m_member.type) if m_member is not None else None
+        self.layout = Layout(g, m_type if isinstance(m_type, Struct) else None)
         where = address_of("runtime.allgs")
         if where is None:
             raise ValueError("the program's symbols do not say where runtime.allgs is")
@@ -127,7 +128,7 @@ class Reader:
         """Every goroutine that is not dead (MAX_GOROUTINES at most), and how many there are.
         ``running``: the goroutine (its g) each stopped thread ran, with that thread and its stack."""
         pointer, length, _ = struct.unpack("<QQQ", self.read(self.allgs, 24))
-        found = []
+        found: list[Goroutine] = []
         total = min(length, 10_000_000)
         for i in range(min(total, MAX_GOROUTINES * 4)):
             if len(found) >= MAX_GOROUTINES:
@@ -143,7 +144,7 @@ class Reader:
 
     def _one(self, g: int, code: CodeMap, running: dict[int, tuple[int, Stack]], max_depth: int
              ) -> Goroutine | None:
-        for attempt in range(2):
+        for _ in range(2):
             raw = self.read(g, self.layout.size)
             status = self._int(raw, self.layout.status) & ~0x1000
             if status == DEAD:

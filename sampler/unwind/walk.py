@@ -125,7 +125,7 @@ def _tail_calls(module: Code, lookup: int, returns: int | None, code: CodeMap) -
     function it called; that function's DWARF (in the caller's module, or the callee's when it
     is another module's) says which tail calls led to the frame."""
     caller = code.at(returns - 1) if returns else None
-    if caller is None:
+    if caller is None or returns is None:
         return []
     start, name = caller.call_target(returns - caller.bias)
     if start is not None and caller is not module:

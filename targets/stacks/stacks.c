@@ -4,7 +4,8 @@
  *   recurse  recurse(10) -> ... -> recurse(0) -> bottom -> nanosleep
  *   reader   read_input -> read (a pipe nobody writes)
  *   spinner  spin (a busy loop; hot() and cold() share its time 3:1)
- *   handler  in_signal_wait -> raise SIGUSR1 -> on_signal (the handler) -> handler_sleep -> nanosleep
+ *   handler  in_signal_wait -> tgkill (the system call, to itself) -> on_signal (the handler)
+ *            -> handler_sleep -> nanosleep
  *
  * Each thread is named (pthread_setname_np) as above. It prints "ready pid=N" once every thread
  * is where it stays, then "hot=N cold=M" each second (the calls of each, its own count).
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -81,7 +83,7 @@ KEEP void in_signal_wait(void) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigaction(SIGUSR1, &sa, NULL);
-    pthread_kill(pthread_self(), SIGUSR1);
+    syscall(SYS_tgkill, getpid(), gettid(), SIGUSR1);  /* handled as the call returns */
     sink++;
 }
 static void *handler_main(void *arg) { (void)arg; in_signal_wait(); return NULL; }

@@ -8,6 +8,7 @@ a ``Finder``, so that a test can give the processes instead of /proc.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pwd
 import shutil
@@ -109,6 +110,7 @@ def build(options: Options, finder: Finder | None = None, environ: Mapping[str, 
     """The run the options ask for; UsageError (one line) for what they cannot mean, and
     ProcessNotFound when the targets are not there (by the end of --wait-target)."""
     finder = finder or ProcFinder()
+    options = _implied_stacks(options)
     tracing = options.command == "trace"
     if not tracing:
         if options.interval is not None and options.rate is not None:
@@ -128,6 +130,10 @@ def build(options: Options, finder: Finder | None = None, environ: Mapping[str, 
                              "place)", "give --backend ptrace, or one --at")
     else:
         expressions = _expressions(options.exprs)
+    stacks = [e.text for e in expressions if expr.ustack_depth(e.tree) is not None]
+    if stacks and not locations:
+        raise UsageError(f"--expr {stacks[0]}: the stack of a thread stopped at a breakpoint: give --at",
+                         "e.g. --at FUNCTION --expr ustack; for every thread's stack now, sampler stack")
     exe = _program(options.exe) if options.exe is not None else None
     wait = options.wait_target or 0.0
     if exe is not None:
@@ -172,6 +178,33 @@ def build(options: Options, finder: Finder | None = None, environ: Mapping[str, 
     output = Output(options.out, options.out_format, options.quiet, options.live, options.metrics,
                     options.count_by, options.hists)
     return Run(config, output, how)
+
+
+def _implied_stacks(options: Options) -> Options:
+    """--count-by ustack (or ustack(N)) with no --expr of that name: the expression too, read at every
+    --at, as bpftrace's @[ustack] = count() needs nothing more."""
+    given = set()
+    for text in options.exprs:
+        try:
+            given.add(expr.parse_option(text).name)
+        except ExpressionError:
+            pass  # said where the expressions are parsed
+    implied = tuple(name for name in options.count_by if name not in given and _is_stack(name))
+    if not implied:
+        return options
+    order = options.order
+    if order and order[0][0] is None:
+        order = ((None, (*implied, *order[0][1])), *order[1:])
+    else:
+        order = ((None, implied), *order)
+    return dataclasses.replace(options, exprs=(*implied, *options.exprs), order=order)
+
+
+def _is_stack(text: str) -> bool:
+    try:
+        return expr.ustack_depth(expr.parse(text)) is not None
+    except ExpressionError:
+        return False
 
 
 def targets_of(options: Options, finder: Finder | None = None) -> tuple[int, ...]:

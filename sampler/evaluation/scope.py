@@ -273,6 +273,11 @@ class Scope:
                 self.function, names = None, set()
         unknown: dict[int, list[str]] = {}
         for index, expression in enumerate(self.expressions):
+            if expr.ustack_depth(expression.tree) is not None:
+                if self.address is None:
+                    raise ExpressionError(f"{expression.text}: the stack of a thread stopped at a breakpoint",
+                                          "give --at")
+                continue  # the backend unwinds it: no name to look up
             called = expr.called(expression.tree)
             for node in ast.walk(expression.tree):
                 dotted = dotted_name(node) if isinstance(node, ast.Attribute) else None

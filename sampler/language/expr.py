@@ -5,7 +5,8 @@ The syntax is the common ground of C and Go read-only expressions: names,
 ``~``, ``!``, arithmetic, shifts, bitwise operators, comparisons, ``&&`` and
 ``||``, parentheses, integer and float literals; string literals in ``==``, ``!=``
 and ``startswith(EXPR, "text")``; and as bpftrace has them, ``str(p)``, ``str(p, n)``
-(a string of at most n bytes) and ``buf(p, n)`` (n bytes as hex). A few tokens are rewritten
+(a string of at most n bytes), ``buf(p, n)`` (n bytes as hex) and ``ustack``/``ustack(n)`` (the
+stack at the breakpoint, folded). A few tokens are rewritten
 into Python's spelling and the result is parsed with :mod:`ast`: there is no
 hand-written parser. Anything that could change the target is refused before
 sampler attaches: calls, assignment, increments, several statements.
@@ -21,11 +22,15 @@ from dataclasses import dataclass
 from sampler.errors import ExpressionError
 from sampler.language import casts
 
-ARITY = {"len": (1, 1), "cap": (1, 1), "str": (1, 2), "buf": (2, 2), "startswith": (2, 2)}
+ARITY = {"len": (1, 1), "cap": (1, 1), "str": (1, 2), "buf": (2, 2), "startswith": (2, 2), "ustack": (0, 1)}
 """The built-ins and how many arguments each takes: Go's len() and cap(), bpftrace's str()
 and buf(), and a prefix test. They read; they call nothing in the target."""
 BUILTINS = frozenset(ARITY)
-SAMPLER_ONLY = frozenset({"str", "buf", "startswith"})
+SAMPLER_ONLY = frozenset({"str", "buf", "startswith", "ustack"})
+USTACK = "ustack"
+"""bpftrace's ustack: the stack of the thread at the breakpoint, folded (``main;f;g``, innermost
+last); ``ustack(N)`` its innermost N frames. An expression of its own, not part of another."""
+MAX_USTACK = 4096
 """Built-ins only sampler's own evaluator (the ptrace backend) knows; Delve has none of them."""
 MAX_BYTES = 4096
 """The most bytes str(p, n) and buf(p, n) read."""
@@ -97,6 +102,7 @@ def parse(text: str) -> ast.Expression:
     tree = _python_tree(_to_python(text), text)
     if _depth(tree) > MAX_DEPTH:
         raise ExpressionError(f"{text!r} is nested too deeply (at most {MAX_DEPTH} levels)")
+    _check_ustack(tree, text)
     texts = _literal_places(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
@@ -131,6 +137,35 @@ def parse(text: str) -> ast.Expression:
     return tree
 
 
+def ustack_depth(tree: ast.Expression) -> int | None:
+    """For ``ustack`` (0: every frame) and ``ustack(N)`` (N), how many frames; None for any other
+    expression."""
+    body = tree.body
+    if isinstance(body, ast.Name) and body.id == USTACK:
+        return 0
+    if isinstance(body, ast.Call) and isinstance(body.func, ast.Name) and body.func.id == USTACK:
+        return int(body.args[0].value) if body.args and isinstance(body.args[0], ast.Constant) else 0
+    return None
+
+
+def _check_ustack(tree: ast.Expression, text: str) -> None:
+    """ustack is a whole expression: ``ustack`` or ``ustack(N)`` with N a number of frames."""
+    mentions = [node for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id == USTACK]
+    if not mentions:
+        return
+    body = tree.body
+    whole = body is mentions[0] or (isinstance(body, ast.Call) and body.func is mentions[0])
+    if not whole or len(mentions) > 1:
+        raise ExpressionError(f"{text!r}: ustack is a value of its own (the stack, folded), not part of another",
+                              "--expr ustack, or --expr 'where=ustack(5)'")
+    if isinstance(body, ast.Call) and body.args:
+        depth = body.args[0]
+        if not (isinstance(depth, ast.Constant) and isinstance(depth.value, int) and not isinstance(depth.value, bool)
+                and 1 <= depth.value <= MAX_USTACK):
+            raise ExpressionError(f"{text!r}: ustack(N) takes a number of frames, 1 to {MAX_USTACK}",
+                                  "e.g. --expr 'ustack(5)'")
+
+
 def _literal_places(tree: ast.Expression) -> set[int]:
     """The string literals in a place that takes one: a side of == or != (a chain of them),
     startswith()'s second argument."""
@@ -153,9 +188,10 @@ def called(tree: ast.AST) -> set[int]:
 
 
 def uses(tree: ast.AST, names: frozenset[str]) -> set[str]:
-    """Which of the built-ins ``names`` the tree calls."""
+    """Which of the built-ins ``names`` the tree calls (or names: ``ustack`` alone)."""
     return {node.func.id for node in ast.walk(tree)
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names}
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names} | \
+        {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id == USTACK and USTACK in names}
 
 
 def _python_tree(source: str, text: str) -> ast.Expression:

@@ -9,6 +9,9 @@
  *
  * Each thread is named (pthread_setname_np) as above. It prints "ready pid=N" once every thread
  * is where it stays, then "hot=N cold=M" each second (the calls of each, its own count).
+ *
+ * `stacks callers A B` instead: once a tracer's breakpoint is in leaf() (its first byte changed,
+ * at most 30 s), via_a() calls it A times and via_b() B times, then "done a=A b=B" (its own counts).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -97,7 +100,27 @@ static void start(void *(*body)(void *), const char *name) {
     pthread_setname_np(t, name);
 }
 
-int main(void) {
+volatile unsigned long leaf_a, leaf_b;
+KEEP void leaf(volatile unsigned long *count) { (*count)++; }
+KEEP void via_a(void) { leaf(&leaf_a); }
+KEEP void via_b(void) { leaf(&leaf_b); }
+
+static int callers(long a, long b) {
+    unsigned char first = *(volatile unsigned char *)(void *)leaf;
+    printf("ready pid=%d\n", getpid());
+    fflush(stdout);
+    for (int i = 0; i < 30000 && *(volatile unsigned char *)(void *)leaf == first; i++) usleep(1000);
+    for (long i = 0; i < a + b; i++) {
+        if (i < a) via_a();
+        if (i < b) via_b();
+    }
+    printf("done a=%lu b=%lu\n", leaf_a, leaf_b);
+    fflush(stdout);
+    for (;;) pause();
+}
+
+int main(int argc, char **argv) {
+    if (argc == 4 && strcmp(argv[1], "callers") == 0) return callers(atol(argv[2]), atol(argv[3]));
     if (pipe(pipe_fds) != 0) {
         perror("pipe");
         return 1;

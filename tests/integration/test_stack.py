@@ -5,6 +5,7 @@ prometheus-node-exporter). Nothing a test reads is left stopped or traced."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -343,3 +344,36 @@ def test_a_process_that_is_not_there_is_one_line() -> None:
                                             (["--pid", "1", "--all"], "--all goes with --pgrep")])
 def test_the_target_is_asked_for_as_the_other_commands_ask(args: list[str], expected: str) -> None:
     assert expected in one_line_error(sampler("stack", *args))
+
+
+def test_count_by_ustack_gives_each_caller_its_own_count(start_target: Callable[..., Target]) -> None:
+    # GIVEN a program that calls leaf() 300 times from via_a() and 100 times from via_b() once a
+    # breakpoint is in leaf(), counting each itself
+    target = start_target("stacks", "callers", "300", "100")
+    # WHEN every call is traced and counted by its stack, as bpftrace's @[ustack] = count()
+    result = sampler("trace", "--pid", str(target.pid), "--at", "leaf", "--max-events", "400",
+                     "--count-by", "ustack(2)", "--quiet")
+    assert result.returncode == 0, result.stderr
+    target.wait_for(lambda: any(line.startswith("done") for line in target.lines), 10, "the program never ended")
+    # THEN each caller's count is the program's own
+    assert "done a=300 b=100" in target.lines
+    counts = {line.split()[0]: int(line.split()[1]) for line in result.stdout.splitlines() if ";" in line}
+    assert counts == {"via_a;leaf": 300, "via_b;leaf": 100}, result.stdout
+
+
+def test_ustack_in_rows_is_folded_innermost_last(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    target = start_target("stacks")
+    out = tmp_path / "rows.csv"
+    result = sampler("attach", "--pid", str(target.pid), "--at", "cold", "--expr", "where=ustack",
+                     "--expr", "top=ustack(2)", "--count", "3", "--out", str(out), "--quiet")
+    assert result.returncode == 0, result.stderr
+    with out.open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 3
+    for row in rows:
+        assert row["top"] == "spin;cold", row
+        assert row["where"].endswith("start_thread;spinner_main;spin;cold") and row["where"].startswith("clone3;")
+    # AND ustack alone, without --at, is refused in one line: there is no stopped thread
+    line = one_line_error(sampler("attach", "--pid", str(target.pid), "--expr", "ustack", "--count", "1"))
+    assert "ustack" in line and "--at" in line
+    target.assert_untouched()

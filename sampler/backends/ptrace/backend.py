@@ -31,6 +31,7 @@ from sampler.backends.ptrace.memory import Memory, MemoryHang
 from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.router import Router
 from sampler.backends.ptrace.site import Site
+from sampler.backends.ptrace.stackcopy import StackCopier
 from sampler.backends.ptrace.tasks import Hit
 from sampler.backends.ptrace.tracer import DETACH_TIMEOUT_S, Tracer
 from sampler.config import Probe, SessionConfig
@@ -41,6 +42,7 @@ from sampler.errors import LocationNotFound, UsageError
 from sampler.evaluation.plan import Snapshot
 from sampler.evaluation.reads import UnreadableMemory
 from sampler.evaluation.scope import Scope
+from sampler.language.expr import ustack_depth
 from sampler.safety.guardian import Guardian, Ward
 from sampler.safety.journal import Journal
 from sampler.sample import Reading
@@ -68,12 +70,16 @@ class PtraceBackend:
         columns = {e.name: offset + index for index, e in enumerate(config.expressions)}
         self.probes: list[list[Site]] = []
         """The sites of each probe, in the order of the --at options."""
+        self.stacks = StackCopier(config.pid, modules) \
+            if any(ustack_depth(e.tree) is not None for e in config.expressions) else None
+        """What reads the stack of a hit, when an expression is ``ustack``."""
         for probe, places in placed:
             scoped = dataclasses.replace(config, location=probe.location, expressions=probe.expressions,
                                          probes=())
             slots = [columns[e.name] for e in probe.expressions]
             self.probes.append([Site(Scope(scoped, modules, place, is_go),
-                                     _label(probe, place, len(places)) if self.probe_column else "", slots, width)
+                                     _label(probe, place, len(places)) if self.probe_column else "", slots, width,
+                                     self.stacks)
                                 for place in places])
         labels = Counter(site.label for sites in self.probes for site in sites)
         for sites in self.probes:
@@ -154,6 +160,8 @@ class PtraceBackend:
             self._at[site.address] = site
         if len(self._at) < len(self.sites):
             raise UsageError("two --at give the same breakpoint address", "give each place once")
+        if self.stacks is not None:
+            self.stacks.refresh(self.memory)  # the modules' code mapped now, before any thread waits
         if not forked:  # (a forked child's parent waits at its fork event meanwhile)
             # what the DWARF parse left behind: collected now, and frozen so that no collection
             # of those objects falls inside a pause

@@ -15,18 +15,25 @@ from collections.abc import Callable, Sequence
 
 from sampler.backends.ptrace.guard import Guard
 from sampler.backends.ptrace.memory import Memory, MemoryHang
+from sampler.backends.ptrace.stackcopy import Copy, StackCopier
 from sampler.backends.ptrace.tasks import Hit
 from sampler.debuginfo.locate import Place
 from sampler.evaluation.plan import PlanMiss, ReadPlan, Recorder, Snapshot, Step
 from sampler.evaluation.reads import Read, UnreadableMemory
 from sampler.evaluation.scope import Scope
-from sampler.language.expr import Expression
+from sampler.language.expr import Expression, ustack_depth
 from sampler.sample import Reading, Value
 
 
 class Site:
-    def __init__(self, scope: Scope, label: str, slots: Sequence[int], width: int) -> None:
+    def __init__(self, scope: Scope, label: str, slots: Sequence[int], width: int,
+                 stacks: StackCopier | None = None) -> None:
         self.scope = scope
+        self.stacks = stacks
+        """What copies and unwinds the stack of a hit, for its ``ustack`` expressions."""
+        self.stack_depths = {index: depth for index, e in enumerate(scope.expressions)
+                             if (depth := ustack_depth(e.tree)) is not None}
+        """Its ``ustack`` expressions: how many frames each wants (0: all)."""
         """What the expressions' names mean at the breakpoint (scope.py)."""
         self.place: Place | None = scope.place
         self.address: int | None = scope.address
@@ -72,13 +79,17 @@ class Site:
         plans, merged = self.plans, self.merged
         thread = str(hit.tid)
         snapshot = Snapshot()
+        copies: dict[int, Copy] = {}
 
         def in_pause() -> tuple[str, Snapshot]:
+            if self.stack_depths and self.stacks is not None:
+                copies[0] = self.stacks.copy(hit.registers, memory)  # one read; unwound after the thread went on
             if plans is None or merged is None:
                 fixed = self.scope.fixed_ranges()
                 recorders[:] = [Recorder(memory.read, hit.registers, fixed) for _ in range(count)]
                 for index, recorder in enumerate(recorders):
-                    results[index] = self.evaluate_one(memory, hit, index, recorder.read, recorder.branched)
+                    if index not in self.stack_depths:
+                        results[index] = self.evaluate_one(memory, hit, index, recorder.read, recorder.branched)
                 return self.thread_of(hit, memory.read), snapshot
             for index, plan in enumerate(plans[:count]):
                 if plan is None:  # the data chooses its reads: in full, now
@@ -95,11 +106,23 @@ class Site:
             hit.resumed = hit.resumed or time.monotonic()  # the thread vanished: no CONT
         if hang is not None:
             return self.row(hit, since, [(None, str(hang))] * count, str(hit.tid))
+        self._stacks_of(memory, copies.get(0), results)
         if plans is None or merged is None:
             self._learn(memory, recorders)
             return self.row(hit, since, results, thread)
         self.warm = hit
         return self.reading(memory, hit, since, results, snapshot)
+
+    def _stacks_of(self, memory: Memory, copy: Copy | None, results: list[tuple[Value, str] | None]) -> None:
+        """The ``ustack`` values, from the copy made while the thread waited."""
+        for index, depth in self.stack_depths.items():
+            if copy is None or self.stacks is None:
+                results[index] = (None, "no copy of the stack was made at this hit")
+                continue
+            try:
+                results[index] = (self.stacks.folded(copy, memory, depth), "")
+            except UnreadableMemory as e:
+                results[index] = (None, f"the stack cannot be read ({e})")
 
     def reading(self, memory: Memory, hit: Hit, since: float, results: list[tuple[Value, str] | None],
                 snapshot: Snapshot) -> Reading:
@@ -107,7 +130,7 @@ class Site:
         the bytes its plan read at the hit."""
         assert self.plans is not None
         for index, plan in enumerate(self.plans[:len(results)]):
-            if plan is not None:
+            if plan is not None and index not in self.stack_depths:
                 results[index] = self.evaluate_one(memory, hit, index, snapshot.read)
         if snapshot.missed:
             self.plans = self.merged = self.learnt = self.runner = None  # the next two hits in full
@@ -145,7 +168,7 @@ class Site:
         self.plans = [None if r.unstable else p for r, p in zip(recorders, made)]
         self.merged = ReadPlan.merged([*(p for p in self.plans if p is not None), self._thread_plan])
         self.learnt = None
-        if all(plan is not None for plan in self.plans):
+        if all(plan is not None for plan in self.plans) and not self.stack_depths:  # (ustack: a copy at each hit)
             self.runner = self.merged.runner(memory)
 
     @functools.cached_property
@@ -178,6 +201,14 @@ class Site:
 
     def evaluate_one(self, memory: Memory, hit: Hit | None, index: int, read: Read | None = None,
                      on_branch: Callable[[], None] | None = None) -> tuple[Value, str]:
+        if index in self.stack_depths:  # ustack outside read_hit: the thread still waits, read it live
+            if hit is None or self.stacks is None:
+                return None, "ustack: the stack of a thread stopped at a breakpoint"
+            try:
+                return self.stacks.folded(self.stacks.copy(hit.registers, memory), memory,
+                                          self.stack_depths[index]), ""
+            except UnreadableMemory as e:
+                return None, f"the stack cannot be read ({e})"
         return self.scope.evaluate(hit, index, read or memory.read, on_branch)
 
 

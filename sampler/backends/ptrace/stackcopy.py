@@ -1,0 +1,96 @@
+"""``ustack`` at a breakpoint: the top of the thread's stack copied while it waits (one read of
+COPY_BYTES), unwound once it went on (unwind/walk.py), folded as flamegraph.pl reads stacks.
+
+The copy holds the frames of all but deep stacks; a frame past it is read from the live memory,
+when the thread may have moved on (rare: 64 KiB hold hundreds of frames of most programs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sampler.backends.ptrace.memory import Memory
+from sampler.debuginfo.modules import Modules
+from sampler.evaluation.reads import UnreadableMemory
+from sampler.target import procfs
+from sampler.unwind.code import CodeMap
+from sampler.unwind.walk import MAX_DEPTH, RSP, registers_of, unwind
+
+COPY_BYTES = 64 << 10
+RED_ZONE = 128
+
+
+@dataclass
+class Copy:
+    registers: dict[int, int]
+    at: int
+    data: bytes
+
+
+class StackCopier:
+    """One process's stacks at its breakpoints."""
+
+    def __init__(self, pid: int, modules: Modules) -> None:
+        self.pid = pid
+        self.modules = modules
+        self._code: CodeMap | None = None
+        self._stacks: list[tuple[int, int]] = []
+
+    def copy(self, registers: Any, memory: Memory) -> Copy:
+        """While the thread waits: its registers and one read of its stack's top."""
+        values = registers_of(registers)
+        sp = values[RSP]
+        start = sp - RED_ZONE
+        end = self._mapping_end(sp)
+        if end is None:  # a stack mapped since (a new thread's): the mappings again, not the modules
+            self._stacks = _data_mappings(self.pid)
+            end = self._mapping_end(sp)
+        data = b""
+        if end is not None:
+            try:
+                data = memory.read(start, min(end - start, COPY_BYTES))
+            except UnreadableMemory:
+                data = b""
+        return Copy(values, start, data)
+
+    def folded(self, copy: Copy, memory: Memory, limit: int) -> str:
+        """After the thread went on: the stack, outermost first, ``;`` between frames; the
+        innermost ``limit`` frames (0: all of them, up to MAX_DEPTH)."""
+        def read(address: int, size: int) -> bytes:
+            start = address - copy.at
+            if start >= 0 and start + size <= len(copy.data):
+                return copy.data[start:start + size]
+            return memory.read(address, size)
+
+        stack = unwind(copy.registers, self._code_map(memory), read, limit or MAX_DEPTH)
+        return stack.folded(limit or None)
+
+    def _code_map(self, memory: Memory) -> CodeMap:
+        if self._code is None:
+            self.refresh(memory)
+        assert self._code is not None
+        return self._code
+
+    def refresh(self, memory: Memory) -> None:
+        """The process's mappings read again (a library loaded since, a thread's new stack)."""
+        maps = procfs.maps(self.pid)
+        self.modules.refresh()
+        by_path = {module.path: module for module in self.modules.everything()}
+        self._code = CodeMap([(m.start, m.end, by_path.get(m.path), m.path) for m in maps if m.executable],
+                             memory.read)
+        self._stacks = [(m.start, m.end) for m in maps if not m.executable]
+
+    def _mapping_end(self, sp: int) -> int | None:
+        """Where the mapping that holds the stack pointer ends (None: none does)."""
+        for start, end in self._stacks:
+            if start <= sp < end:
+                return end
+        return None
+
+
+def _data_mappings(pid: int) -> list[tuple[int, int]]:
+    try:
+        return [(m.start, m.end) for m in procfs.maps(pid) if not m.executable]
+    except Exception:  # gone: no stack to copy
+        return []

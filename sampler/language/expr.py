@@ -144,7 +144,8 @@ def ustack_depth(tree: ast.Expression) -> int | None:
     if isinstance(body, ast.Name) and body.id == USTACK:
         return 0
     if isinstance(body, ast.Call) and isinstance(body.func, ast.Name) and body.func.id == USTACK:
-        return int(body.args[0].value) if body.args and isinstance(body.args[0], ast.Constant) else 0
+        depth = body.args[0].value if body.args and isinstance(body.args[0], ast.Constant) else 0
+        return depth if isinstance(depth, int) else 0
     return None
 
 

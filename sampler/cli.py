@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import resource
+import signal
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -21,9 +22,11 @@ from sampler.errors import (
 )
 from sampler.output import outlet
 from sampler.output.csv import FORMATS
+from sampler.printable import printable
 from sampler.safety import supervisor
 from sampler.safety.repair import refuse_if_traced, restore_code
 from sampler.safety.repair import repair as repair_journal
+from sampler.stop import StopFlag
 
 
 class Duration(click.ParamType):  # type: ignore[type-arg]
@@ -257,7 +260,9 @@ def trace(ctx: click.Context, /, locations: tuple[str, ...], max_events: int | N
 @click.option("--lhist", "lhists", multiple=True, nargs=4, type=(str, float, float, float),
               metavar="NAME MIN MAX STEP", help="A linear histogram, as bpftrace's lhist(). Repeatable.")
 @click.option("--by", "by_s", type=DURATION, metavar="DURATION", help="The statistics per window of this long.")
-@click.option("--plot", metavar="FILE.png|.svg", help="A time series of each column (matplotlib).")
+@click.option("--plot", metavar="FILE.png|.svg",
+              help="A time series of each column (matplotlib); of a .folded file, its flame graph (.svg) or "
+                   "speedscope's JSON (.speedscope.json).")
 @click.option("--count-by", "count_by", multiple=True, metavar="NAME",
               help="The most frequent values of this column (strings too), as bpftrace's @[x] = count(). "
                    "Repeatable.")
@@ -266,16 +271,26 @@ def trace(ctx: click.Context, /, locations: tuple[str, ...], max_events: int | N
 @click.option("--json", "as_json", is_flag=True, help="The statistics as JSON.")
 def report(files: Sequence[str], hists: Sequence[str], lhists: Sequence[tuple[str, float, float, float]],
            by_s: float | None, plot: str | None, as_json: bool, count_by: Sequence[str], top: int) -> int:
-    """Statistics, histograms and a plot of the CSVs that attach and trace wrote.
+    """Statistics, histograms and a plot of the CSVs that attach and trace wrote; the top functions
+    of a profile's .folded stacks, and its flame graph.
 
     \b
     Examples:
       sampler report samples.csv --hist delta
       sampler report a.csv b.csv --by 10s --plot run.png
       sampler report requests.csv --count-by path --top 5
+      sampler report cpu.folded --plot cpu.svg
     """
     from sampler.report import Request, run
 
+    folded = [path for path in files if path.endswith(".folded")]
+    if folded:  # a profile's stacks: their top functions, and --plot draws the flame graph
+        from sampler.profile import render
+
+        if len(folded) != len(files) or len(files) > 1:
+            raise UsageError("give one .folded file alone", "sampler report cpu.folded --plot cpu.svg")
+        click.echo(render.report_folded(folded[0], plot, top), nl=False)
+        return 0
     if by_s is not None and by_s <= 0:
         raise UsageError("--by must be longer than 0", "e.g. --by 10s")
     click.echo(run(Request(list(files), tuple(hists), tuple(lhists), by_s, plot, as_json, tuple(count_by), top)),
@@ -327,6 +342,56 @@ def stack(pids: tuple[int, ...], pgrep: str | None, every_match: bool, out_forma
 
     targets = configure.targets_of(configure.Options("stack", pids=pids, pgrep=pgrep, every_match=every_match))
     click.echo(stacks.report(targets, out_format, consistent, max_depth), nl=False)
+    return 0
+
+
+@cli.command()
+@click.option("--pid", "pids", type=int, multiple=True, help="The process; repeatable.")
+@click.option("--pgrep", metavar="PATTERN", help="The process by its name, else its command line.")
+@click.option("--all", "every_match", is_flag=True, help="With --pgrep: every process that matches.")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True, max=10000), default=99, show_default=True,
+              help="Samples of every thread a second (99: not in step with a program's own 100 Hz timers).")
+@click.option("--duration", type=DURATION, help="Stop after this long (default: at Ctrl-C).")
+@click.option("--out", required=True, metavar="FILE.svg|.folded|.speedscope.json",
+              help="A flame graph (SVG, drawn by sampler), flamegraph.pl's folded stacks, or speedscope's JSON.")
+@click.option("--off-cpu", "off_cpu", is_flag=True,
+              help="The sleeping and blocked threads too (read without stopping them), the system call each "
+                   "waits in as its innermost frame: where a hung program waits.")
+@click.option("--max-overhead", "max_overhead", type=SHARE, metavar="PERCENT",
+              help="Sample less often when the threads it stops lose more than this share of their time (1%).")
+@click.option("--max-depth", type=click.IntRange(min=1, max=4096), default=256, show_default=True,
+              help="Frames per stack at most.")
+@click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
+def profile(pids: tuple[int, ...], pgrep: str | None, every_match: bool, rate: float, duration: float | None,
+            out: str, off_cpu: bool, max_overhead: float | None, max_depth: int, quiet: bool) -> int:
+    """Where the time goes: every thread's stack sampled at a rate, as a flame graph. A running
+    thread is stopped only while its registers and stack are read; nothing is written into it.
+
+    \b
+    Examples:
+      sampler profile --pid 4242 --duration 30s --out cpu.svg
+      sampler profile --pgrep nginx --all --rate 49 --duration 1m --out nginx.folded
+      sampler profile --pid 4242 --off-cpu --duration 10s --out waits.speedscope.json
+    """
+    from sampler.profile import render
+    from sampler.stacks import sampling
+
+    render.format_of(out)  # a bad suffix is said before anything is read
+    targets = configure.targets_of(configure.Options("profile", pids=pids, pgrep=pgrep, every_match=every_match))
+    say = (lambda line: None) if quiet else notice.say
+    stop = StopFlag()
+    previous = {signum: signal.signal(signum, lambda *_: stop.set()) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        result = sampling.profile(targets, rate, duration, stop, off_cpu, max_overhead, max_depth, say)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    for pid in result.gone:
+        notice.say(f"PID {pid} ended during the profile: its samples until then are counted")
+    summary = result.summary(rate, off_cpu)
+    names = ", ".join(f"{printable(name)} ({pid})" for pid, name in result.names.items())
+    written = render.to_file(result.stacks, out, f"sampler profile of {names}", summary)
+    notice.say(f"{written}; {summary}" + ("; interrupted: the samples so far are written" if stop.is_set() else ""))
     return 0
 
 

@@ -256,6 +256,8 @@ class Debug:
         self.bias = bias
         self._unit_ranges: tuple[list[int], list[tuple[int, int, int]]] | None = None
         self._qualified: dict[int, str | None] = {}
+        self._scan_call_sites = True
+        self._call_sites_unscanned: dict[int, DIE | None] = {}
         self._lines: dict[int, tuple[list[int], list[tuple[str, int] | None]]] = {}
         """Per unit: its line table's row addresses, sorted, and (file, line) of each (None past
         a sequence's end), for addresses to lines (stacks)."""
@@ -384,7 +386,10 @@ class Debug:
         return self.functions.get(name)
 
     @_guarded
-    def function_at(self, pc: int) -> Function | None:
+    def function_at(self, pc: int, scan: bool = True) -> Function | None:
+        """The function whose code holds pc (a file address). ``scan``: when the unit the
+        address tables name has none, index every unit (a second or more for libc); without,
+        trust them (an unwinder's question about assembly code, which has no function DIE)."""
         unit = self._unit_at(pc)
         if unit is None:
             unit = self._unit_by_ranges(pc)
@@ -393,6 +398,8 @@ class Debug:
         except Exception:  # aranges pointed at something that is not a unit: walk them all
             candidates = None
         if candidates is None or not any(f.low <= pc < f.high for f in candidates):
+            if not scan:
+                return None
             self._scan_until(lambda: False)
             candidates = [f for fs in self._unit_functions.values() for f in fs]
         for function in candidates:
@@ -402,7 +409,12 @@ class Debug:
 
     def _unit_by_ranges(self, pc: int) -> CompileUnit | None:
         """Without .debug_aranges (Go writes none): the unit whose top DIE's ranges cover pc,
-        from an index of every unit's ranges made once (reading only the top DIE of each)."""
+        from an index of every unit's ranges made once (reading only the top DIE of each). With
+        them, None: what they do not cover has no unit (assembly, a library's own stubs)."""
+        if self._aranges is None:
+            self._unit_at(pc)  # (loads them)
+        if self._aranges:
+            return None
         if self._unit_ranges is None:
             self._unit_ranges = self._index_unit_ranges()
         starts, spans = self._unit_ranges
@@ -509,7 +521,7 @@ class Debug:
     def inlined_at(self, pc: int) -> list[tuple[str, str | None, int | None]]:
         """The functions inlined at pc, innermost first: (name, the FILE and LINE it was called from
         in the function around it) for each DW_TAG_inlined_subroutine that covers pc."""
-        function = self.function_at(pc)
+        function = self.function_at(pc, scan=False)
         if function is None:
             return []
         found: list[tuple[str, str | None, int | None]] = []
@@ -838,8 +850,10 @@ class Debug:
         that holds it; found once per return address."""
         if returns in self._call_sites:
             return self._call_sites[returns]
+        if not self._scan_call_sites and returns in self._call_sites_unscanned:
+            return self._call_sites_unscanned[returns]
         found = None
-        function = self.function_at(returns - 1)
+        function = self.function_at(returns - 1, scan=self._scan_call_sites)
         if function is not None:
             for die in descendants(function.die):
                 if die.tag in ("DW_TAG_call_site", "DW_TAG_GNU_call_site"):
@@ -847,8 +861,10 @@ class Debug:
                     if at is not None and at.value == returns:
                         found = die
                         break
-        if len(self._call_sites) < MAX_CALL_SITES:
+        if len(self._call_sites) < MAX_CALL_SITES and (found is not None or self._scan_call_sites):
             self._call_sites[returns] = found
+        elif len(self._call_sites_unscanned) < MAX_CALL_SITES:
+            self._call_sites_unscanned[returns] = found  # (not found without the scan: maybe found with it)
         return found
 
     @_guarded
@@ -856,7 +872,11 @@ class Debug:
         """What the call that returns to ``returns`` (a file address) called: (where it starts in
         this module, or None; its name, for a function of another module); (None, None) when the
         call site is not described (an indirect call)."""
-        site = self._call_site(returns)
+        self._scan_call_sites = False  # (an unwinder's question: no scan of every unit for it)
+        try:
+            site = self._call_site(returns)
+        finally:
+            self._scan_call_sites = True
         return self._called(site, address_of) if site is not None else (None, None)
 
     @_guarded
@@ -872,7 +892,7 @@ class Debug:
         def follow(start: int, chain: list[tuple[int, int]]) -> None:
             if len(chains) > 1 or len(chain) >= MAX_TAIL_CALLS:
                 return
-            function = self.function_at(start)
+            function = self.function_at(start, scan=False)
             if function is None or function.low != start:
                 return
             for die in descendants(function.die):

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sampler.stacks import show
-from sampler.stacks.collect import collect
+from sampler.stacks import collect, show
 from sampler.unwind.walk import MAX_DEPTH
 
 
 def report(pids: Sequence[int], out_format: str = "text", consistent: bool = False,
            max_depth: int = MAX_DEPTH) -> str:
     """Every thread of each process, as text or JSON Lines (one object per process)."""
-    processes = [collect(pid, consistent, max_depth) for pid in pids]
+    processes = [collect.collect(pid, consistent, max_depth) for pid in pids]
     write = show.as_json if out_format == "json" else show.as_text
     return ("" if out_format == "json" else "\n").join(write(process) for process in processes)

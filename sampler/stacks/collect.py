@@ -79,7 +79,8 @@ class Reader:
         self.code = self._code_map()
 
     def read(self, tids: list[int], consistent: bool = False, max_depth: int = MAX_DEPTH,
-             with_goroutines: bool = False) -> tuple[list[ThreadStack], list[Goroutine] | None, str | None]:
+             with_goroutines: bool = False, kernel: bool = True
+             ) -> tuple[list[ThreadStack], list[Goroutine] | None, str | None]:
         """The threads (those still there), each as the kernel shows it the moment before it is
         read, and a Go program's goroutines (with a note when they cannot all be read). With
         ``consistent`` every thread stays stopped until all of it is read and unwound."""
@@ -87,7 +88,7 @@ class Reader:
         threads = []
         try:
             for tid in tids:
-                thread = thread_of(self.pid, tid)
+                thread = thread_of(self.pid, tid, kernel)
                 if thread is not None:
                     threads.append(thread)
                     images[tid] = self._image(thread, hold=consistent)
@@ -126,6 +127,17 @@ class Reader:
         if image.problem is not None:
             return None, f"not read: {image.problem}"
         return image, _held(image)
+
+    def warm(self) -> None:
+        """Read what naming and unwinding the stacks of now will need (each module's symbols, unwind
+        and line tables), with nothing stopped: the threads asleep in a system call, read as they are."""
+        for tid in procfs.tasks(self.pid):
+            image = self.snapshots.asleep(tid)
+            if image is not None:
+                self._unwind(image, MAX_DEPTH)
+        for start, _, module, _ in self.code.ranges:
+            if module is not None:
+                self.code.at(start)
 
     def goroutines(self, stacks: list[ThreadStack], max_depth: int) -> tuple[list[Goroutine] | None, str | None]:
         """The goroutines of a Go program, with the stacks of the threads running them; (None, why)

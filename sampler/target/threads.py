@@ -82,15 +82,16 @@ def threads_of(pid: int) -> list[Thread]:
     return found
 
 
-def thread_of(pid: int, tid: int) -> Thread | None:
-    """One thread of ``pid`` now; None when it ended."""
+def thread_of(pid: int, tid: int, kernel: bool = True) -> Thread | None:
+    """One thread of ``pid`` now; None when it ended. ``kernel``: its wait channel and kernel stack
+    too (a profile, which reads its threads a hundred times a second, leaves them out)."""
     where = f"/proc/{pid}/task/{tid}"
     state = procfs.thread_state(pid, tid)
     if not state:
         return None
-    wchan = _read(f"{where}/wchan")
+    wchan = _read(f"{where}/wchan") if kernel else None
     return Thread(tid, _read(f"{where}/comm") or "", state, _syscall(f"{where}/syscall"),
-                  "" if wchan in (None, "0") else wchan, _kernel(f"{where}/stack"))
+                  "" if wchan in (None, "0") else wchan, _kernel(f"{where}/stack") if kernel else ())
 
 
 def _read(path: str, limit: int = 4096) -> str | None:

@@ -24,6 +24,8 @@ from sampler.debuginfo.gopclntab import BadTable, GoFunction, PcLineTable
 from sampler.debuginfo.modules import Module
 from sampler.evaluation.reads import Read, UnreadableMemory
 
+MAX_PLACES = 100_000
+"""Named pcs remembered per module."""
 MAX_VDSO = 64 << 10
 """Bytes of the vDSO image read (it is 8 KiB on x86-64 kernels)."""
 
@@ -53,6 +55,7 @@ class Code:
         self._symbols = symbols
         self._debug = debug
         self._all_symbols: Sequence[tuple[str, Symbol]] = ()
+        self._places: dict[int, Place] = {}
         self._by_name: dict[str, int] | None = None
 
     @classmethod
@@ -150,7 +153,15 @@ class Code:
 
     def place(self, pc: int) -> Place:
         """Name a file address: Go's table first, then the symbol table; file, line and inlined
-        calls from DWARF (or Go's table)."""
+        calls from DWARF (or Go's table). Each pc named once (a profile meets the same ones)."""
+        found = self._places.get(pc)
+        if found is None:
+            if len(self._places) >= MAX_PLACES:
+                self._places.clear()
+            found = self._places[pc] = self._place(pc)
+        return found
+
+    def _place(self, pc: int) -> Place:
         go = self.function(pc)
         if go is not None:
             line = None
@@ -172,7 +183,7 @@ class Code:
             line = self._debug.line_at(pc)
             inlined = self._inlined(pc)
             if function is None or function.startswith("_R"):  # no symbol, or Rust's v0 names
-                found = self._debug.function_at(pc)
+                found = self._debug.function_at(pc, scan=False)
                 if found is not None:
                     function, offset = self._debug.qualified_name(found.die) or found.name, pc - found.low
         except Exception:  # hostile or damaged DWARF: the symbol's name is enough
@@ -229,6 +240,10 @@ class CodeMap:
         self._starts = [start for start, _, _, _ in self._ranges]
         self._read = read
         self._code: dict[int, Code | None] = {}
+
+    @property
+    def ranges(self) -> list[tuple[int, int, Module | None, str]]:
+        return self._ranges
 
     def at(self, pc: int) -> Code | None:
         """The code mapped at a run-time pc, or None (nothing executable is mapped there)."""

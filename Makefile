@@ -10,7 +10,7 @@ export GOCACHE := $(CURDIR)/.cache/go-build
 export GOPATH := $(CURDIR)/.cache/go
 endif
 
-.PHONY: demo test test-bench lint bench bench-quick faults faults-quick ctrl-c soak soak-quick guardian-bench bench-attach bench-limit bench-many \
+.PHONY: demo test test-bench lint bench bench-quick faults faults-quick ctrl-c soak soak-quick guardian-bench bench-attach bench-limit bench-many bench-profile \
 	setup system-deps bench-deps \
 	image kube-test dist dist-test \
 	targets clean
@@ -79,6 +79,13 @@ bench-limit: setup bench-deps
 	$(VENV)/bin/python bench/limit.py
 	$(VENV)/bin/python bench/stall.py
 
+# what sampler profile costs the threads it samples, clocked inside them, beside perf record -g and
+# nothing: 49, 99 and 999 Hz on 1 and 8 busy threads (about 4 minutes); then sampler stack's time
+# beside gdb's and eu-stack's on a 10-thread process; results under bench/results/
+bench-profile: setup bench-deps
+	$(VENV)/bin/python bench/profile.py
+	$(VENV)/bin/python bench/stacktime.py
+
 # many processes in one run: 1, 10, 50 and 200 workers of targets/pool sampled together at 10 Hz
 # for 30 s each (rows per process against the schedule, CPU per tick, RSS, attach; about 3 minutes)
 bench-many: setup
@@ -130,7 +137,7 @@ targets: targets/bin/ringbuf-go targets/bin/ringbuf-go-stripped targets/bin/http
 	targets/bin/forker targets/bin/callers targets/bin/emulate targets/bin/spawner-go targets/bin/jailed targets/bin/jailed-nodebug \
 	targets/bin/clones targets/bin/clones-cpp targets/bin/stall targets/bin/stall-go targets/bin/pool \
 	targets/bin/execrace targets/bin/ifuncs targets/bin/eintr targets/bin/shortlived \
-	targets/bin/stacks targets/bin/stacks-cpp targets/bin/stacks-rust targets/bin/stacks-go
+	targets/bin/stacks targets/bin/stacks-cpp targets/bin/stacks-rust targets/bin/stacks-go targets/bin/spinners
 
 targets/bin/ringbuf-go: targets/ringbuf-go/main.go targets/ringbuf-go/go.mod | system-deps
 	mkdir -p targets/bin
@@ -273,6 +280,11 @@ targets/bin/stacks-rust: targets/stacks-rust/main.rs | system-deps
 targets/bin/stacks-go: targets/stacks-go/main.go targets/stacks-go/go.mod | system-deps
 	mkdir -p targets/bin
 	cd targets/stacks-go && $(GOBUILD) -o ../bin/stacks-go .
+
+# threads that only compute, each clocking its own stalls (bench/profile.py)
+targets/bin/spinners: targets/spinners/spinners.c | system-deps
+	mkdir -p targets/bin
+	$(CC) -O2 -g -Wall -pthread -o $@ $<
 
 # threads calling one function (or a glibc wrapper) at the same moment, counting their calls
 targets/bin/callers: targets/callers/callers.c | system-deps

@@ -35,6 +35,7 @@ command -v eu-stack >/dev/null 2>&1 || need+=(elfutils)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if [ "${1:-}" = bench ]; then  # the eBPF reference of bench/overhead.py
   command -v bpftrace >/dev/null 2>&1 || need+=(bpftrace)
+  command -v perf >/dev/null 2>&1 || need+=(linux-perf)  # bench/profile.py's reference
 fi
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

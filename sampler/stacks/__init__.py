@@ -15,6 +15,7 @@ from sampler.unwind.walk import MAX_DEPTH
 def report(pids: Sequence[int], out_format: str = "text", consistent: bool = False,
            max_depth: int = MAX_DEPTH) -> str:
     """Every thread of each process, as text or JSON Lines (one object per process)."""
-    processes = [collect.collect(pid, consistent, max_depth) for pid in pids]
+    with collect.first_in_line():  # (the modules' tables too: read while threads may wait)
+        processes = [collect.collect(pid, consistent, max_depth) for pid in pids]
     write = show.as_json if out_format == "json" else show.as_text
     return ("" if out_format == "json" else "\n").join(write(process) for process in processes)

@@ -8,7 +8,10 @@ be stopped is stopped at once, all are read, then all are let go: one moment for
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
 from sampler.backends.ptrace.snapshot import Image, Snapshots
@@ -182,6 +185,28 @@ class Reader:
             return self.snapshots.read(address, size)
 
         return unwind(image.registers, self.code, read, max_depth)
+
+
+NICE = -10
+"""sampler's own priority while it reads threads (as root): a thread it stopped waits for sampler
+to get a CPU, and on a busy host that took tens of milliseconds a thread (10 busy threads on 2 CPUs:
+6.4 s for the whole command at nice 0, 1.2 s at -10)."""
+
+
+@contextmanager
+def first_in_line() -> Iterator[None]:
+    """Run at NICE while the block reads (root only; otherwise as it is)."""
+    try:
+        before = os.getpriority(os.PRIO_PROCESS, 0)
+        os.setpriority(os.PRIO_PROCESS, 0, min(before, NICE))
+    except OSError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        with suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, 0, before)
 
 
 def _held(image: Image) -> str:

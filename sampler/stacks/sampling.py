@@ -24,7 +24,7 @@ from sampler.budget import Budget, wake_latency_s
 from sampler.durations import format_duration
 from sampler.errors import ProcessNotFound
 from sampler.printable import printable
-from sampler.stacks.collect import Reader, ThreadStack
+from sampler.stacks.collect import Reader, ThreadStack, first_in_line
 from sampler.stop import StopFlag
 from sampler.target import procfs
 from sampler.unwind.walk import MAX_DEPTH
@@ -69,22 +69,30 @@ def profile(pids: Sequence[int], rate: float, duration_s: float | None, stop: St
     """Sample every thread of ``pids`` ``rate`` times a second until ``duration_s`` or ``stop``."""
     readers: dict[int, Reader] = {}
     result = Profile()
-    try:
-        for pid in pids:
-            readers[pid] = Reader(pid, debug_dirs)
-            result.names[pid] = procfs.comm(pid)
-        for reader in readers.values():  # the tables of the code each runs, read before the clock starts
-            reader.warm()
-        if progress is not None:
-            progress(f"profiling {', '.join(f'PID {pid}' for pid in pids)} at {rate:g} Hz"
-                     + (f" for {format_duration(duration_s)}" if duration_s else " until Ctrl-C"))
-        result.started = time.monotonic()
-        _loop(readers, result, rate, duration_s, stop, off_cpu, max_overhead, max_depth, progress)
-    finally:
-        for reader in readers.values():
-            reader.close()
-        result.elapsed_s = time.monotonic() - result.started
+    with first_in_line():
+        try:
+            _profile(pids, readers, result, rate, duration_s, stop, off_cpu, max_overhead, max_depth, progress,
+                     debug_dirs)
+        finally:
+            for reader in readers.values():
+                reader.close()
+            result.elapsed_s = time.monotonic() - result.started
     return result
+
+
+def _profile(pids: Sequence[int], readers: dict[int, Reader], result: Profile, rate: float,
+             duration_s: float | None, stop: StopFlag, off_cpu: bool, max_overhead: float | None, max_depth: int,
+             progress: Callable[[str], None] | None, debug_dirs: tuple[str, ...]) -> None:
+    for pid in pids:
+        readers[pid] = Reader(pid, debug_dirs)
+        result.names[pid] = procfs.comm(pid)
+    for reader in readers.values():  # the tables of the code each runs, read before the clock starts
+        reader.warm()
+    if progress is not None:
+        progress(f"profiling {', '.join(f'PID {pid}' for pid in pids)} at {rate:g} Hz"
+                 + (f" for {format_duration(duration_s)}" if duration_s else " until Ctrl-C"))
+    result.started = time.monotonic()
+    _loop(readers, result, rate, duration_s, stop, off_cpu, max_overhead, max_depth, progress)
 
 
 def _loop(readers: dict[int, Reader], result: Profile, rate: float, duration_s: float | None, stop: StopFlag,

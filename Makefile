@@ -83,7 +83,7 @@ bench-limit: setup bench-deps
 # nothing: 49, 99 and 999 Hz on 1 and 8 busy threads (about 4 minutes); then sampler stack's time
 # beside gdb's and eu-stack's on a 10-thread process; results under bench/results/
 bench-profile: setup bench-deps
-	$(VENV)/bin/python bench/profile.py
+	$(VENV)/bin/python bench/profiling.py
 	$(VENV)/bin/python bench/stacktime.py
 
 # many processes in one run: 1, 10, 50 and 200 workers of targets/pool sampled together at 10 Hz
@@ -281,7 +281,7 @@ targets/bin/stacks-go: targets/stacks-go/main.go targets/stacks-go/go.mod | syst
 	mkdir -p targets/bin
 	cd targets/stacks-go && $(GOBUILD) -o ../bin/stacks-go .
 
-# threads that only compute, each clocking its own stalls (bench/profile.py)
+# threads that only compute, each clocking its own stalls (bench/profiling.py)
 targets/bin/spinners: targets/spinners/spinners.c | system-deps
 	mkdir -p targets/bin
 	$(CC) -O2 -g -Wall -pthread -o $@ $<

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 from harness import RunningTarget, write_results  # type: ignore[import-not-found]  # noqa: E402
-from profile import counters  # type: ignore[import-not-found]  # noqa: E402
+from profiling import counters  # type: ignore[import-not-found]  # noqa: E402
 
 THREADS = 10
 COMMANDS = {

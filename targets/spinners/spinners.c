@@ -1,4 +1,4 @@
-/* spinners N: N threads that only compute, each clocking itself, for bench/profile.py: what a
+/* spinners N: N threads that only compute, each clocking itself, for bench/profiling.py: what a
  * profile costs the threads it samples, measured inside them.
  *
  * Each thread does units of work (a loop of about 20 us) and reads the monotonic clock after

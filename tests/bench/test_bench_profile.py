@@ -1,4 +1,4 @@
-"""The short form of bench/profile.py (make bench-profile): what a profile costs the threads it
+"""The short form of bench/profiling.py (make bench-profile): what a profile costs the threads it
 samples, clocked inside them, beside perf record and nothing."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from tests.integration.targets import read_csv, run_bench
 
 
 def test_bench_profile_clocks_the_target_with_and_without_each_tool(tmp_path: Path) -> None:
-    run_bench("profile.py", tmp_path)
+    run_bench("profiling.py", tmp_path)
     rows = {row["tool"]: row for row in read_csv(tmp_path / "profile.csv")}
     tools = {"none", "sampler"} | ({"perf"} if shutil.which("perf") else set())
     assert set(rows) >= {"none", "sampler"} and (set(rows) == tools or not os.environ.get("CI")), rows

@@ -15,7 +15,7 @@ perf interrupts it in the kernel (cpu-clock); with 8 threads on this 2-core host
 are the scheduler's, and both tools take CPU time from the target too (sampler is Python): the
 lost units say what the program lost in all.
 
-    .venv/bin/python bench/profile.py [--rounds 3] [--window 5] [--quick] [--results DIR]
+    .venv/bin/python bench/profiling.py [--rounds 3] [--window 5] [--quick] [--results DIR]
 """
 
 from __future__ import annotations
@@ -151,13 +151,14 @@ def summarize(threads: int, rate: int, runs: dict[str, list[dict[str, float]]]) 
             "stalled_pct": round(100 * statistics.median(m["stalled_us_per_s"] for m in measured) / 1e6, 2),
             "samples_per_s_per_thread": round(statistics.median(m.get("samples_per_s", 0.0) for m in measured), 1),
             "stall_per_sample_us": round(statistics.median(excess), 1) if excess else "",
-            "held_us": round(statistics.median(m.get("held_us", 0.0) for m in measured), 1) if tool == "sampler" else "",
+            "held_us": round(statistics.median(m.get("held_us", 0.0) for m in measured), 1)
+            if tool == "sampler" else "",
         })
     return rows
 
 
 def report(rows: list[dict[str, object]], rounds: int, seconds: float) -> str:
-    lines = ["# What a profile costs the threads it samples (bench/profile.py)", "",
+    lines = ["# What a profile costs the threads it samples (bench/profiling.py)", "",
              f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs; {rounds} round(s) of {seconds:g} s windows, "
              "the tools taking turns on one target (targets/spinners); medians.", "",
              "| threads | rate | tool | work lost | stalled (per thread) | samples/s a thread | stall a sample "

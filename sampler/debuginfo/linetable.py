@@ -4,7 +4,7 @@ pyelftools decodes a line program through construct and a state object copied fo
 row, about 10 us a row: a Rust std unit has 45,000 rows, and one ``sampler stack`` of a
 small Rust program spent 4 s there. This decodes the same rows with plain loops over the
 bytes (DWARF versions 2 to 5, 32- and 64-bit) and keeps only what names a place: each row's
-address, file and line.
+address, file and line. dwarf.py's Debug.line_at keeps one Table a unit.
 
 The bytes are the target's: every length and offset is checked against them before use,
 the header's tables and the rows are capped, and whatever is wrong raises Malformed (one
@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 import posixpath
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Union
 
 from sampler.debuginfo.dies import Malformed
@@ -26,6 +26,11 @@ MAX_ROWS = 2_000_000
 """Rows of one unit decoded (the largest units seen have 45,000: Rust's std); more is refused."""
 MAX_ENTRIES = 100_000
 """Directories, or files, in one header (libc's units name a few dozen, Go's a few hundred)."""
+MAX_PATH = 4096
+"""Bytes of one directory or file name (Linux's PATH_MAX)."""
+MAX_TEXT = 16 << 20
+"""Bytes of names one header may hold, counting each file's path joined to its directory (a few
+KiB in real units): 100,000 files in a directory of 4 KiB would be 400 MB."""
 
 END = -1
 """The file index of a sequence's end: no line from that address on (until the next row)."""
@@ -56,7 +61,6 @@ class Header:
     opcode_base: int
     standard_opcode_lengths: bytes
     """Operands (ULEB128 each) of standard opcodes 1 .. opcode_base - 1."""
-    directories: list[str]
     names: dict[int, str]
     """Paths by the index the program's DW_LNS_set_file uses, as dies.file_names gives them
     (the directory joined; from 1 before DWARF 5, from 0 in it)."""
@@ -72,8 +76,8 @@ class Table:
     """Each row's file index; END at a sequence's end."""
     lines: list[int]
     """Each row's line (0 at a sequence's end)."""
-    names: dict[int, str] = field(default_factory=dict)
-    """Paths by file index: the header's, and any DW_LNE_define_file's."""
+    names: dict[int, str]
+    """Paths by file index, the header's (DW_LNE_define_file, which no compiler writes, is ignored)."""
 
     def __len__(self) -> int:
         return len(self.addresses)
@@ -95,10 +99,12 @@ class Table:
 
 
 class _Cursor:
-    """Reads the header's fields, each checked against where the header ends."""
+    """Reads a header's fields, each checked against where the header ends, and its paths, each
+    charged to the header's budget of MAX_TEXT bytes."""
 
     def __init__(self, data: bytes, at: int, end: int) -> None:
         self.data, self.at, self.end = data, at, end
+        self.text_left = MAX_TEXT
 
     def take(self, size: int) -> int:
         at = self.at
@@ -129,19 +135,29 @@ class _Cursor:
 
     def string(self) -> bytes:
         at = self.at
-        nul = self.data.find(b"\0", at, self.end)
+        nul = self.data.find(b"\0", at, min(self.end, at + MAX_PATH + 1))
         if nul < 0:
-            raise Malformed(f"a line table header's string at {at:#x} runs past the header")
+            raise Malformed(f"a line table header's string at {at:#x} runs past the header or {MAX_PATH} bytes")
         self.at = nul + 1
         return self.data[at:nul]
+
+    def charge(self, size: int) -> None:
+        self.text_left -= size
+        if self.text_left < 0:
+            raise Malformed(f"a line table header at {self.at:#x} names more than {MAX_TEXT} bytes of paths")
+
+    def text(self, path: str) -> str:
+        """``path``, charged to the budget."""
+        self.charge(len(path))
+        return path
 
 
 def _string_at(section: bytes, offset: int, name: str) -> bytes:
     if not 0 <= offset < len(section):
         raise Malformed(f"a line table names a string at {offset:#x}, past {name} ({len(section)} bytes)")
-    nul = section.find(b"\0", offset)
+    nul = section.find(b"\0", offset, offset + MAX_PATH + 1)
     if nul < 0:
-        raise Malformed(f"a line table's string at {offset:#x} runs past the end of {name}")
+        raise Malformed(f"a line table's string at {offset:#x} of {name} runs past its end or {MAX_PATH} bytes")
     return section[offset:nul]
 
 
@@ -189,11 +205,13 @@ def read_header(data: bytes, offset: int, line_strings: bytes = b"", strings: by
                         "line_range or opcode_base")
     lengths_at = cursor.take(opcode_base - 1)
     standard_opcode_lengths = data[lengths_at:lengths_at + opcode_base - 1]
-    if version >= 5:
-        directories = [_text(path) for path, _ in _entries(cursor, offset_size, line_strings, strings)]
-        names = {index: posixpath.join(directories[directory] if directory < len(directories) else "", _text(path))
-                 for index, (path, directory) in enumerate(_entries(cursor, offset_size, line_strings, strings))}
-    else:
+    names: dict[int, str] = {}
+    if version >= 5:  # tables of entries in the forms the header gives; files and directories from 0
+        directories = [cursor.text(_text(path)) for path, _ in _entries(cursor, offset_size, line_strings, strings)]
+        for index, (path, directory) in enumerate(_entries(cursor, offset_size, line_strings, strings)):
+            within = directories[directory] if directory < len(directories) else ""
+            names[index] = cursor.text(posixpath.join(within, _text(path)))
+    else:  # strings, and the files' (name, directory, time, size); files from 1, directories from 1
         directories = []
         while True:
             path = cursor.string()
@@ -201,8 +219,7 @@ def read_header(data: bytes, offset: int, line_strings: bytes = b"", strings: by
                 break
             if len(directories) >= MAX_ENTRIES:
                 raise Malformed(f"a line table at {offset:#x} names more than {MAX_ENTRIES} directories")
-            directories.append(_text(path))
-        names = {}
+            directories.append(cursor.text(_text(path)))
         while True:
             path = cursor.string()
             if not path:
@@ -212,14 +229,11 @@ def read_header(data: bytes, offset: int, line_strings: bytes = b"", strings: by
             cursor.uleb()  # size
             if len(names) >= MAX_ENTRIES:
                 raise Malformed(f"a line table at {offset:#x} names more than {MAX_ENTRIES} files")
-            names[len(names) + 1] = _joined(directories, directory, path)
+            # directory 0 is the unit's own: left out, as dies.file_names leaves it
+            within = directories[directory - 1] if 0 < directory <= len(directories) else ""
+            names[len(names) + 1] = cursor.text(posixpath.join(within, _text(path)))
     return Header(version, start, end, minimum_instruction_length, maximum_operations, line_base, line_range,
-                  opcode_base, standard_opcode_lengths, directories, names)
-
-
-def _joined(directories: list[str], directory: int, path: bytes) -> str:
-    """A path before DWARF 5: directory 0 is the unit's own (left out, as dies.file_names does)."""
-    return posixpath.join(directories[directory - 1] if 0 < directory <= len(directories) else "", _text(path))
+                  opcode_base, standard_opcode_lengths, names)
 
 
 def _entries(cursor: _Cursor, offset_size: int, line_strings: bytes, strings: bytes) -> list[tuple[bytes, int]]:
@@ -242,6 +256,7 @@ def _entries(cursor: _Cursor, offset_size: int, line_strings: bytes, strings: by
                     path = value
                 else:
                     raise Malformed(f"a line table header names a path in form {form:#x} at {cursor.at:#x}")
+                cursor.charge(len(path))  # (and again as text: the budget bounds both)
             elif content == _DIRECTORY_INDEX:
                 if not isinstance(value, int):
                     raise Malformed(f"a line table header gives a directory in form {form:#x} at {cursor.at:#x}")
@@ -280,9 +295,8 @@ def decode(data: bytes, offset: int, line_strings: bytes = b"", strings: bytes =
     the rows of all its sequences, sorted by address. ``line_strings``, ``strings``: as for
     read_header. More than ``max_rows`` rows: Malformed."""
     header = read_header(data, offset, line_strings, strings)
-    names = dict(header.names)
     try:
-        addresses, files, lines = _run(data[header.start:header.end], header, names, max_rows)
+        addresses, files, lines = _run(data[header.start:header.end], header, max_rows)
     except (IndexError, ValueError):
         raise Malformed(f"the line program at {offset:#x} is cut short or has a bad number") from None
     if sorted(addresses) != addresses:  # sequences out of address order (or a set_address back)
@@ -290,11 +304,10 @@ def decode(data: bytes, offset: int, line_strings: bytes = b"", strings: bytes =
         addresses = [addresses[i] for i in order]  # address stays after those before it)
         files = [files[i] for i in order]
         lines = [lines[i] for i in order]
-    return Table(addresses, files, lines, names)
+    return Table(addresses, files, lines, header.names)
 
 
-def _run(program: bytes, header: Header, names: dict[int, str],
-         max_rows: int) -> tuple[list[int], list[int], list[int]]:
+def _run(program: bytes, header: Header, max_rows: int) -> tuple[list[int], list[int], list[int]]:
     """The rows of the program's bytes, in their order. A read past the bytes raises IndexError
     (``program`` is the unit's program alone), a number too long ValueError: decode says which unit."""
     opcode_base, line_range = header.opcode_base, header.line_range
@@ -411,9 +424,7 @@ def _run(program: bytes, header: Header, names: dict[int, str],
                         raise Malformed(f"a set_address of {size - 1} bytes at {at:#x} into a line program")
                     address = int.from_bytes(program[at + 1:after], "little")
                     op_index = 0
-                elif extended == 3 and header.version < 5:  # DW_LNE_define_file (gone in DWARF 5)
-                    _define_file(program, at + 1, after, header, names)
-                at = after  # (set_discriminator and the vendors' opcodes: nothing a place needs)
+                at = after  # (define_file, set_discriminator, the vendors' opcodes: nothing a place needs)
             elif op == 12:  # DW_LNS_set_isa
                 _, at = uleb128(program, at)
             else:  # an opcode of a later standard: skip its operands, as the header counts them
@@ -423,11 +434,3 @@ def _run(program: bytes, header: Header, names: dict[int, str],
             raise Malformed(f"a line program has more than {max_rows} rows")
     return addresses, files, lines
 
-
-def _define_file(program: bytes, at: int, end: int, header: Header, names: dict[int, str]) -> None:
-    cursor = _Cursor(program, at, end)
-    path = cursor.string()
-    directory = cursor.uleb()
-    if len(names) >= MAX_ENTRIES:
-        raise Malformed(f"a line program defines more than {MAX_ENTRIES} files")
-    names[len(names) + 1] = _joined(header.directories, directory, path)

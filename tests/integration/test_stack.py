@@ -377,3 +377,31 @@ def test_ustack_in_rows_is_folded_innermost_last(start_target: Callable[..., Tar
     line = one_line_error(sampler("attach", "--pid", str(target.pid), "--expr", "ustack", "--count", "1"))
     assert "ustack" in line and "--at" in line
     target.assert_untouched()
+
+
+def test_a_call_a_stop_would_end_with_eintr_is_made_again(start_target: Callable[..., Target]) -> None:
+    # GIVEN threads blocked for good in epoll_wait and sigtimedwait, counting their EINTRs
+    from sampler.backends.ptrace.snapshot import Snapshots
+    target = start_target("eintr")
+
+    def blocked_now() -> dict[int, str]:
+        calls = {tid: Path(f"/proc/{target.pid}/task/{tid}/syscall").read_text().split()[0]
+                 for tid in os.listdir(f"/proc/{target.pid}/task")}
+        return {int(tid): number for tid, number in calls.items() if number in ("232", "281", "128")}
+    target.wait_for(lambda: len(blocked_now()) == 2, 5, "the threads never blocked")
+    blocked = blocked_now()
+    # WHEN each is stopped anyway (as when one enters such a call between sampler's look and its
+    # interrupt), read and let go
+    snapshots = Snapshots(target.pid)
+    try:
+        for tid in blocked:
+            image = snapshots.stopped(tid)
+            # THEN the call the stop ended is made again at the detach
+            assert image.problem is None and image.restarted in ("epoll_wait", "epoll_pwait", "rt_sigtimedwait")
+    finally:
+        snapshots.close()
+    time.sleep(0.2)
+    assert read_counter(target, "eintrs") == 0
+    for tid, number in blocked.items():  # back in the same call
+        assert Path(f"/proc/{target.pid}/task/{tid}/syscall").read_text().split()[0] == number
+    target.assert_untouched()

@@ -21,9 +21,10 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import signal
 import time
+from contextlib import suppress
 from dataclasses import dataclass, field
+from typing import Any
 
 from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
@@ -41,7 +42,9 @@ RED_ZONE = 128
 """Bytes below the stack pointer a function may use without moving it (the x86-64 ABI)."""
 STOP_TIMEOUT_S = 0.5
 """How long a thread may take to stop for an interrupt (one running on a loaded host)."""
-GROUP_STOPS = {signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU}
+MASK = (1 << 64) - 1
+SYSCALL = b"\x0f\x05"
+"""x86-64's syscall instruction: the two bytes before a thread's pc in a system call."""
 
 
 @dataclass
@@ -61,6 +64,8 @@ class Image:
     """How long the thread was held, from the interrupt to the detach (sampler's clock)."""
     problem: str | None = None
     """Why nothing could be read (None: something was)."""
+    restarted: str | None = None
+    """The system call the stop ended with EINTR, made again at the detach (its name)."""
 
     def read(self, address: int, size: int) -> bytes | None:
         """Bytes of the copy of the stack, or None when the copy does not hold them all."""
@@ -152,14 +157,16 @@ class Snapshots:
         if status < 0:
             image.problem = "it ended while it was read"
             return image
-        sig = os.WSTOPSIG(status)
-        self.held[tid] = sig if status >> 16 != PTRACE_EVENT_STOP and sig not in (signal.SIGTRAP,) else 0
+        interrupted = status >> 16 == PTRACE_EVENT_STOP
+        self.held[tid] = 0 if interrupted else os.WSTOPSIG(status)  # a signal that came first: delivered at detach
         try:
             regs = calls.get_registers(tid)
         except PtraceError:
             image.problem = "its registers cannot be read"
             return image
         image.registers = registers_of(regs)
+        if interrupted:
+            image.restarted = self._restart(tid, regs)
         image.fs_base = int(regs.fs_base)
         image.stopped = True
         self._copy_stack(image)
@@ -170,6 +177,27 @@ class Snapshots:
                 pass
         image.stopped_us = (time.monotonic() - started) * 1e6
         return image
+
+    def _restart(self, tid: int, regs: Any) -> str | None:
+        """The thread ran into a call a stop ends with EINTR (epoll_wait...) between the look at it
+        and the interrupt: the call is made again at the detach, as the kernel restarts the others
+        (its registers as before the call: rax its number, rip back on the syscall instruction), so
+        the program never sees the EINTR. Returns the call's name when it did so."""
+        number = int(regs.orig_rax)
+        if number not in syscalls.ENDED_BY_A_STOP or int(regs.rax) & MASK != -errno.EINTR & MASK:
+            return None
+        try:
+            if self.read(int(regs.rip) - 2, 2) != SYSCALL:
+                return None
+        except UnreadableMemory:
+            return None
+        regs.rax = number
+        regs.rip = int(regs.rip) - 2
+        try:
+            calls.set_registers(tid, regs)
+        except PtraceError:
+            return None
+        return syscalls.name(number)
 
     def release(self, tid: int) -> None:
         sig = self.held.pop(tid, 0)
@@ -211,8 +239,11 @@ class Snapshots:
                 if waited == tid:
                     self.pending.discard(tid)
                     if os.WIFSTOPPED(status):
-                        sig = os.WSTOPSIG(status)
-                        deliver = sig if status >> 16 != PTRACE_EVENT_STOP and sig != signal.SIGTRAP else 0
+                        interrupted = status >> 16 == PTRACE_EVENT_STOP
+                        if interrupted:
+                            with suppress(PtraceError):
+                                self._restart(tid, calls.get_registers(tid))
+                        deliver = 0 if interrupted else os.WSTOPSIG(status)
                         calls.ptrace(PTRACE_DETACH, tid, None, deliver or None)
             time.sleep(0.005)
 

@@ -210,7 +210,10 @@ def first_in_line() -> Iterator[None]:
 
 
 def _held(image: Image) -> str:
-    return f"stopped for {image.stopped_us:.0f} us" if image.stopped_us is not None else "stopped"
+    held = f"stopped for {image.stopped_us:.0f} us" if image.stopped_us is not None else "stopped"
+    if image.restarted:
+        held += f" (it had just entered {image.restarted}, which the stop ended: made again as it went on)"
+    return held
 
 
 def collect(pid: int, consistent: bool = False, max_depth: int = MAX_DEPTH,

@@ -321,6 +321,7 @@ def completion(shell: str) -> int:
 @click.option("--pid", "pids", type=int, multiple=True, help="The process; repeatable.")
 @click.option("--pgrep", metavar="PATTERN", help="The process by its name, else its command line.")
 @click.option("--all", "every_match", is_flag=True, help="With --pgrep: every process that matches.")
+@click.option("--exe", metavar="PATH", help="Every process running this program file (a path, or a name on PATH).")
 @click.option("--format", "out_format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="text (as gdb's thread apply all bt), or json: one object per process.")
 @click.option("--consistent", is_flag=True,
@@ -328,8 +329,8 @@ def completion(shell: str) -> int:
                    "only while its registers and stack are read; a thread asleep in a system call is not stopped).")
 @click.option("--max-depth", type=click.IntRange(min=1, max=4096), default=256, show_default=True,
               help="Frames per stack at most.")
-def stack(pids: tuple[int, ...], pgrep: str | None, every_match: bool, out_format: str, consistent: bool,
-          max_depth: int) -> int:
+def stack(pids: tuple[int, ...], pgrep: str | None, every_match: bool, exe: str | None, out_format: str,
+          consistent: bool, max_depth: int) -> int:
     """Where every thread of a process is now: its user stack (functions, files and lines, inlined
     calls), state, the system call it waits in, its wait channel and kernel stack.
 
@@ -337,10 +338,12 @@ def stack(pids: tuple[int, ...], pgrep: str | None, every_match: bool, out_forma
     Examples:
       sampler stack --pid 4242
       sampler stack --pgrep nginx --all --format json
+      sampler stack --exe /usr/sbin/nginx --consistent
     """
     from sampler import stacks
 
-    targets = configure.targets_of(configure.Options("stack", pids=pids, pgrep=pgrep, every_match=every_match))
+    targets = configure.targets_of(configure.Options("stack", pids=pids, pgrep=pgrep, every_match=every_match,
+                                                     exe=exe))
     click.echo(stacks.report(targets, out_format, consistent, max_depth), nl=False)
     return 0
 
@@ -349,6 +352,7 @@ def stack(pids: tuple[int, ...], pgrep: str | None, every_match: bool, out_forma
 @click.option("--pid", "pids", type=int, multiple=True, help="The process; repeatable.")
 @click.option("--pgrep", metavar="PATTERN", help="The process by its name, else its command line.")
 @click.option("--all", "every_match", is_flag=True, help="With --pgrep: every process that matches.")
+@click.option("--exe", metavar="PATH", help="Every process running this program file (a path, or a name on PATH).")
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True, max=10000), default=99, show_default=True,
               help="Samples of every thread a second (99: not in step with a program's own 100 Hz timers).")
 @click.option("--duration", type=DURATION, help="Stop after this long (default: at Ctrl-C).")
@@ -362,8 +366,9 @@ def stack(pids: tuple[int, ...], pgrep: str | None, every_match: bool, out_forma
 @click.option("--max-depth", type=click.IntRange(min=1, max=4096), default=256, show_default=True,
               help="Frames per stack at most.")
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
-def profile(pids: tuple[int, ...], pgrep: str | None, every_match: bool, rate: float, duration: float | None,
-            out: str, off_cpu: bool, max_overhead: float | None, max_depth: int, quiet: bool) -> int:
+def profile(pids: tuple[int, ...], pgrep: str | None, every_match: bool, exe: str | None, rate: float,
+            duration: float | None, out: str, off_cpu: bool, max_overhead: float | None, max_depth: int,
+            quiet: bool) -> int:
     """Where the time goes: every thread's stack sampled at a rate, as a flame graph. A running
     thread is stopped only while its registers and stack are read; nothing is written into it.
 
@@ -377,7 +382,8 @@ def profile(pids: tuple[int, ...], pgrep: str | None, every_match: bool, rate: f
     from sampler.stacks import sampling
 
     render.format_of(out)  # a bad suffix is said before anything is read
-    targets = configure.targets_of(configure.Options("profile", pids=pids, pgrep=pgrep, every_match=every_match))
+    targets = configure.targets_of(configure.Options("profile", pids=pids, pgrep=pgrep, every_match=every_match,
+                                                     exe=exe))
     say = (lambda line: None) if quiet else notice.say
     stop = StopFlag()
     previous = {signum: signal.signal(signum, lambda *_: stop.set()) for signum in (signal.SIGINT, signal.SIGTERM)}

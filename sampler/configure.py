@@ -208,9 +208,17 @@ def _is_stack(text: str) -> bool:
 
 
 def targets_of(options: Options, finder: Finder | None = None) -> tuple[int, ...]:
-    """The processes --pid, --pgrep and --all name (for commands that read them, as `sampler stack`:
-    one that is not there is said where it is read, procfs.tasks)."""
-    return _targets(options, finder or ProcFinder(), time.monotonic, time.sleep)
+    """The processes --pid, --pgrep and --all, or --exe, name (for commands that read them, as
+    `sampler stack`: one that is not there is said where it is read, procfs.tasks)."""
+    finder = finder or ProcFinder()
+    if options.exe is not None:
+        if options.pids or options.pgrep is not None:
+            raise UsageError("--exe excludes --pid and --pgrep", "give the target one way")
+        try:
+            return finder.running(_program(options.exe), ())
+        except ProcessNotFound as e:
+            raise ProcessNotFound(e.message, "start it, or name a process by --pid or --pgrep") from None
+    return _targets(options, finder, time.monotonic, time.sleep)
 
 
 def check_columns(config: SessionConfig, output: Output, columns: Sequence[str]) -> None:

@@ -1,5 +1,6 @@
 """Every thread's stack of a 10-thread process: the whole command's time and what the threads lost,
-`sampler stack` beside `gdb -batch -ex 'thread apply all bt'` and `eu-stack -p`.
+`sampler stack` beside `gdb -batch -ex 'thread apply all bt'` and `eu-stack -p`, on 10 threads that
+wait (a server's pool between requests) and on 10 that compute.
 
 The target is targets/spinners with 10 busy threads, each clocking its own stalls (a unit of work
 that came over 10 us late): the stall each tool caused is the target's stalled time during the
@@ -49,6 +50,22 @@ def run(tool: str, target: RunningTarget) -> dict[str, float]:
     return {"took_s": took, "stalled_us": after[2] - before[2], "span_s": span, "frames": frames}
 
 
+def _idle(tools: list[str], rounds: int) -> dict[str, list[float]]:
+    """The whole command's time on 10 threads that wait (a server's pool between requests)."""
+    target = RunningTarget("spinners", str(THREADS), "idle")
+    took: dict[str, list[float]] = {tool: [] for tool in tools}
+    try:
+        time.sleep(0.5)
+        for _ in range(rounds):
+            for tool in tools:
+                started = time.monotonic()
+                subprocess.run(COMMANDS[tool](target.pid), capture_output=True, timeout=300)
+                took[tool].append(time.monotonic() - started)
+    finally:
+        target.stop()
+    return took
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -57,6 +74,7 @@ def main() -> None:
     args = parser.parse_args()
     rounds = 2 if args.quick else args.rounds
     tools = [tool for tool in COMMANDS if tool == "sampler" or shutil.which(COMMANDS[tool](0)[0])]
+    idle = _idle(tools, rounds)
     target = RunningTarget("spinners", str(THREADS))
     runs: dict[str, list[dict[str, float]]] = {tool: [] for tool in (*tools, "none")}
     try:
@@ -76,6 +94,7 @@ def main() -> None:
     for tool in tools:
         caused = [r["stalled_us"] - base * r["span_s"] for r in runs[tool]]
         rows.append({"tool": tool, "rounds": len(runs[tool]), "threads": THREADS,
+                     "idle_took_s": round(statistics.median(idle[tool]), 3),
                      "took_s": round(statistics.median(r["took_s"] for r in runs[tool]), 3),
                      "stall_caused_ms": round(statistics.median(caused) / 1000, 1),
                      "stall_per_thread_ms": round(statistics.median(caused) / 1000 / THREADS, 2),
@@ -83,10 +102,11 @@ def main() -> None:
     lines = ["# Every thread's stack of a 10-thread process (bench/stacktime.py)", "",
              f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs; targets/spinners with {THREADS} busy threads; "
              f"{rounds} rounds, the tools taking turns; medians.", "",
-             "| tool | whole command | stall it caused, all threads (clocked in the target) | a thread | frames |",
-             "|---|---|---|---|---|"]
-    lines += [f"| {r['tool']} | {r['took_s']} s | {r['stall_caused_ms']} ms | {r['stall_per_thread_ms']} ms | "
-              f"{r['frames']} |" for r in rows]
+             "| tool | whole command, 10 waiting threads | whole command, 10 busy threads | stall it caused the busy "
+             "ones, all threads (clocked in them) | a thread | frames |",
+             "|---|---|---|---|---|---|"]
+    lines += [f"| {r['tool']} | {r['idle_took_s']} s | {r['took_s']} s | {r['stall_caused_ms']} ms | "
+              f"{r['stall_per_thread_ms']} ms | {r['frames']} |" for r in rows]
     lines += ["", "stall caused: the threads' stalled time during the command less the baseline's for as long "
               "(10 busy threads on 2 CPUs are stalled much of the time by the scheduler alone)."]
     write_results(args.results, "stacktime", rows, "\n".join(lines) + "\n")

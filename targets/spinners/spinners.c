@@ -1,5 +1,6 @@
-/* spinners N: N threads that only compute, each clocking itself, for bench/profiling.py: what a
- * profile costs the threads it samples, measured inside them.
+/* spinners N [idle]: N threads that only compute, each clocking itself, for bench/profiling.py:
+ * what a profile costs the threads it samples, measured inside them (with "idle": N threads that
+ * wait on a condition variable for good, a server's pool between requests).
  *
  * Each thread does units of work (a loop of about 20 us) and reads the monotonic clock after
  * each (the vDSO: tens of nanoseconds). A unit that took over STALL_NS longer than the thread's
@@ -45,11 +46,26 @@ static void *spin(void *arg) {
     return NULL;
 }
 
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t never = PTHREAD_COND_INITIALIZER;
+
+__attribute__((noinline)) void wait_for_work(void) {
+    pthread_mutex_lock(&lock);
+    for (;;) pthread_cond_wait(&never, &lock);
+}
+
+static void *idle(void *arg) {
+    (void)arg;
+    wait_for_work();
+    return NULL;
+}
+
 int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 1;
+    int waiting = argc > 2 && argv[2][0] == 'i'; /* "idle": the threads wait on a condition instead */
     for (int i = 0; i < n; i++) {
         pthread_t t;
-        if (pthread_create(&t, NULL, spin, NULL) != 0) return 1;
+        if (pthread_create(&t, NULL, waiting ? idle : spin, NULL) != 0) return 1;
     }
     printf("ready pid=%d\n", getpid());
     fflush(stdout);

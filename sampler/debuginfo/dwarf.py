@@ -41,6 +41,8 @@ from sampler.debuginfo.dies import (
 )
 from sampler.debuginfo.dwarfscan import CannotScan, referring, top_level, top_level_offsets
 from sampler.debuginfo.elffile import MAX_SECTION
+from sampler.debuginfo.linetable import Table, read_header
+from sampler.debuginfo.linetable import decode as decode_lines
 from sampler.debuginfo.locations import (
     REGISTERS,
     Computed,
@@ -107,8 +109,6 @@ frame is known by at its call."""
 MAX_CALL_SITES = 4096
 """Return addresses whose call site is remembered (a hostile program has many)."""
 
-MAX_LINE_ROWS = 2_000_000
-"""Line table rows kept for one unit (a few hundred thousand in the largest units here)."""
 MAX_INLINE_DEPTH = 64
 """Inlined calls within inlined calls followed at one pc."""
 MAX_RANGES = 4096
@@ -258,9 +258,11 @@ class Debug:
         self._qualified: dict[int, str | None] = {}
         self._scan_call_sites = True
         self._call_sites_unscanned: dict[int, DIE | None] = {}
-        self._lines: dict[int, tuple[list[int], list[tuple[str, int] | None]]] = {}
-        """Per unit: its line table's row addresses, sorted, and (file, line) of each (None past
-        a sequence's end), for addresses to lines (stacks)."""
+        self._lines: dict[int, Table | str] = {}
+        """Per unit: its line table (linetable.py), for addresses to lines (stacks); or why it
+        cannot be read (a damaged table is decoded once)."""
+        self._line_sections: tuple[bytes, bytes, bytes] | None = None
+        """.debug_line, .debug_line_str and .debug_str, once read."""
 
     # -- index ------------------------------------------------------------
 
@@ -506,16 +508,44 @@ class Debug:
             return None
         table = self._lines.get(unit.cu_offset)
         if table is None:
-            rows: list[tuple[int, tuple[str, int] | None]] = []
-            for name, state in self._rows([unit]):
-                rows.append((state.address, None if state.end_sequence else (name, state.line)))
-                if len(rows) > MAX_LINE_ROWS:
-                    break
-            rows.sort(key=lambda row: row[0])
-            table = self._lines[unit.cu_offset] = [address for address, _ in rows], [row for _, row in rows]
-        addresses, places = table
-        at = bisect.bisect_right(addresses, pc) - 1
-        return places[at] if at >= 0 else None
+            table = self._lines[unit.cu_offset] = self._line_table(unit)
+        if isinstance(table, str):
+            raise Malformed(table)
+        return table.place(pc)
+
+    def _line_table(self, unit: CompileUnit) -> Table | str:
+        """The unit's line table, decoded from the bytes (linetable.py: pyelftools took 10 us a
+        row, 4 s for a Rust program's std), or why it cannot be."""
+        offset = self._stmt_list(unit)
+        if offset is None:
+            return Table([], [], [], {})
+        try:
+            return decode_lines(*self._line_data(offset))
+        except Malformed as e:
+            return str(e)
+
+    def _file_names(self, unit: CompileUnit) -> dict[int, str]:
+        """The unit's file names by index (DW_AT_call_file, DW_AT_decl_file): its line table's, or
+        its header's alone."""
+        table = self._lines.get(unit.cu_offset)
+        if isinstance(table, Table):
+            return table.names
+        offset = self._stmt_list(unit)
+        return {} if offset is None else read_header(*self._line_data(offset)).names
+
+    @staticmethod
+    def _stmt_list(unit: CompileUnit) -> int | None:
+        attribute = unit.get_top_DIE().attributes.get("DW_AT_stmt_list")
+        return attribute.value if attribute is not None and isinstance(attribute.value, int) else None
+
+    def _line_data(self, offset: int) -> tuple[bytes, int, bytes, bytes]:
+        """What linetable.decode and read_header take for the unit at ``offset`` in .debug_line."""
+        if self._line_sections is None:
+            sections: list[Any] = [self.info.debug_line_sec, self.info.debug_line_str_sec, self.info.debug_str_sec]
+            line, line_strings, strings = (bytes(s.stream.getvalue()) if s is not None else b"" for s in sections)
+            self._line_sections = line, line_strings, strings
+        line, line_strings, strings = self._line_sections
+        return line, offset, line_strings, strings
 
     @_guarded
     def inlined_at(self, pc: int) -> list[tuple[str, str | None, int | None]]:
@@ -535,9 +565,7 @@ class Debug:
                     break
             if inner is not None and inner.tag == "DW_TAG_inlined_subroutine":
                 if files is None:
-                    unit = cast(CompileUnit, inner.cu)
-                    program = self.info.line_program_for_CU(unit)
-                    files = file_names(program, unit) if program is not None else {}
+                    files = self._file_names(cast(CompileUnit, inner.cu))
                 call_file = inner.attributes.get("DW_AT_call_file")
                 call_line = inner.attributes.get("DW_AT_call_line")
                 found.append((self.qualified_name(inner) or "??",

@@ -150,8 +150,8 @@ class Module:
         if self._mangled is None:
             found = []
             for file in self._files():
-                for name, symbol in self._symbols_of(file).items():
-                    if symbol.is_function and name.startswith("_Z"):
+                for name, symbol in self._symbols_of(file).items():  # (a clone, f.isra.0: clones.py)
+                    if symbol.is_function and name.startswith("_Z") and "." not in name:
                         text = demangle(name)
                         if text is not None:
                             found.append((qualified(text), signature(text), symbol.address))

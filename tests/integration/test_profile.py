@@ -46,7 +46,7 @@ def test_on_cpu_profile_shows_the_programs_split_of_its_time(start_target: Calla
     assert spinning >= samples * 0.95, counts
     assert 150 <= samples <= 310, samples  # 99 Hz for 3 s, less on a loaded host
     assert abs(share(counts, "hot", ("hot", "cold")) - 0.75) < 0.08, counts
-    assert f"{samples} samples (on-CPU) of 1 thread(s)" in result.stderr, result.stderr
+    assert f"{samples} samples (on-CPU) of " in result.stderr, result.stderr
     target.assert_untouched()
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import signal
 import time
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -157,8 +158,9 @@ class Snapshots:
         if status < 0:
             image.problem = "it ended while it was read"
             return image
-        interrupted = status >> 16 == PTRACE_EVENT_STOP
-        self.held[tid] = 0 if interrupted else os.WSTOPSIG(status)  # a signal that came first: delivered at detach
+        event = status >> 16 == PTRACE_EVENT_STOP
+        self.held[tid] = 0 if event else os.WSTOPSIG(status)  # a signal that came first: delivered at detach
+        interrupted = event and os.WSTOPSIG(status) == signal.SIGTRAP  # sampler's (not a SIGSTOP's group stop)
         try:
             regs = calls.get_registers(tid)
         except PtraceError:
@@ -180,7 +182,8 @@ class Snapshots:
 
     def _restart(self, tid: int, regs: Any) -> str | None:
         """The thread ran into a call a stop ends with EINTR (epoll_wait...) between the look at it
-        and the interrupt: the call is made again at the detach, as the kernel restarts the others
+        and sampler's interrupt (not a group stop's: a SIGSTOP's EINTR is the program's to see): the
+        call is made again at the detach, as the kernel restarts the others
         (its registers as before the call: rax its number, rip back on the syscall instruction), so
         the program never sees the EINTR. Returns the call's name when it did so."""
         number = int(regs.orig_rax)
@@ -239,11 +242,11 @@ class Snapshots:
                 if waited == tid:
                     self.pending.discard(tid)
                     if os.WIFSTOPPED(status):
-                        interrupted = status >> 16 == PTRACE_EVENT_STOP
-                        if interrupted:
+                        event = status >> 16 == PTRACE_EVENT_STOP
+                        if event and os.WSTOPSIG(status) == signal.SIGTRAP:
                             with suppress(PtraceError):
                                 self._restart(tid, calls.get_registers(tid))
-                        deliver = 0 if interrupted else os.WSTOPSIG(status)
+                        deliver = 0 if event else os.WSTOPSIG(status)
                         calls.ptrace(PTRACE_DETACH, tid, None, deliver or None)
             time.sleep(0.005)
 

@@ -317,11 +317,21 @@ def completion(shell: str) -> int:
     return 0
 
 
+def process_options(command: F) -> F:
+    """How stack and profile name their processes."""
+    for option in reversed([
+        click.option("--pid", "pids", type=int, multiple=True, help="The process; repeatable."),
+        click.option("--pgrep", metavar="PATTERN", help="The process by its name, else its command line."),
+        click.option("--all", "every_match", is_flag=True, help="With --pgrep: every process that matches."),
+        click.option("--exe", metavar="PATH",
+                     help="Every process running this program file (a path, or a name on PATH)."),
+    ]):
+        command = option(command)
+    return command
+
+
 @cli.command()
-@click.option("--pid", "pids", type=int, multiple=True, help="The process; repeatable.")
-@click.option("--pgrep", metavar="PATTERN", help="The process by its name, else its command line.")
-@click.option("--all", "every_match", is_flag=True, help="With --pgrep: every process that matches.")
-@click.option("--exe", metavar="PATH", help="Every process running this program file (a path, or a name on PATH).")
+@process_options
 @click.option("--format", "out_format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="text (as gdb's thread apply all bt), or json: one object per process.")
 @click.option("--consistent", is_flag=True,
@@ -349,10 +359,7 @@ def stack(pids: tuple[int, ...], pgrep: str | None, every_match: bool, exe: str 
 
 
 @cli.command()
-@click.option("--pid", "pids", type=int, multiple=True, help="The process; repeatable.")
-@click.option("--pgrep", metavar="PATTERN", help="The process by its name, else its command line.")
-@click.option("--all", "every_match", is_flag=True, help="With --pgrep: every process that matches.")
-@click.option("--exe", metavar="PATH", help="Every process running this program file (a path, or a name on PATH).")
+@process_options
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True, max=10000), default=99, show_default=True,
               help="Samples of every thread a second (99: not in step with a program's own 100 Hz timers).")
 @click.option("--duration", type=DURATION, help="Stop after this long (default: at Ctrl-C).")

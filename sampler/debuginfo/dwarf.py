@@ -430,18 +430,10 @@ class Debug:
     def _index_unit_ranges(self) -> tuple[list[int], list[tuple[int, int, int]]]:
         spans: list[tuple[int, int, int]] = []
         try:
-            lists = self.info.range_lists()
             for cu in self.info.iter_CUs():
                 top = cu.get_top_DIE()
-                if "DW_AT_ranges" in top.attributes and lists is not None:
-                    base = top.attributes["DW_AT_low_pc"].value if "DW_AT_low_pc" in top.attributes else 0
-                    for entry in lists.get_range_list_at_offset(top.attributes["DW_AT_ranges"].value, cu=cu):
-                        if isinstance(entry, BaseAddressEntry):
-                            base = entry.base_address
-                            continue
-                        begin, end = entry.begin_offset, entry.end_offset
-                        if not getattr(entry, "is_absolute", False):
-                            begin, end = begin + base, end + base
+                if "DW_AT_ranges" in top.attributes:
+                    for begin, end in self._ranges(top, MAX_UNIT_RANGES):
                         spans.append((begin, end, cu.cu_offset))
                         if len(spans) > MAX_UNIT_RANGES:
                             break
@@ -623,24 +615,26 @@ class Debug:
 
     def _covers(self, die: DIE, pc: int) -> bool:
         """The DIE's code holds pc: its low and high pc, or each entry of its DW_AT_ranges."""
-        ranges = die.attributes.get("DW_AT_ranges")
-        if ranges is None:
+        if "DW_AT_ranges" not in die.attributes:
             return "DW_AT_low_pc" in die.attributes and covers(die, pc)
+        return any(begin <= pc < end for begin, end in self._ranges(die))
+
+    def _ranges(self, die: DIE, limit: int = MAX_RANGES) -> Iterator[tuple[int, int]]:
+        """[begin, end) of each entry of a DIE's DW_AT_ranges (``limit`` at most), file addresses."""
+        ranges = die.attributes["DW_AT_ranges"]
         lists = self.info.range_lists()
         if lists is None or ranges.form == "DW_FORM_rnglistx":
-            return False
+            return
         top = die.cu.get_top_DIE()
         base = top.attributes["DW_AT_low_pc"].value if "DW_AT_low_pc" in top.attributes else 0
-        for entry in lists.get_range_list_at_offset(ranges.value, cu=cast(CompileUnit, die.cu))[:MAX_RANGES]:
+        for entry in lists.get_range_list_at_offset(ranges.value, cu=cast(CompileUnit, die.cu))[:limit]:
             if isinstance(entry, BaseAddressEntry):
                 base = entry.base_address
                 continue
             begin, end = entry.begin_offset, entry.end_offset
             if not getattr(entry, "is_absolute", False):
                 begin, end = begin + base, end + base
-            if begin <= pc < end:
-                return True
-        return False
+            yield begin, end
 
     @_guarded
     def line_address(self, file: str, line: int, sure: bool = False) -> int | None:

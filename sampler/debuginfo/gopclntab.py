@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from sampler.debuginfo.leb128 import uleb128
@@ -18,6 +18,8 @@ MAGICS = {0xFFFFFFF0: "1.18", 0xFFFFFFF1: "1.20"}
 """The table's first word, by the Go version that introduced that layout."""
 
 
+MAX_RUNS_AT = 100_001
+"""Runs one table of one function may have (a function has a few hundred)."""
 MAX_RUNS = 2_000_000
 """The pc-table entries one FILE:LINE search may decode, about 5 s (measured: the generated
 30 MB Go program of bench-attach, 44,264 functions, decodes 140,000 in 0.37 s; a hostile table
@@ -109,23 +111,11 @@ class PcLineTable:
 
     def _value_at(self, function: GoFunction, table: int, pc: int) -> int | None:
         """The value a pc-value table gives at pc, decoding only up to it."""
-        if table == 0 or not function.entry <= pc < function.end:
+        if not function.entry <= pc < function.end:
             return None
-        data, at = self.data, self.pctab + table
-        low, value, first = function.entry, -1, True
-        for _ in range(100_000):
-            delta, at = uleb128(data, at, limit=5)
-            if delta == 0 and not first:
-                return None
-            first = False
-            value += ~(delta >> 1) if delta & 1 else delta >> 1
-            step, at = uleb128(data, at, limit=5)
-            high = low + step * self.quantum
+        for low, high, value in self._runs(function, table, MAX_RUNS_AT):
             if low <= pc < high:
                 return value
-            low = high
-            if low >= function.end:
-                return None
         return None
 
     def function_named(self, name: str) -> GoFunction | None:
@@ -165,25 +155,31 @@ class PcLineTable:
         return self.data[at:self.data.index(b"\0", at)].decode("utf-8", "replace")
 
     def _values(self, function: GoFunction, table: int) -> list[tuple[int, int, int]]:
-        """A pc-value table of a function: (low, high, value) for each run of pcs."""
+        """A pc-value table of a function: (low, high, value) for each run of pcs; the search's
+        budget (MAX_RUNS) shared by every table it decodes."""
+        runs = []
+        for run in self._runs(function, table, MAX_RUNS_AT):
+            runs.append(run)
+            self._budget -= 1
+            if self._budget < 0:
+                raise BadTable(f"searching it takes over {MAX_RUNS} pc-table entries: a hostile table?")
+        return runs
+
+    def _runs(self, function: GoFunction, table: int, limit: int) -> Iterator[tuple[int, int, int]]:
+        """The runs of a pc-value table, (low, high, value), to the function's end (``limit`` at most)."""
         if table == 0:
-            return []
+            return
         data, at = self.data, self.pctab + table
-        pc, value = function.entry, -1
-        runs: list[tuple[int, int, int]] = []
-        first = True
-        while True:
+        pc, value, first = function.entry, -1, True
+        for _ in range(limit):
             delta, at = uleb128(data, at, limit=5)
             if delta == 0 and not first:
-                return runs
+                return
             first = False
             value += ~(delta >> 1) if delta & 1 else delta >> 1
             step, at = uleb128(data, at, limit=5)
             high = pc + step * self.quantum
-            runs.append((pc, high, value))
+            yield pc, high, value
             pc = high
-            self._budget -= 1
-            if self._budget < 0:
-                raise BadTable(f"searching it takes over {MAX_RUNS} pc-table entries: a hostile table?")
-            if pc >= function.end or len(runs) > 100_000:
-                return runs
+            if pc >= function.end:
+                return

@@ -8,6 +8,7 @@ be stopped is stopped at once, all are read, then all are let go: one moment for
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Iterator
@@ -63,6 +64,9 @@ class Reader:
         self.snapshots.go = self._is_go()
         self.code = self._code_map()
         self._goroutines: goroutines.Reader | None = None
+        self.remember = False
+        """A profile's: a thread that slept since it was last read has its stack of then (not read again)."""
+        self._asleep: dict[int, tuple[bytes, ThreadStack]] = {}
 
     def _code_map(self) -> CodeMap:
         by_path = {module.path: module for module in self.modules.everything()}
@@ -88,17 +92,26 @@ class Reader:
         read, and a Go program's goroutines (with a note when they cannot all be read). With
         ``consistent`` every thread stays stopped until all of it is read and unwound."""
         images: dict[int, tuple[Image | None, str]] = {}
+        reused: dict[int, ThreadStack] = {}
         threads = []
         try:
             for tid in tids:
                 thread = thread_of(self.pid, tid, kernel)
-                if thread is not None:
-                    threads.append(thread)
+                if thread is None:
+                    continue
+                known = self._asleep.get(tid) if self.remember else None
+                if known is not None and not consistent and self.snapshots.quiet(tid) == known[0]:
+                    reused[tid] = known[1]  # asleep since it was last read: the same stack
+                else:
                     images[tid] = self._image(thread, hold=consistent)
+                threads.append(thread)
             if not consistent:
                 self.snapshots.release_all()
             found = []
             for thread in threads:
+                if thread.tid in reused:
+                    found.append(dataclasses.replace(reused[thread.tid], thread=thread))
+                    continue
                 image, how = images[thread.tid]
                 if image is None:
                     found.append(ThreadStack(thread, None, how))
@@ -111,6 +124,8 @@ class Reader:
                         image, how = again, _held(again)
                         stack = self._unwind(image, max_depth)
                 found.append(ThreadStack(thread, stack, how, image.stopped_us, image.current_g))
+                if self.remember and image.quiet is not None and not stack.short_of_registers:
+                    self._asleep[thread.tid] = (image.quiet, found[-1])
             gs, note = self.goroutines(found, max_depth) if with_goroutines else (None, None)
         finally:
             self.snapshots.release_all()

@@ -85,6 +85,7 @@ def _profile(pids: Sequence[int], readers: dict[int, Reader], result: Profile, r
              progress: Callable[[str], None] | None, debug_dirs: tuple[str, ...]) -> None:
     for pid in pids:
         readers[pid] = Reader(pid, debug_dirs)
+        readers[pid].remember = True
         result.names[pid] = procfs.comm(pid)
     for reader in readers.values():  # the tables of the code each runs, read before the clock starts
         reader.warm()

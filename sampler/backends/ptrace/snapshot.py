@@ -67,6 +67,8 @@ class Image:
     """Why nothing could be read (None: something was)."""
     restarted: str | None = None
     """The system call the stop ended with EINTR, made again at the detach (its name)."""
+    quiet: bytes | None = None
+    """Read asleep: its schedstat and syscall lines then (Snapshots.quiet)."""
 
     def read(self, address: int, size: int) -> bytes | None:
         """Bytes of the copy of the stack, or None when the copy does not hold them all."""
@@ -114,11 +116,20 @@ class Snapshots:
             sp, pc = int(fields[-2], 16), int(fields[-1], 16)
         except ValueError:
             return None
-        image = Image(tid, {RSP: sp, RIP: pc})
+        image = Image(tid, {RSP: sp, RIP: pc}, quiet=before[0] + before[1])
         self._copy_stack(image)
         if (_read(f"{where}/schedstat"), _read(f"{where}/syscall")) != before:
             return None  # it ran meanwhile: the copy may be torn
         return image
+
+    def quiet(self, tid: int) -> bytes | None:
+        """The thread's schedstat and syscall lines while it sleeps in a system call (the same
+        later: it has not run since, its stack is the same); None when it runs."""
+        where = f"/proc/{self.pid}/task/{tid}"
+        schedstat, syscall = _read(f"{where}/schedstat"), _read(f"{where}/syscall")
+        if schedstat is None or syscall is None or syscall.startswith(b"running"):
+            return None
+        return schedstat + syscall
 
     def must_not_stop(self, tid: int) -> str | None:
         """Why the thread is not stopped even when its stack needs it (None: it may be)."""

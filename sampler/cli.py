@@ -283,6 +283,10 @@ def report(files: Sequence[str], hists: Sequence[str], lhists: Sequence[tuple[st
     """
     from sampler.report import Request, run
 
+    others = [path for path in files if path.lower().endswith((".svg", ".png", ".json", ".html"))]
+    if others:
+        raise UsageError(f"{printable(others[0])}: report reads the CSV or JSON Lines files of attach and trace, "
+                         "or a profile's .folded stacks", "sampler report samples.csv, or sampler report cpu.folded")
     folded = [path for path in files if path.endswith(".folded")]
     if folded:  # a profile's stacks: their top functions, and --plot draws the flame graph
         from sampler.profile import render
@@ -339,8 +343,12 @@ def process_options(command: F) -> F:
                    "only while its registers and stack are read; a thread asleep in a system call is not stopped).")
 @click.option("--max-depth", type=click.IntRange(min=1, max=4096), default=256, show_default=True,
               help="Frames per stack at most.")
+@click.option("--interrupt-waits", "interrupt_waits", is_flag=True,
+              help="Stop a thread asleep in epoll_wait, semop, sigtimedwait or io_getevents too when its stack "
+                   "needs registers only a stop gives (by default it is left alone and its stack ends there): "
+                   "the call the stop ends is made again as it goes on, its timeout counted from then.")
 def stack(pids: tuple[int, ...], pgrep: str | None, every_match: bool, exe: str | None, out_format: str,
-          consistent: bool, max_depth: int) -> int:
+          consistent: bool, max_depth: int, interrupt_waits: bool) -> int:
     """Where every thread of a process is now: its user stack (functions, files and lines, inlined
     calls), state, the system call it waits in, its wait channel and kernel stack.
 
@@ -354,7 +362,7 @@ def stack(pids: tuple[int, ...], pgrep: str | None, every_match: bool, exe: str 
 
     targets = configure.targets_of(configure.Options("stack", pids=pids, pgrep=pgrep, every_match=every_match,
                                                      exe=exe))
-    click.echo(stacks.report(targets, out_format, consistent, max_depth), nl=False)
+    click.echo(stacks.report(targets, out_format, consistent, max_depth, interrupt_waits), nl=False)
     return 0
 
 
@@ -369,7 +377,8 @@ def stack(pids: tuple[int, ...], pgrep: str | None, every_match: bool, exe: str 
               help="The sleeping and blocked threads too (read without stopping them), the system call each "
                    "waits in as its innermost frame: where a hung program waits.")
 @click.option("--max-overhead", "max_overhead", type=SHARE, metavar="PERCENT",
-              help="Sample less often when the threads it stops lose more than this share of their time (1%).")
+              help="Sample less often when the threads it stops would lose more than this share of their time "
+                   "(e.g. 1%; no limit without it).")
 @click.option("--max-depth", type=click.IntRange(min=1, max=4096), default=256, show_default=True,
               help="Frames per stack at most.")
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
@@ -388,7 +397,8 @@ def profile(pids: tuple[int, ...], pgrep: str | None, every_match: bool, exe: st
     from sampler.profile import render
     from sampler.stacks import sampling
 
-    render.format_of(out)  # a bad suffix is said before anything is read
+    render.format_of(out)  # a bad suffix, or a path that cannot be written, is said before anything is read
+    render.check_writable(out)
     targets = configure.targets_of(configure.Options("profile", pids=pids, pgrep=pgrep, every_match=every_match,
                                                      exe=exe))
     say = (lambda line: None) if quiet else notice.say

@@ -218,6 +218,9 @@ def targets_of(options: Options, finder: Finder | None = None) -> tuple[int, ...
             return finder.running(_program(options.exe), ())
         except ProcessNotFound as e:
             raise ProcessNotFound(e.message, "start it, or name a process by --pid or --pgrep") from None
+    if not options.pids and options.pgrep is None:
+        raise UsageError("give the target with --pid PID, --pgrep PATTERN or --exe PATH",
+                         "e.g. --pid 4242, --pgrep ringbuf, or --pgrep nginx --all for every match")
     return _targets(options, finder, time.monotonic, time.sleep)
 
 

@@ -101,3 +101,12 @@ def _write(path: str, text: str) -> None:
     except OSError as e:
         raise OutputError(f"{printable(path)}: cannot be written ({e.strerror})",
                           "choose a path in a writable directory") from None
+
+
+def check_writable(path: str) -> None:
+    """Refuse, before a profile starts, a path whose file could not be written at its end (its
+    folder missing or not writable, a folder by that name): the samples would be lost."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path) or not os.path.isdir(folder) or not os.access(folder, os.W_OK | os.X_OK) \
+            or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise OutputError(f"{printable(path)}: cannot be written", "choose a path in a writable directory")

@@ -8,14 +8,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sampler.errors import SamplerError
 from sampler.stacks import collect, show
 from sampler.unwind.walk import MAX_DEPTH
 
 
 def report(pids: Sequence[int], out_format: str = "text", consistent: bool = False,
-           max_depth: int = MAX_DEPTH) -> str:
-    """Every thread of each process, as text or JSON Lines (one object per process)."""
-    with collect.first_in_line():  # (the modules' tables too: read while threads may wait)
-        processes = [collect.collect(pid, consistent, max_depth) for pid in pids]
+           max_depth: int = MAX_DEPTH, interrupt_waits: bool = False) -> str:
+    """Every thread of each process, as text or JSON Lines (one object per process). One process
+    that cannot be read is an error; of several, each says why in its place."""
+    parts = []
     write = show.as_json if out_format == "json" else show.as_text
-    return ("" if out_format == "json" else "\n").join(write(process) for process in processes)
+    with collect.first_in_line():  # (the modules' tables too: read while threads may wait)
+        for pid in pids:
+            try:
+                parts.append(write(collect.collect(pid, consistent, max_depth, interrupt_waits=interrupt_waits)))
+            except SamplerError as e:
+                if len(pids) == 1:
+                    raise
+                parts.append(show.failed(pid, str(e), out_format))
+    return ("" if out_format == "json" else "\n").join(parts)

@@ -20,6 +20,7 @@ from sampler.debuginfo.debugfiles import DebugFinder
 from sampler.debuginfo.dies import Malformed
 from sampler.debuginfo.elffile import BadFile
 from sampler.debuginfo.modules import Modules
+from sampler.errors import ProcessNotFound, UnsupportedTarget
 from sampler.evaluation.reads import UnreadableMemory
 from sampler.target import procfs
 from sampler.target.threads import Thread, thread_of
@@ -56,12 +57,13 @@ class Reader:
     """One process: its modules and code, opened once, and its threads read as often as asked
     (a profile reads them at every tick)."""
 
-    def __init__(self, pid: int, debug_dirs: tuple[str, ...] = (), say: object = None) -> None:
+    def __init__(self, pid: int, debug_dirs: tuple[str, ...] = (), interrupt_waits: bool = False) -> None:
         self.pid = pid
         self.notes: list[str] = []
         self.modules = Modules(pid, DebugFinder(pid, debug_dirs, lambda _: None, self.notes.append))
         self.snapshots = Snapshots(pid)
         self.snapshots.go = self._is_go()
+        self.snapshots.interrupt_waits = interrupt_waits
         self.code = self._code_map()
         self._goroutines: goroutines.Reader | None = None
         self.remember = False
@@ -123,12 +125,19 @@ class Reader:
                     if again.problem is None:
                         image, how = again, _held(again)
                         stack = self._unwind(image, max_depth)
+                if stack.short_of_registers and not image.stopped and stack.ended:
+                    stack.ended += "; --interrupt-waits stops it for the rest"
                 found.append(ThreadStack(thread, stack, how, image.stopped_us, image.current_g))
                 if self.remember and image.quiet is not None and not stack.short_of_registers:
                     self._asleep[thread.tid] = (image.quiet, found[-1])
             gs, note = self.goroutines(found, max_depth) if with_goroutines else (None, None)
         finally:
             self.snapshots.release_all()
+        if consistent:  # held until now: how long each was
+            for index, item in enumerate(found):
+                image = images.get(item.thread.tid, (None, ""))[0]
+                if image is not None and image.stopped:
+                    found[index] = dataclasses.replace(item, how=_held(image), stopped_us=image.stopped_us)
         return found, gs, note
 
     def _image(self, thread: Thread, hold: bool = False) -> tuple[Image | None, str]:
@@ -227,23 +236,43 @@ def first_in_line() -> Iterator[None]:
 def _held(image: Image) -> str:
     held = f"stopped for {image.stopped_us:.0f} us" if image.stopped_us is not None else "stopped"
     if image.restarted:
-        held += f" (it had just entered {image.restarted}, which the stop ended: made again as it went on)"
+        held += f" (its {image.restarted}, which the stop ended, was made again as it went on)"
     return held
 
 
 def collect(pid: int, consistent: bool = False, max_depth: int = MAX_DEPTH,
-            debug_dirs: tuple[str, ...] = ()) -> ProcessStacks:
-    """Every thread of ``pid``, with its user stack; ProcessNotFound when it is not there."""
+            debug_dirs: tuple[str, ...] = (), interrupt_waits: bool = False) -> ProcessStacks:
+    """Every thread of ``pid``, with its user stack; ProcessNotFound when it is not there (or is
+    a zombie), UnsupportedTarget for a kernel thread."""
     started = time.monotonic()
-    reader = Reader(pid, debug_dirs)
+    check_process(pid)
+    name = procfs.comm(pid)
+    tids = sorted(procfs.tasks(pid))
+    reader = Reader(pid, debug_dirs, interrupt_waits)
     try:
-        threads, gs, note = reader.read(sorted(procfs.tasks(pid)), consistent, max_depth, with_goroutines=True)
-        result = ProcessStacks(pid, procfs.comm(pid), threads, gs)
+        threads, gs, note = reader.read(tids, consistent, max_depth, with_goroutines=True)
     finally:
         reader.close()
+    result = ProcessStacks(pid, name, threads, gs)
     result.notes = reader.notes + ([note] if note else [])
+    if not procfs.is_running(pid):
+        result.notes.append(f"the process exited while it was read: {sum(t.stack is not None for t in threads)} "
+                            f"of its {len(tids)} threads were read")
     result.took_s = time.monotonic() - started
     return result
+
+
+def check_process(pid: int) -> None:
+    """A process with user stacks: not a zombie, not a kernel thread (one line each)."""
+    state = procfs.state(pid)
+    if state in ("Z", "X"):
+        parent = procfs.group_and_parent(pid)[1] if state == "Z" else 0
+        whose = f" (PID {parent})" if parent else ""
+        raise ProcessNotFound(f"process {pid} is a zombie: it exited, and its parent{whose} has not reaped it; "
+                              "it has no stack", "look at its parent")
+    if procfs.is_kernel_thread(pid):
+        raise UnsupportedTarget(f"PID {pid} ({procfs.comm(pid)}) is a kernel thread: it has no user stack",
+                                f"its kernel stack is /proc/{pid}/stack")
 
 
 __all__ = ["ProcessStacks", "Reader", "ThreadStack", "UnreadableMemory", "collect"]

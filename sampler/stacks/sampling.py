@@ -44,6 +44,9 @@ class Profile:
     """How long each stopped thread was held (sampler's clock)."""
     unread: int = 0
     """Threads a tick could not read (one that ended meanwhile, one another tracer holds)."""
+    unread_why: dict[str, int] = field(default_factory=dict)
+    stopped_ticks: int = 0
+    """Ticks that found every thread of a process stopped by a signal (state T): none ran."""
     started: float = 0.0
     elapsed_s: float = 0.0
     stretched_to_hz: float | None = None
@@ -59,8 +62,12 @@ class Profile:
         held = f"; a sampled thread was held {statistics.median(self.held_us):.0f} us (median, sampler's clock)" \
             if self.held_us else ""
         which = "on- and off-CPU" if off_cpu else "on-CPU"
+        unread = "".join(f"; {count} thread sample(s) not read: {why}"
+                         for why, count in sorted(self.unread_why.items(), key=lambda item: -item[1])[:3])
+        stopped = f"; the process was stopped by a signal at {self.stopped_ticks} tick(s): none of its threads " \
+            "ran" if self.stopped_ticks else ""
         return (f"{self.samples} samples ({which}) of {len(self.threads)} thread(s) in {self.elapsed_s:.1f} s, "
-                f"{self.rate_hz:.0f} of {rate:g} ticks/s{held}")
+                f"{self.rate_hz:.0f} of {rate:g} ticks/s{held}{unread}{stopped}")
 
 
 def profile(pids: Sequence[int], rate: float, duration_s: float | None, stop: StopFlag, off_cpu: bool = False,
@@ -118,6 +125,9 @@ def _loop(readers: dict[int, Reader], result: Profile, rate: float, duration_s: 
         for pid, reader in list(readers.items()):
             try:
                 found = _tick(reader, off_cpu, max_depth)
+            except Stopped:
+                result.stopped_ticks += 1
+                continue
             except ProcessNotFound:
                 reader.close()
                 del readers[pid]
@@ -125,7 +135,7 @@ def _loop(readers: dict[int, Reader], result: Profile, rate: float, duration_s: 
                 continue
             root = f"{printable(result.names[pid])} ({pid})" if several else None
             for thread in found:
-                _count(result, pid, thread, root)
+                _count(result, pid, thread, root, off_cpu)
                 if thread.stopped_us is not None:
                     result.held_us.append(thread.stopped_us)
                     costs.append(thread.stopped_us)
@@ -147,26 +157,40 @@ def _loop(readers: dict[int, Reader], result: Profile, rate: float, duration_s: 
                         if result.held_us else ""))
 
 
+class Stopped(Exception):
+    """Every thread of the process is stopped by a signal (SIGSTOP): none runs."""
+
+
 def _tick(reader: Reader, off_cpu: bool, max_depth: int) -> list[ThreadStack]:
     """The threads of one process this tick: those running (all of them with ``off_cpu``)."""
     if procfs.thread_state(reader.pid, reader.pid) in ("", "Z", "X"):  # (a zombie's threads are gone)
         raise ProcessNotFound(f"process {reader.pid} ended")
     tids = procfs.tasks(reader.pid)
     if not off_cpu:
-        tids = [tid for tid in tids if procfs.thread_state(reader.pid, tid) == "R"]
+        states = {tid: procfs.thread_state(reader.pid, tid) for tid in tids}
+        if states and all(state == "T" for state in states.values()):
+            raise Stopped()
+        tids = [tid for tid, state in states.items() if state == "R"]
     if not tids:
         return []
     found, _, _ = reader.read(tids, max_depth=max_depth, kernel=False)
+    if not off_cpu:  # one that went to sleep before it was read is no sample of where time goes
+        found = [thread for thread in found if thread.stopped_us is not None or thread.stack is None]
     return found
 
 
-def _count(result: Profile, pid: int, found: ThreadStack, root: str | None) -> None:
+def _count(result: Profile, pid: int, found: ThreadStack, root: str | None, off_cpu: bool) -> None:
     result.threads.add((pid, found.thread.tid))
     if found.stack is None:
         result.unread += 1
+        reason = found.how.removeprefix("not read: ")
+        result.unread_why[reason] = result.unread_why.get(reason, 0) + 1
         return
-    folded = found.stack.folded()
-    if found.thread.state != "R" and found.thread.syscall is not None and found.thread.syscall.name:
+    folded = found.stack.folded(unknown=True)
+    state = found.thread.state
+    if off_cpu and state in ("T", "t"):
+        folded += ";[stopped by a signal]" if state == "T" else ";[stopped by a tracer]"
+    elif off_cpu and state != "R" and found.thread.syscall is not None and found.thread.syscall.name:
         folded = f"{folded};[{found.thread.syscall.name}]" if folded else f"[{found.thread.syscall.name}]"
     if found.stack.ended and found.stack.frames:
         folded = "[unwinding stopped];" + folded  # a partial stack: not under the real root

@@ -28,6 +28,13 @@ def _goroutine_record(g: Goroutine) -> dict[str, Any]:
             "ended": None if g.stack is None else g.stack.ended, "created_by": created, "torn": g.torn}
 
 
+def failed(pid: int, why: str, out_format: str) -> str:
+    """A process that could not be read, among several."""
+    if out_format == "json":
+        return json.dumps({"pid": pid, "error": why}, separators=(",", ":")) + "\n"
+    return f"Process {pid}: not read: {printable(why)}\n"
+
+
 def _thread_record(found: ThreadStack) -> dict[str, Any]:
     t = found.thread
     return {

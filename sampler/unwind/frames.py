@@ -39,10 +39,13 @@ class Stack:
     short_of_registers: bool = False
     """It ended for a register that was not read (the thread was not stopped): stopped, it may go on."""
 
-    def folded(self, limit: int | None = None) -> str:
+    def folded(self, limit: int | None = None, unknown: bool = False) -> str:
         """Outermost first, innermost last, ``;`` between (flamegraph.pl's folded form); the
-        innermost ``limit`` frames when given."""
-        names = [frame.name.replace(";", ":") for frame in self.frames]
+        innermost ``limit`` frames when given. ``unknown``: a frame without a name is its module
+        in brackets (``[node]``; ``[anon]``: code of no file, JIT), so that a profile does not
+        merge every unknown frame into one ``??``."""
+        names = [(frame.name if frame.function is not None or frame.signal or not unknown
+                  else f"[{frame.module or 'anon'}]").replace(";", ":") for frame in self.frames]
         if limit is not None:
             names = names[:limit]
         return ";".join(reversed(names))

@@ -182,13 +182,14 @@ class Reader:
                 registers[RBP] = bp
             stack = unwind(registers, code, self.read, max_depth) if sp and pc else None
         created = None
-        if layout.gopc is not None:
+        goid = self._int(raw, layout.goid)
+        if layout.gopc is not None and goid != 1:  # (the main goroutine's: the runtime's start, not said)
             gopc = self._int(raw, layout.gopc)
             module = code.at(gopc - 1) if gopc else None
             if module is not None:
                 place = module.place(gopc - 1 - module.bias)
                 created = (place.function, place.file, place.line)
-        return Goroutine(self._int(raw, layout.goid), STATUSES.get(status, f"status {status}"), reason, thread,
+        return Goroutine(goid, STATUSES.get(status, f"status {status}"), reason, thread,
                          stack, created)
 
     def _thread(self, raw: bytes) -> int | None:

@@ -405,3 +405,23 @@ def test_a_call_a_stop_would_end_with_eintr_is_made_again(start_target: Callable
     for tid, number in blocked.items():  # back in the same call
         assert Path(f"/proc/{target.pid}/task/{tid}/syscall").read_text().split()[0] == number
     target.assert_untouched()
+
+
+def test_interrupt_waits_reads_the_rest_and_the_program_sees_no_eintr(start_target: Callable[..., Target]) -> None:
+    # GIVEN the EINTR counter built with frame pointers: its blocked threads' callers need rbp
+    target = start_target("eintr-fp")
+    epoll = lambda process: next(t for t in process["threads"]  # noqa: E731
+                                 if t["syscall"] and t["syscall"]["name"] == "epoll_wait")
+    # WHEN its stacks are read as they are by default
+    thread = epoll(stacks_of(target.pid))
+    # THEN the epoll thread is not stopped, and its stack ends where rbp is needed, saying so
+    assert thread["read"].startswith("not stopped") and "--interrupt-waits" in thread["ended"], thread
+    assert [f["function"] for f in thread["frames"]] == ["epoll_wait", "in_epoll"]
+    # AND with --interrupt-waits it is stopped, read whole, and its call made again: no EINTR seen
+    thread = epoll(stacks_of(target.pid, "--interrupt-waits"))
+    assert thread["ended"] is None and [f["function"] for f in thread["frames"]][-3:] == \
+        ["in_epoll", "start_thread", "clone3"], thread
+    assert "made again" in thread["read"], thread
+    time.sleep(0.2)
+    assert read_counter(target, "eintrs") == 0
+    target.assert_untouched()

@@ -31,8 +31,9 @@ from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
 from sampler.backends.ptrace import calls, guard
 from sampler.backends.ptrace.tasks import PTRACE_EVENT_STOP, PTRACE_INTERRUPT, PTRACE_SEIZE, WNOHANG_WALL
+from sampler.errors import ProcessNotFound
 from sampler.evaluation.reads import UnreadableMemory
-from sampler.target import procfs, syscalls
+from sampler.target import permission, procfs, syscalls
 from sampler.unwind.walk import RIP, RSP, registers_of
 
 PTRACE_DETACH = 17
@@ -41,8 +42,8 @@ STACK_BYTES = 256 << 10
 past them is read from the live memory."""
 RED_ZONE = 128
 """Bytes below the stack pointer a function may use without moving it (the x86-64 ABI)."""
-STOP_TIMEOUT_S = 0.5
-"""How long a thread may take to stop for an interrupt (one running on a loaded host)."""
+STOP_TIMEOUT_S = 2.0
+"""How long a thread may take to stop for an interrupt (one waiting for a CPU on a loaded host)."""
 MASK = (1 << 64) - 1
 SYSCALL = b"\x0f\x05"
 """x86-64's syscall instruction: the two bytes before a thread's pc in a system call."""
@@ -62,7 +63,8 @@ class Image:
     stack: bytes = b""
     stopped: bool = False
     stopped_us: float | None = None
-    """How long the thread was held, from the interrupt to the detach (sampler's clock)."""
+    """How long the thread was held, from its stop to the detach (sampler's clock; the wait for a
+    running thread to reach the stop is not in it: it ran, or waited for a CPU, meanwhile)."""
     problem: str | None = None
     """Why nothing could be read (None: something was)."""
     restarted: str | None = None
@@ -83,12 +85,26 @@ class Snapshots:
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
-        self.mem = procfs.open_mem(pid)
-        self.maps = procfs.maps(pid)
+        try:
+            self.mem = procfs.open_mem(pid)
+        except (FileNotFoundError, ProcessLookupError):  # it ended meanwhile
+            raise ProcessNotFound(f"process {pid} exited while sampler looked at it") from None
+        except PermissionError:
+            raise permission.denied(pid, "read the memory of") from None
+        try:
+            self.maps = procfs.maps(pid)
+        except BaseException:
+            os.close(self.mem)
+            raise
         self.held: dict[int, int] = {}
         """Threads stopped now, and the signal each is to get back at its detach."""
         self.pending: set[int] = set()
         """Threads interrupted that did not stop in time: detached when they do."""
+        self._holding: dict[int, tuple[Image, float]] = {}
+        """Each thread stopped now: its image and when it stopped (for its stopped_us, at the detach)."""
+        self.interrupt_waits = False
+        """--interrupt-waits: a thread asleep in epoll_wait and its kin is stopped too when its stack
+        needs registers; its call, ended by the stop, is made again as it goes on (_restart)."""
         self.go = False
         """A Go program: each stopped thread's goroutine is read too (``current_g``)."""
         setting = guard.forced()
@@ -97,7 +113,7 @@ class Snapshots:
 
     def close(self) -> None:
         self.release_all()
-        self._reap_pending(0.05)
+        self._reap_pending(1.0)
         os.close(self.mem)
 
     # -- without stopping -------------------------------------------------------
@@ -136,7 +152,7 @@ class Snapshots:
         state = _state(self.pid, tid)
         if state == "D":
             return "in an uninterruptible sleep"
-        if state == "S":
+        if state == "S" and not self.interrupt_waits:
             number = _syscall_number(self.pid, tid)
             if number in syscalls.ENDED_BY_A_STOP:
                 return f"asleep in {syscalls.name(number)}, which a stop would end with EINTR"
@@ -154,7 +170,6 @@ class Snapshots:
     def hold(self, tid: int) -> Image:
         """Stop the thread and read it; it stays stopped until ``release``."""
         image = Image(tid)
-        started = time.monotonic()
         if calls.ptrace(PTRACE_SEIZE, tid, None, None) == -1:
             image.problem = _seize_problem(ctypes.get_errno(), tid)
             return image
@@ -169,8 +184,10 @@ class Snapshots:
         if status < 0:
             image.problem = "it ended while it was read"
             return image
+        stopped = time.monotonic()
         event = status >> 16 == PTRACE_EVENT_STOP
         self.held[tid] = 0 if event else os.WSTOPSIG(status)  # a signal that came first: delivered at detach
+        self._holding[tid] = (image, stopped)
         interrupted = event and os.WSTOPSIG(status) == signal.SIGTRAP  # sampler's (not a SIGSTOP's group stop)
         try:
             regs = calls.get_registers(tid)
@@ -188,7 +205,6 @@ class Snapshots:
                 image.current_g = int.from_bytes(self.read(image.fs_base - 8, 8), "little")
             except UnreadableMemory:
                 pass
-        image.stopped_us = (time.monotonic() - started) * 1e6
         return image
 
     def _restart(self, tid: int, regs: Any) -> str | None:
@@ -216,6 +232,9 @@ class Snapshots:
     def release(self, tid: int) -> None:
         sig = self.held.pop(tid, 0)
         calls.ptrace(PTRACE_DETACH, tid, None, sig or None)
+        image, stopped = self._holding.pop(tid, (None, 0.0))
+        if image is not None:
+            image.stopped_us = (time.monotonic() - stopped) * 1e6
 
     def release_all(self) -> None:
         for tid in list(self.held):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -31,6 +31,8 @@ from sampler.unwind.walk import MAX_DEPTH
 
 PROGRESS_S = 1.0
 """How often the progress line is written."""
+HELD_KEPT = 10_000
+"""Holds kept for the median a long profile reports (not one per sample of an hour's run)."""
 
 
 @dataclass
@@ -40,8 +42,8 @@ class Profile:
     """Stacks counted (one per thread per tick that was sampled)."""
     ticks: int = 0
     threads: set[tuple[int, int]] = field(default_factory=set)
-    held_us: list[float] = field(default_factory=list)
-    """How long each stopped thread was held (sampler's clock)."""
+    held_us: deque[float] = field(default_factory=lambda: deque(maxlen=HELD_KEPT))
+    """How long each stopped thread was held (sampler's clock), the last HELD_KEPT."""
     unread: int = 0
     """Threads a tick could not read (one that ended meanwhile, one another tracer holds)."""
     unread_why: dict[str, int] = field(default_factory=dict)
@@ -153,7 +155,7 @@ def _loop(readers: dict[int, Reader], result: Profile, rate: float, duration_s: 
             result.elapsed_s = said - result.started
             progress(f"profile: {result.samples} samples, {len(result.threads)} thread(s), {result.elapsed_s:.0f} s, "
                      f"{result.rate_hz:.0f} ticks/s"
-                     + (f", a thread held {statistics.median(result.held_us[-200:]):.0f} us a sample"
+                     + (f", a thread held {statistics.median(list(result.held_us)[-200:]):.0f} us a sample"
                         if result.held_us else ""))
 
 

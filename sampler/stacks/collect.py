@@ -107,6 +107,9 @@ class Reader:
                 else:
                     images[tid] = self._image(thread, hold=consistent)
                 threads.append(thread)
+            to_stop = [tid for tid, (image, how) in images.items() if image is None and how == STOP]
+            for tid, taken in self.snapshots.stopped_many(to_stop).items():  # all interrupted at once
+                images[tid] = (None, f"not read: {taken.problem}") if taken.problem else (taken, _held(taken))
             if not consistent:
                 self.snapshots.release_all()
             found = []
@@ -150,7 +153,9 @@ class Reader:
         reason = self.snapshots.must_not_stop(thread.tid)
         if reason is not None:
             return None, f"not read: {reason}, and it woke while it was read"
-        image = self.snapshots.hold(thread.tid) if hold else self.snapshots.stopped(thread.tid)
+        if not hold:
+            return None, STOP  # (stopped with the others: stopped_many)
+        image = self.snapshots.hold(thread.tid)
         if image.problem is not None:
             return None, f"not read: {image.problem}"
         return image, _held(image)
@@ -211,6 +216,8 @@ class Reader:
         return unwind(image.registers, self.code, read, max_depth)
 
 
+STOP = "to be stopped"
+"""_image's word for a thread it leaves for stopped_many."""
 NICE = -10
 """sampler's own priority while it reads threads (as root): a thread it stopped waits for sampler
 to get a CPU, and on a busy host that took tens of milliseconds a thread (10 busy threads on 2 CPUs:

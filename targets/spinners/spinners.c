@@ -1,6 +1,6 @@
-/* spinners N [idle]: N threads that only compute, each clocking itself, for bench/profiling.py:
- * what a profile costs the threads it samples, measured inside them (with "idle": N threads that
- * wait on a condition variable for good, a server's pool between requests).
+/* spinners N [M]: N threads that only compute, each clocking itself, for bench/profiling.py and
+ * bench/stacktime.py: what sampling costs the threads, measured inside them; and M threads that
+ * wait on a condition variable for good (a server's pool between requests).
  *
  * Each thread does units of work (a loop of about 20 us) and reads the monotonic clock after
  * each (the vDSO: tens of nanoseconds). A unit that took over STALL_NS longer than the thread's
@@ -61,11 +61,10 @@ static void *idle(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    int n = argc > 1 ? atoi(argv[1]) : 1;
-    int waiting = argc > 2 && argv[2][0] == 'i'; /* "idle": the threads wait on a condition instead */
-    for (int i = 0; i < n; i++) {
+    int busy = argc > 1 ? atoi(argv[1]) : 1, waiting = argc > 2 ? atoi(argv[2]) : 0;
+    for (int i = 0; i < busy + waiting; i++) {
         pthread_t t;
-        if (pthread_create(&t, NULL, waiting ? idle : spin, NULL) != 0) return 1;
+        if (pthread_create(&t, NULL, i < busy ? spin : idle, NULL) != 0) return 1;
     }
     printf("ready pid=%d\n", getpid());
     fflush(stdout);

@@ -25,11 +25,11 @@ import signal
 import time
 from contextlib import suppress
 from dataclasses import dataclass, field
-from typing import Any
 
 from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
 from sampler.backends.ptrace import calls, guard
+from sampler.backends.ptrace.restart import restart_ended_call
 from sampler.backends.ptrace.tasks import PTRACE_EVENT_STOP, PTRACE_INTERRUPT, PTRACE_SEIZE, WNOHANG_WALL
 from sampler.errors import ProcessNotFound
 from sampler.evaluation.reads import UnreadableMemory
@@ -44,9 +44,6 @@ RED_ZONE = 128
 """Bytes below the stack pointer a function may use without moving it (the x86-64 ABI)."""
 STOP_TIMEOUT_S = 2.0
 """How long a thread may take to stop for an interrupt (one waiting for a CPU on a loaded host)."""
-MASK = (1 << 64) - 1
-SYSCALL = b"\x0f\x05"
-"""x86-64's syscall instruction: the two bytes before a thread's pc in a system call."""
 
 
 @dataclass
@@ -104,7 +101,7 @@ class Snapshots:
         """Each thread stopped now: its image and when it stopped (for its stopped_us, at the detach)."""
         self.interrupt_waits = False
         """--interrupt-waits: a thread asleep in epoll_wait and its kin is stopped too when its stack
-        needs registers; its call, ended by the stop, is made again as it goes on (_restart)."""
+        needs registers; its call, ended by the stop, is made again as it goes on (restart.py)."""
         self.go = False
         """A Go program: each stopped thread's goroutine is read too (``current_g``)."""
         setting = guard.forced()
@@ -240,7 +237,7 @@ class Snapshots:
             return
         image.registers = registers_of(regs)
         if interrupted:
-            image.restarted = self._restart(tid, regs)
+            image.restarted = restart_ended_call(tid, regs, self.read)
         image.fs_base = int(regs.fs_base)
         image.stopped = True
         self._copy_stack(image)
@@ -250,27 +247,6 @@ class Snapshots:
             except UnreadableMemory:
                 pass
 
-    def _restart(self, tid: int, regs: Any) -> str | None:
-        """The thread ran into a call a stop ends with EINTR (epoll_wait...) between the look at it
-        and sampler's interrupt (not a group stop's: a SIGSTOP's EINTR is the program's to see): the
-        call is made again at the detach, as the kernel restarts the others
-        (its registers as before the call: rax its number, rip back on the syscall instruction), so
-        the program never sees the EINTR. Returns the call's name when it did so."""
-        number = int(regs.orig_rax)
-        if number not in syscalls.ENDED_BY_A_STOP or int(regs.rax) & MASK != -errno.EINTR & MASK:
-            return None
-        try:
-            if self.read(int(regs.rip) - 2, 2) != SYSCALL:
-                return None
-        except UnreadableMemory:
-            return None
-        regs.rax = number
-        regs.rip = int(regs.rip) - 2
-        try:
-            calls.set_registers(tid, regs)
-        except PtraceError:
-            return None
-        return syscalls.name(number)
 
     def release(self, tid: int) -> None:
         sig = self.held.pop(tid, 0)
@@ -318,7 +294,7 @@ class Snapshots:
                         event = status >> 16 == PTRACE_EVENT_STOP
                         if event and os.WSTOPSIG(status) == signal.SIGTRAP:
                             with suppress(PtraceError):
-                                self._restart(tid, calls.get_registers(tid))
+                                restart_ended_call(tid, calls.get_registers(tid), self.read)
                         deliver = 0 if event else os.WSTOPSIG(status)
                         calls.ptrace(PTRACE_DETACH, tid, None, deliver or None)
             time.sleep(0.005)

@@ -44,6 +44,9 @@ RULES: list[tuple[str, tuple[str, ...], str]] = [
                         "sampler.profile"),
      "unwinding reads registers and memory through evaluation/reads.py: no ptrace, no /proc (the caller "
      "gives the mappings)"),
+    ("sampler.inprocess", ("sampler.backends", "sampler.target", "sampler.safety", "sampler.session", "sampler.run",
+                           "sampler.cli", "sampler.output", "sampler.stacks"),
+     "the in-process probes' instruction work knows no ptrace and no process: backends/ptrace writes them"),
     ("sampler.profile", ("sampler.backends", "sampler.debuginfo", "sampler.evaluation", "sampler.unwind",
                          "sampler.target", "sampler.safety", "sampler.session", "sampler.run", "sampler.cli"),
      "a profile's outputs (folded, flame graph, speedscope) take counted stacks: they read no process"),

@@ -1,0 +1,165 @@
+"""Where an in-process probe's jump may go, and the instructions it displaces, moved (issue 36).
+
+A probe replaces the first bytes at its site with a 5-byte `jmp rel32` to its trampoline; the
+whole instructions those bytes held run in the trampoline instead, then it jumps back past them.
+That is safe only when (decoding the whole function with capstone):
+
+- the displaced instructions can run elsewhere: none is a branch, call or return (its target or
+  the return address would change), none enters the kernel (a thread blocked in a system call
+  there would come back into the jump's bytes), and a memory operand relative to rip is re-encoded
+  for its new address (its displacement must still fit 32 bits);
+- no branch of the function lands inside the displaced bytes (past their first), known by its
+  immediate target; a function with an indirect jump (a switch's table) is refused unless the site
+  is the function's entry (compilers never jump back into a prologue);
+- an `endbr64` at the site stays where it is (CET's indirect-branch tracking): the jump goes after it.
+
+What cannot be done is refused with the reason, and that site gets an int3 instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from capstone import CS_ARCH_X86, CS_MODE_64, Cs, CsError  # type: ignore[import-untyped]
+from capstone import x86_const as X
+
+JUMP_SIZE = 5
+"""A jmp rel32."""
+MAX_FUNCTION = 1 << 20
+"""Bytes of a function decoded, at most."""
+
+_DECODER = Cs(CS_ARCH_X86, CS_MODE_64)
+_DECODER.detail = True
+
+BRANCHES = {X.X86_GRP_JUMP, X.X86_GRP_CALL, X.X86_GRP_RET, X.X86_GRP_IRET, X.X86_GRP_BRANCH_RELATIVE}
+KERNEL = {X.X86_GRP_INT}
+KERNEL_MNEMONICS = ("syscall", "sysenter", "int", "int3", "into", "ud2", "hlt")
+
+
+class Refused(Exception):
+    """The site cannot take a jump (the reason says why): it gets an int3 instead."""
+
+
+@dataclass(frozen=True)
+class Moved:
+    """One displaced instruction."""
+
+    address: int
+    data: bytes
+    disp_offset: int = 0
+    """Where in it a rip-relative displacement is (0: none)."""
+    disp_size: int = 0
+
+
+@dataclass(frozen=True)
+class Displaced:
+    site: int
+    """Where the jump goes (past an endbr64)."""
+    instructions: tuple[Moved, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(len(m.data) for m in self.instructions)
+
+    @property
+    def back(self) -> int:
+        """Where the trampoline jumps back to: past the displaced instructions."""
+        return self.site + self.size
+
+    def code_at(self, address: int) -> bytes:
+        """The displaced instructions re-encoded to run at ``address`` (rip-relative operands fixed);
+        Refused when an operand's new displacement does not fit 32 bits."""
+        out = bytearray()
+        for moved in self.instructions:
+            data = bytearray(moved.data)
+            if moved.disp_size:
+                at = moved.disp_offset
+                old = int.from_bytes(data[at:at + moved.disp_size], "little", signed=True)
+                target = moved.address + len(moved.data) + old
+                new = target - (address + len(out) + len(moved.data))
+                if moved.disp_size != 4 or not -(1 << 31) <= new < (1 << 31):
+                    raise Refused(f"the operand of the instruction at {moved.address:#x} cannot reach its "
+                                  "data from the trampoline")
+                data[at:at + 4] = new.to_bytes(4, "little", signed=True)
+            out += data
+        return bytes(out)
+
+
+def displace(code: bytes, start: int, site: int) -> Displaced:
+    """The instructions a jump at ``site`` displaces, in the function whose ``code`` starts at run-time
+    address ``start``; Refused with the reason when the site cannot take one."""
+    if not start <= site < start + len(code):
+        raise Refused(f"{site:#x} is not in the function's code")
+    instructions = _decode(code[:MAX_FUNCTION], start)
+    by_address = {i.address: i for i in instructions}
+    if site not in by_address:
+        raise Refused(f"{site:#x} is not the start of an instruction of its function")
+    first = by_address[site]
+    if first.mnemonic == "endbr64":  # CET: the indirect branch's landing pad stays first
+        site = first.address + first.size
+        if site not in by_address:
+            raise Refused("the function ends after its endbr64")
+    moved: list[Moved] = []
+    at = site
+    while sum(len(m.data) for m in moved) < JUMP_SIZE:
+        instruction = by_address.get(at)
+        if instruction is None:
+            raise Refused(f"the function ends {at - site} bytes after the site: no room for a jump")
+        moved.append(_movable(instruction))
+        at += instruction.size
+    end = at
+    for instruction in instructions:
+        for target in _targets(instruction):
+            if site < target < end:
+                raise Refused(f"the instruction at {instruction.address:#x} jumps to {target:#x}, inside the "
+                              f"bytes the jump would take ({site:#x}-{end:#x})")
+        if site != start and _indirect_jump(instruction):
+            raise Refused(f"the function jumps through a table at {instruction.address:#x}: a case could land "
+                          "inside the bytes the jump would take")
+    return Displaced(site, tuple(moved))
+
+
+def _decode(code: bytes, start: int) -> list:  # type: ignore[type-arg]
+    """Every instruction of the function, in order; Refused when a byte cannot be decoded."""
+    try:
+        found = list(_DECODER.disasm(code, start))
+    except CsError as e:
+        raise Refused(f"the function cannot be decoded ({e})") from None
+    decoded = sum(i.size for i in found)
+    if decoded < len(code) and not code[decoded:].strip(b"\xcc\x90\x00"):
+        return found  # (padding after the last instruction)
+    if decoded < len(code):
+        raise Refused(f"the function cannot be decoded past {start + decoded:#x}")
+    return found
+
+
+def _movable(instruction) -> Moved:  # type: ignore[no-untyped-def]
+    """The instruction as it is displaced, or Refused with why it cannot be."""
+    groups = set(instruction.groups)
+    mnemonic = instruction.mnemonic
+    if groups & BRANCHES or mnemonic.startswith(("j", "call", "ret", "loop")):
+        raise Refused(f"the site holds a branch ({mnemonic} at {instruction.address:#x}): it cannot move")
+    if groups & KERNEL or mnemonic in KERNEL_MNEMONICS:
+        raise Refused(f"the site holds {mnemonic} at {instruction.address:#x}: a thread in the kernel there "
+                      "would come back into the jump's bytes")
+    data = bytes(instruction.bytes)
+    rip_relative = any(op.type == X.X86_OP_MEM and op.mem.base == X.X86_REG_RIP for op in instruction.operands)
+    if rip_relative:
+        if instruction.disp_size != 4:
+            raise Refused(f"the rip-relative operand at {instruction.address:#x} is not 32-bit")
+        return Moved(instruction.address, data, instruction.disp_offset, 4)
+    if any(op.type == X.X86_OP_REG and op.reg == X.X86_REG_RIP for op in instruction.operands):
+        raise Refused(f"the instruction at {instruction.address:#x} reads rip")
+    return Moved(instruction.address, data)
+
+
+def _targets(instruction) -> list[int]:  # type: ignore[no-untyped-def]
+    """Where a branch with an immediate target goes."""
+    if not set(instruction.groups) & {X.X86_GRP_JUMP, X.X86_GRP_CALL, X.X86_GRP_BRANCH_RELATIVE}:
+        return []
+    return [op.imm for op in instruction.operands if op.type == X.X86_OP_IMM]
+
+
+def _indirect_jump(instruction) -> bool:  # type: ignore[no-untyped-def]
+    return X.X86_GRP_JUMP in instruction.groups and \
+        not any(op.type == X.X86_OP_IMM for op in instruction.operands)

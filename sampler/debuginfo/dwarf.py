@@ -115,6 +115,9 @@ MAX_RANGES = 4096
 """Entries of one DIE's range list looked at."""
 MAX_TAIL_CALLS = 4
 """Tail calls followed from one call site (gdb follows chains of any length; they are short)."""
+MAX_TAIL_VISITS = 64
+"""Functions looked at for one chain: past it, the chain is said to be ambiguous (a hostile or
+huge web of tail calls would cost fan-out to the 4th)."""
 MAX_NAMES_CACHED = 100_000
 """Qualified names of DIEs remembered."""
 _SCOPES = ("DW_TAG_namespace", "DW_TAG_class_type", "DW_TAG_structure_type", "DW_TAG_union_type",
@@ -258,6 +261,7 @@ class Debug:
         self._qualified: dict[int, str | None] = {}
         self._scan_call_sites = True
         self._call_sites_unscanned: dict[int, DIE | None] = {}
+        self._tail_chains: dict[tuple[int, int], list[tuple[int, int]]] = {}
         self._lines: dict[int, Table | str] = {}
         """Per unit: its line table (linetable.py), for addresses to lines (stacks); or why it
         cannot be read (a damaged table is decoded once)."""
@@ -909,10 +913,15 @@ class Debug:
         guess) or there is none."""
         if start == callee:
             return []
+        key = (start, callee)
+        if key in self._tail_chains:
+            return self._tail_chains[key]
         chains: list[list[tuple[int, int]]] = []
+        visited = [0]
 
         def follow(start: int, chain: list[tuple[int, int]]) -> None:
-            if len(chains) > 1 or len(chain) >= MAX_TAIL_CALLS:
+            visited[0] += 1
+            if len(chains) > 1 or len(chain) >= MAX_TAIL_CALLS or visited[0] > MAX_TAIL_VISITS:
                 return
             function = self.function_at(start, scan=False)
             if function is None or function.low != start:
@@ -932,7 +941,11 @@ class Debug:
                     follow(target, step)
 
         follow(start, [])
-        return chains[0] if len(chains) == 1 else []
+        found = chains[0] if len(chains) == 1 and visited[0] <= MAX_TAIL_VISITS else []  # (too many: ambiguous)
+        if len(self._tail_chains) >= MAX_CALL_SITES:
+            self._tail_chains.clear()
+        self._tail_chains[key] = found
+        return found
 
     def _called(self, site: DIE, address_of: Callable[[str], int | None]) -> tuple[int | None, str | None]:
         """Where the function a call site calls starts (file address: its definition's low pc,

@@ -13,6 +13,9 @@ from __future__ import annotations
 MAX_NAME = 4096
 MAX_DEPTH = 64
 MAX_OUTPUT = 2048
+MAX_STEPS = 10_000
+"""Paths, types and constants one name may make the reader read (a back-reference inside an impl
+path, whose text is not written, would otherwise multiply the work without bound)."""
 
 _BASIC = {"a": "i8", "b": "bool", "c": "char", "d": "f64", "e": "str", "f": "f32", "h": "u8", "i": "isize",
           "j": "usize", "l": "i32", "m": "u32", "n": "i128", "o": "u128", "s": "i16", "t": "u16", "u": "()",
@@ -46,6 +49,8 @@ class _Parser:
         self.out: list[str] = []
         self.size = 0
         self.depth = 0
+        self.steps = 0
+        """Paths, types and constants read (back-references read theirs again): bounded."""
 
     # -- reading --------------------------------------------------------------------
 
@@ -330,7 +335,8 @@ class _Depth:
 
     def __enter__(self) -> None:
         self.parser.depth += 1
-        if self.parser.depth > MAX_DEPTH:
+        self.parser.steps += 1
+        if self.parser.depth > MAX_DEPTH or self.parser.steps > MAX_STEPS:
             raise _Invalid()
 
     def __exit__(self, *_: object) -> None:

@@ -27,11 +27,12 @@ ARITY = {"len": (1, 1), "cap": (1, 1), "str": (1, 2), "buf": (2, 2), "startswith
 and buf(), and a prefix test. They read; they call nothing in the target."""
 BUILTINS = frozenset(ARITY)
 SAMPLER_ONLY = frozenset({"str", "buf", "startswith", "ustack"})
+"""Built-ins only sampler's own evaluator (the ptrace backend) knows; Delve has none of them."""
 USTACK = "ustack"
 """bpftrace's ustack: the stack of the thread at the breakpoint, folded (``main;f;g``, innermost
 last); ``ustack(N)`` its innermost N frames. An expression of its own, not part of another."""
 MAX_USTACK = 4096
-"""Built-ins only sampler's own evaluator (the ptrace backend) knows; Delve has none of them."""
+"""Frames ustack(N) may ask for."""
 MAX_BYTES = 4096
 """The most bytes str(p, n) and buf(p, n) read."""
 REGISTER_PREFIX = "__reg_"

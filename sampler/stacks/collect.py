@@ -28,7 +28,7 @@ from sampler.unwind import goroutines
 from sampler.unwind.code import CodeMap
 from sampler.unwind.frames import Stack
 from sampler.unwind.goroutines import Goroutine
-from sampler.unwind.walk import MAX_DEPTH, unwind
+from sampler.unwind.walk import MAX_DEPTH, RIP, RSP, unwind
 
 
 @dataclass
@@ -61,11 +61,20 @@ class Reader:
         self.pid = pid
         self.notes: list[str] = []
         self.modules = Modules(pid, DebugFinder(pid, debug_dirs, lambda _: None, self.notes.append))
-        self.snapshots = Snapshots(pid)
-        self.snapshots.go = self._is_go()
-        self.snapshots.interrupt_waits = interrupt_waits
-        self.code = self._code_map()
+        try:
+            self.snapshots = Snapshots(pid)
+        except BaseException:
+            self.modules.close()
+            raise
+        try:
+            self.snapshots.go = self._is_go()
+            self.snapshots.interrupt_waits = interrupt_waits
+            self.code = self._code_map()
+        except BaseException:
+            self.close()
+            raise
         self._goroutines: goroutines.Reader | None = None
+        self._refreshed = time.monotonic()
         self.remember = False
         """A profile's: a thread that slept since it was last read has its stack of then (not read again)."""
         self._asleep: dict[int, tuple[bytes, ThreadStack]] = {}
@@ -86,16 +95,29 @@ class Reader:
         self.snapshots.maps = procfs.maps(self.pid)
         self.modules.refresh()
         self.code = self._code_map()
+        self._refreshed = time.monotonic()
+
+    def _refresh_if_new(self, images: list[Image]) -> None:
+        """A thread's pc in no code known, or its stack in no mapping known (a library loaded or a
+        thread started since they were read): the mappings again, once a second at most."""
+        if time.monotonic() - self._refreshed < REFRESH_S:
+            return
+        unknown = any((RIP in image.registers and self.code.at(image.registers[RIP]) is None)
+                      or (RSP in image.registers and not image.stack) for image in images)
+        if unknown:
+            self.refresh()
 
     def read(self, tids: list[int], consistent: bool = False, max_depth: int = MAX_DEPTH,
              with_goroutines: bool = False, kernel: bool = True
              ) -> tuple[list[ThreadStack], list[Goroutine] | None, str | None]:
         """The threads (those still there), each as the kernel shows it the moment before it is
         read, and a Go program's goroutines (with a note when they cannot all be read). With
-        ``consistent`` every thread stays stopped until all of it is read and unwound."""
+        ``consistent`` every thread that may be stopped stays stopped until all are read (and the
+        goroutines' structures), then all are let go and unwound."""
         images: dict[int, tuple[Image | None, str]] = {}
         reused: dict[int, ThreadStack] = {}
         threads = []
+        snapshot: tuple[list[tuple[int, bytes]], bool] | None = None
         try:
             for tid in tids:
                 thread = thread_of(self.pid, tid, kernel)
@@ -110,42 +132,47 @@ class Reader:
             to_stop = [tid for tid, (image, how) in images.items() if image is None and how == STOP]
             for tid, taken in self.snapshots.stopped_many(to_stop).items():  # all interrupted at once
                 images[tid] = (None, f"not read: {taken.problem}") if taken.problem else (taken, _held(taken))
-            if not consistent:
-                self.snapshots.release_all()
-            found = []
-            for thread in threads:
-                if thread.tid in reused:
-                    found.append(dataclasses.replace(reused[thread.tid], thread=thread))
-                    continue
-                image, how = images[thread.tid]
-                if image is None:
-                    found.append(ThreadStack(thread, None, how))
-                    continue
-                stack = self._unwind(image, max_depth)
-                if stack.short_of_registers and not image.stopped and not consistent \
-                        and self.snapshots.must_not_stop(thread.tid) is None:
-                    again = self.snapshots.stopped(thread.tid)  # its stack needs the registers it keeps
-                    if again.problem is None:
-                        image, how = again, _held(again)
-                        stack = self._unwind(image, max_depth)
-                if stack.short_of_registers and not image.stopped and stack.ended:
-                    stack.ended += "; --interrupt-waits stops it for the rest"
-                found.append(ThreadStack(thread, stack, how, image.stopped_us, image.current_g))
-                if self.remember and image.quiet is not None and not stack.short_of_registers:
-                    self._asleep[thread.tid] = (image.quiet, found[-1])
-            gs, note = self.goroutines(found, max_depth) if with_goroutines else (None, None)
+            if consistent and with_goroutines:
+                snapshot = self._goroutine_snapshot()
         finally:
             self.snapshots.release_all()
-        if consistent:  # held until now: how long each was
-            for index, item in enumerate(found):
-                image = images.get(item.thread.tid, (None, ""))[0]
-                if image is not None and image.stopped:
-                    found[index] = dataclasses.replace(item, how=_held(image), stopped_us=image.stopped_us)
+        if self.remember:  # threads gone since: forgotten
+            self._asleep = {tid: known for tid, known in self._asleep.items() if tid in images or tid in reused}
+        self._refresh_if_new([image for image, _ in images.values() if image is not None])
+        found = []
+        for thread in threads:
+            if thread.tid in reused:
+                found.append(dataclasses.replace(reused[thread.tid], thread=thread))
+                continue
+            image, how = images[thread.tid]
+            if image is None:
+                found.append(ThreadStack(thread, None, how))
+                continue
+            if image.stopped and consistent:
+                how = _held(image)  # (its hold known now that it was let go)
+            stack = self._unwind(image, max_depth)
+            if stack.short_of_registers and not image.stopped and not consistent \
+                    and self.snapshots.must_not_stop(thread.tid) is None:
+                again = self.snapshots.stopped(thread.tid)  # its stack needs the registers it keeps
+                if again.problem is None:
+                    image, how = again, _held(again)
+                    stack = self._unwind(image, max_depth)
+            if stack.short_of_registers and not image.stopped and stack.ended:
+                why = self.snapshots.must_not_stop(thread.tid)
+                stack.ended += f" (the thread was read without stopping it: {why or 'it woke meanwhile'}" + \
+                    ("; --interrupt-waits stops it for the rest)" if why and why.startswith("asleep in") else ")")
+            found.append(ThreadStack(thread, stack, how, image.stopped_us, image.current_g))
+            if self.remember and image.quiet is not None and not stack.short_of_registers:
+                self._asleep[thread.tid] = (image.quiet, found[-1])
+        gs, note = self.goroutines(found, max_depth, snapshot) if with_goroutines else (None, None)
         return found, gs, note
 
     def _image(self, thread: Thread, hold: bool = False) -> tuple[Image | None, str]:
         if thread.state == "Z":
             return None, "a zombie: it has no stack"
+        if hold and thread.state in ("S", "D") and self.snapshots.must_not_stop(thread.tid) is None:
+            image = self.snapshots.hold(thread.tid)  # --consistent: a sleeper held too, where that is safe
+            return (None, f"not read: {image.problem}") if image.problem else (image, "stopped")
         asleep = self.snapshots.asleep(thread.tid)
         if asleep is not None:
             reason = self.snapshots.must_not_stop(thread.tid)
@@ -171,29 +198,49 @@ class Reader:
             if module is not None:
                 self.code.at(start)
 
-    def goroutines(self, stacks: list[ThreadStack], max_depth: int) -> tuple[list[Goroutine] | None, str | None]:
-        """The goroutines of a Go program, with the stacks of the threads running them; (None, why)
-        when the program is no Go program or they cannot be read."""
-        main = self.modules.main
+    def goroutine_reader(self) -> tuple[goroutines.Reader | None, str | None]:
+        """The program's goroutine reader, made once; (None, why) when it cannot be."""
         if not self.snapshots.go:
             return None, None
         if self._goroutines is None:
-            debug = main.debug(remote=False)
+            debug = self.modules.main.debug(remote=False)
             if debug is None:
                 return None, "goroutines: not read, the program has no DWARF (runtime.g's layout)"
             try:
                 self._goroutines = goroutines.Reader(debug, self._address_of, self.snapshots.read)
             except (ValueError, UnreadableMemory, Malformed) as e:
                 return None, f"goroutines: not read ({e})"
+        return self._goroutines, None
+
+    def _goroutine_snapshot(self) -> tuple[list[tuple[int, bytes]], bool] | None:
+        """Every goroutine's g as its bytes now (--consistent reads them while every thread is held)."""
+        reader, _ = self.goroutine_reader()
+        if reader is None:
+            return None
+        try:
+            return reader.snapshot()
+        except UnreadableMemory:
+            return None
+
+    def goroutines(self, stacks: list[ThreadStack], max_depth: int,
+                   snapshot: tuple[list[tuple[int, bytes]], bool] | None = None
+                   ) -> tuple[list[Goroutine] | None, str | None]:
+        """The goroutines of a Go program, with the stacks of the threads running them; (None, why)
+        when the program is no Go program or they cannot be read."""
+        reader, why = self.goroutine_reader()
+        if reader is None:
+            return None, why
         running = {found.current_g: (found.thread.tid, found.stack) for found in stacks
                    if found.stack is not None and found.current_g}
         try:
-            found, total = self._goroutines.goroutines(self.code, running, max_depth)
+            if snapshot is not None:
+                found, complete = reader.goroutines(self.code, running, max_depth, snapshot[0], snapshot[1])
+            else:
+                found, complete = reader.goroutines(self.code, running, max_depth)
         except UnreadableMemory as e:
             return None, f"goroutines: not read ({e})"
-        note = None
-        if total > len(found) and len(found) >= goroutines.MAX_GOROUTINES:
-            note = f"goroutines: the first {len(found)} of {total} are shown"
+        note = None if complete else f"goroutines: only the first {len(found)} were read (at most " \
+            f"{goroutines.MAX_GOROUTINES}, in {goroutines.TIME_BUDGET_S:g} s)"
         return found, note
 
     def _is_go(self) -> bool:
@@ -216,6 +263,8 @@ class Reader:
         return unwind(image.registers, self.code, read, max_depth)
 
 
+REFRESH_S = 1.0
+"""The mappings are read again at most this often (a profile's ticks)."""
 STOP = "to be stopped"
 """_image's word for a thread it leaves for stopped_many."""
 NICE = -10
@@ -257,21 +306,39 @@ def collect(pid: int, consistent: bool = False, max_depth: int = MAX_DEPTH,
     tids = sorted(procfs.tasks(pid))
     reader = Reader(pid, debug_dirs, interrupt_waits)
     try:
+        if consistent:  # what the unwinding needs read before any thread is held
+            reader.warm()
+            reader.goroutine_reader()
         threads, gs, note = reader.read(tids, consistent, max_depth, with_goroutines=True)
     finally:
         reader.close()
     result = ProcessStacks(pid, name, threads, gs)
     result.notes = reader.notes + ([note] if note else [])
-    if not procfs.is_running(pid):
+    if not alive(pid):
         result.notes.append(f"the process exited while it was read: {sum(t.stack is not None for t in threads)} "
                             f"of its {len(tids)} threads were read")
     result.took_s = time.monotonic() - started
     return result
 
 
+def alive(pid: int) -> bool:
+    """The process has a thread that is not a zombie (its first thread may have ended alone:
+    pthread_exit in main)."""
+    if procfs.thread_state(pid, pid) not in ("", "Z", "X"):
+        return True
+    try:
+        tids = procfs.tasks(pid)
+    except ProcessNotFound:
+        return False
+    return any(procfs.thread_state(pid, tid) not in ("", "Z", "X") for tid in tids)
+
+
 def check_process(pid: int) -> None:
     """A process with user stacks: not a zombie, not a kernel thread (one line each)."""
     state = procfs.state(pid)
+    if state in ("Z", "X") and alive(pid):
+        raise UnsupportedTarget(f"the first thread of process {pid} has ended and its others run on (pthread_exit "
+                                "in main): sampler reads a process through its first thread", "not read")
     if state in ("Z", "X"):
         parent = procfs.group_and_parent(pid)[1] if state == "Z" else 0
         whose = f" (PID {parent})" if parent else ""

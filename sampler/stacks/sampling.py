@@ -24,7 +24,7 @@ from sampler.budget import Budget, wake_latency_s
 from sampler.durations import format_duration
 from sampler.errors import ProcessNotFound
 from sampler.printable import printable
-from sampler.stacks.collect import Reader, ThreadStack, first_in_line
+from sampler.stacks.collect import Reader, ThreadStack, alive, first_in_line
 from sampler.stop import StopFlag
 from sampler.target import procfs
 from sampler.unwind.walk import MAX_DEPTH
@@ -165,7 +165,7 @@ class Stopped(Exception):
 
 def _tick(reader: Reader, off_cpu: bool, max_depth: int) -> list[ThreadStack]:
     """The threads of one process this tick: those running (all of them with ``off_cpu``)."""
-    if procfs.thread_state(reader.pid, reader.pid) in ("", "Z", "X"):  # (a zombie's threads are gone)
+    if not alive(reader.pid):
         raise ProcessNotFound(f"process {reader.pid} ended")
     tids = procfs.tasks(reader.pid)
     if not off_cpu:

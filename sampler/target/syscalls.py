@@ -384,9 +384,25 @@ ENDED_BY_A_STOP = frozenset({
     65, 220,  # semop, semtimedop
     128,  # rt_sigtimedwait (sigwaitinfo too)
     208, 333,  # io_getevents, io_pgetevents
+    426,  # io_uring_enter
 })
 """x86-64 system calls that return EINTR after a ptrace stop, with no handler run (signal(7)):
 a thread blocked in one is not stopped unless it must be."""
+
+RESTARTED_AFTER_A_STOP = frozenset({
+    202,  # futex (a wait's timeout is kept: restart_block)
+    35, 230,  # nanosleep, clock_nanosleep (restart_block: the time left)
+    7, 271, 23, 270,  # poll, ppoll, select, pselect6 (restart_block)
+    34, 130,  # pause, rt_sigsuspend
+    61, 247,  # wait4, waitid
+})
+"""x86-64 system calls a ptrace stop leaves as they were: the kernel makes them again, their
+timeouts kept. A thread asleep in any other call (a socket's with SO_RCVTIMEO ends with EINTR, an
+epoll_wait made again starts its timeout again) is not stopped unless --interrupt-waits says so."""
+
+RESTARTED_ON_FILES = frozenset({0, 1, 17, 18, 19, 20, 295, 296})
+"""read, write, pread64, pwrite64, readv, writev, preadv, pwritev: made again after a stop, as they
+were, on a pipe, a terminal or a file (not on a socket, whose timeout makes them end with EINTR)."""
 
 
 def name(number: int) -> str:

@@ -19,7 +19,7 @@ from elftools.elf.sections import SymbolTableSection
 from sampler.debuginfo.cfi import CallFrames
 from sampler.debuginfo.demangle import demangle, qualified
 from sampler.debuginfo.dwarf import Debug
-from sampler.debuginfo.elffile import Symbol
+from sampler.debuginfo.elffile import BadFile, Symbol
 from sampler.debuginfo.gopclntab import BadTable, GoFunction, PcLineTable
 from sampler.debuginfo.modules import Module
 from sampler.evaluation.reads import Read, UnreadableMemory
@@ -65,7 +65,7 @@ class Code:
         frames = CallFrames(module.file.elf, debug.info if debug is not None else None)
         try:
             go = module.file.go_table()
-        except BadTable:
+        except (BadTable, BadFile):  # an older Go's table (before 1.18), or a damaged one: no Go table
             go = None
         symbols = module.function_symbols()
         code = cls(module.name, module.bias, frames, go, _sorted_symbols(symbols), debug)

@@ -58,6 +58,14 @@ def evaluate(code: bytes, register: Callable[[int], int], read: Callable[[int, i
     """The value the expression leaves on top of its stack. ``register(n)`` gives DWARF register
     n (raising when it is not known), ``read(address, size)`` the target's bytes; ``initial`` is
     pushed first (the CFA, for a register's rule)."""
+    try:
+        return _evaluate(code, register, read, initial)
+    except (IndexError, ValueError) as e:  # a number past the expression's end, or too long
+        raise BadExpression(f"a damaged expression ({type(e).__name__})") from None
+
+
+def _evaluate(code: bytes, register: Callable[[int], int], read: Callable[[int, int], bytes],
+              initial: int | None) -> int:
     stack: list[int] = [] if initial is None else [initial & MASK]
     at, steps = 0, 0
     while at < len(code):

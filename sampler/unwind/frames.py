@@ -19,7 +19,8 @@ class Frame:
     inlined: bool = False
     """A function the compiler inlined into the frame below it in the list (gdb's inlined frames)."""
     how: str = "registers"
-    """How it was found: "registers" (the innermost), "cfi", "frame pointer", "go" (pclntab), "signal"."""
+    """How it was found: "registers" (the innermost), "cfi", "frame pointer", "go" (pclntab), "signal"
+    (the frame below a signal frame), "tail call" (gdb's: from DWARF's call sites)."""
     signal: bool = False
     """The kernel's signal frame (gdb's ``<signal handler called>``)."""
 

@@ -13,6 +13,7 @@ again, once, then said torn. Everything read is the target's: counts and strings
 from __future__ import annotations
 
 import struct
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,6 +25,11 @@ from sampler.unwind.frames import Stack
 from sampler.unwind.walk import RBP, RIP, RSP, unwind
 
 MAX_GOROUTINES = 10_000
+TIME_BUDGET_S = 5.0
+"""The most the goroutines' reading, and then their unwinding, may take (10,000 goroutines of 50
+frames took 9.9 s): the rest are said not read."""
+MAX_G_SIZE = 64 << 10
+"""runtime.g's size taken from DWARF, at most (it is under 500 bytes in every Go)."""
 """Goroutines read (a server may have a million: the summary says how many more there are)."""
 MAX_REASON = 64
 STATUSES = {0: "idle", 1: "runnable", 2: "running", 3: "syscall", 4: "waiting", 5: "moribund", 6: "dead",
@@ -49,6 +55,8 @@ class Layout:
     """Where runtime.g's fields are, from DWARF."""
 
     def __init__(self, g: Struct, m: Struct | None) -> None:
+        if not 0 < g.size <= MAX_G_SIZE:
+            raise ValueError(f"runtime.g of {g.size} bytes in the program's DWARF")
         self.size = g.size
         self.goid = _field(g, "goid")
         self.status = _field(g, "atomicstatus", "value")
@@ -123,37 +131,59 @@ class Reader:
             found.append(text)
         return found
 
-    def goroutines(self, code: CodeMap, running: dict[int, tuple[int, Stack]], max_depth: int
-                   ) -> tuple[list[Goroutine], int]:
-        """Every goroutine that is not dead (MAX_GOROUTINES at most), and how many there are.
-        ``running``: the goroutine (its g) each stopped thread ran, with that thread and its stack."""
+    def snapshot(self) -> tuple[list[tuple[int, bytes]], bool]:
+        """Every goroutine that is not dead as its g's bytes now (MAX_GOROUTINES at most, read in
+        TIME_BUDGET_S at most), and whether that is all of them: what --consistent reads while every
+        thread is held, before it lets them go and unwinds."""
         pointer, length, _ = struct.unpack("<QQQ", self.read(self.allgs, 24))
-        found: list[Goroutine] = []
-        total = min(length, 10_000_000)
-        for i in range(min(total, MAX_GOROUTINES * 4)):
-            if len(found) >= MAX_GOROUTINES:
-                break
+        total = min(length, 10_000_000)  # (a count the target says: bounded by the loop's deadline too)
+        raws: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + TIME_BUDGET_S
+        for i in range(total):
+            if len(raws) >= MAX_GOROUTINES or time.monotonic() > deadline:
+                return raws, False
             try:
                 g = struct.unpack("<Q", self.read(pointer + 8 * i, 8))[0]
-                goroutine = self._one(g, code, running, max_depth)
+                raw = self.read(g, self.layout.size)
             except UnreadableMemory:
                 continue
-            if goroutine is not None:
-                found.append(goroutine)
-        return found, total
+            if self._int(raw, self.layout.status) & ~0x1000 != DEAD:
+                raws.append((g, raw))
+        return raws, total == length
 
-    def _one(self, g: int, code: CodeMap, running: dict[int, tuple[int, Stack]], max_depth: int
-             ) -> Goroutine | None:
+    def goroutines(self, code: CodeMap, running: dict[int, tuple[int, Stack]], max_depth: int,
+                   raws: list[tuple[int, bytes]] | None = None, complete: bool = True
+                   ) -> tuple[list[Goroutine], bool]:
+        """Every goroutine that is not dead, with its stack (from ``raws``, a snapshot's, or read now),
+        and whether that is every one. ``running``: the goroutine (its g) each stopped thread ran, with that
+        thread and its stack. A goroutine read now whose status or saved pointers changed while it
+        was unwound is read again, once, then said torn; TIME_BUDGET_S in all."""
+        fixed = raws is not None
+        if raws is None:
+            raws, complete = self.snapshot()
+        found: list[Goroutine] = []
+        deadline = time.monotonic() + TIME_BUDGET_S
+        for g, raw in raws:
+            if time.monotonic() > deadline:
+                return found, False
+            try:
+                found.append(self._one(g, raw, code, running, max_depth, fixed))
+            except UnreadableMemory:
+                continue
+        return found, complete
+
+    def _one(self, g: int, raw: bytes, code: CodeMap, running: dict[int, tuple[int, Stack]], max_depth: int,
+             fixed: bool) -> Goroutine:
+        goroutine = self._from(g, raw, self._int(raw, self.layout.status) & ~0x1000, code, running, max_depth)
+        if fixed:
+            return goroutine  # (read while every thread was held)
         for _ in range(2):
-            raw = self.read(g, self.layout.size)
-            status = self._int(raw, self.layout.status) & ~0x1000
-            if status == DEAD:
-                return None
-            goroutine = self._from(g, raw, status, code, running, max_depth)
             again = self.read(g, self.layout.size)
             if all(self._int(again, at) == self._int(raw, at) for at in
                    (self.layout.status, self.layout.sched_sp, self.layout.sched_pc)):
                 return goroutine
+            raw = again
+            goroutine = self._from(g, raw, self._int(raw, self.layout.status) & ~0x1000, code, running, max_depth)
         goroutine.torn = True
         return goroutine
 

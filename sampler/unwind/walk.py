@@ -84,6 +84,8 @@ def unwind(registers: dict[int, int], code: CodeMap, read: Read, max_depth: int 
             step = f"its caller's frame cannot be read ({e})"
         except (BadExpression, BadTable, ValueError) as e:
             step = f"the unwind information at {pc:#x} cannot be used ({e})"
+        except Exception as e:  # the module's bytes (CFI, Go's table): whatever they make a parser do
+            step = f"the unwind information at {pc:#x} cannot be used ({type(e).__name__})"
         if isinstance(step, _Step) and step.how == "signal":
             named = [Frame(pc, named[-1].function, named[-1].offset, named[-1].module, how=how, signal=True)]
         stack.frames += named
@@ -180,6 +182,8 @@ def _cfi_step(registers: dict[int, int], found: tuple[dict[Any, Any], int, bool]
 
     if rule.expr is not None:
         cfa = evaluate(bytes(rule.expr), register, read)
+    elif rule.reg is None or rule.offset is None:
+        return "a frame address rule without a register or an offset"
     else:
         cfa = (register(int(rule.reg)) + int(rule.offset)) & MASK
     caller: dict[int, int] = {n: v for n, v in registers.items() if n not in (RSP, RIP) and _callee_saved(n)}
@@ -232,6 +236,8 @@ def _go_step(registers: dict[int, int], pc: int, function: Any, module: Code, re
     the stack pointer, the caller's frame pointer just below it."""
     assert module.go is not None
     flags = module.go.flags(function)
+    if flags & TOPFRAME and function.name != "runtime.mstart":
+        return None  # the outermost frame, as Go's own traceback says (goexit, rt0_go)
     if flags & SPWRITE and not innermost:
         return f"{function.name} switched stacks (Go's own traceback stops there too)"
     delta = module.go.sp_delta(function, pc)
@@ -246,7 +252,7 @@ def _go_step(registers: dict[int, int], pc: int, function: Any, module: Code, re
             pass
     elif RBP in registers:
         caller[RBP] = registers[RBP]
-    return _Step(caller, "go", last=bool(flags & TOPFRAME))
+    return _Step(caller, "go", last=bool(flags & TOPFRAME))  # (mstart: a cgo thread's C frames below it)
 
 
 def _frame_pointer_step(registers: dict[int, int], pc: int, module: Code | None, read: Read) -> _Step | str:

@@ -26,7 +26,7 @@ def stopped_thread(tid: int, memory: Memory) -> str | None:
     assert calls.ptrace(PTRACE_INTERRUPT, tid, None, None) != -1
     waited, status = os.waitpid(tid, WALL)
     assert waited == tid and os.WIFSTOPPED(status)
-    return restart_ended_call(tid, calls.get_registers(tid), memory.read)
+    return restart_ended_call(tid, calls.get_registers(tid))
 
 
 def syscall_of(pid: int, tid: int) -> str:

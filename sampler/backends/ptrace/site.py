@@ -29,12 +29,12 @@ class Site:
     def __init__(self, scope: Scope, label: str, slots: Sequence[int], width: int,
                  stacks: StackCopier | None = None) -> None:
         self.scope = scope
+        """What the expressions' names mean at the breakpoint (scope.py)."""
         self.stacks = stacks
         """What copies and unwinds the stack of a hit, for its ``ustack`` expressions."""
         self.stack_depths = {index: depth for index, e in enumerate(scope.expressions)
                              if (depth := ustack_depth(e.tree)) is not None}
         """Its ``ustack`` expressions: how many frames each wants (0: all)."""
-        """What the expressions' names mean at the breakpoint (scope.py)."""
         self.place: Place | None = scope.place
         self.address: int | None = scope.address
         """Run-time address of the breakpoint (None: zero-stop reads)."""

@@ -8,9 +8,15 @@ times switched in) and its syscall line are the same after as before: it did not
 Its other registers are not known. A thread in user code, or one whose stack needs more registers
 to be unwound, is stopped: PTRACE_SEIZE, PTRACE_INTERRUPT, its registers, one read of its stack,
 PTRACE_DETACH (which lets it go; a signal that came meanwhile is delivered as it detaches). No
-byte of the target is written. A thread asleep in epoll_wait, semop, sigtimedwait or
-io_getevents is never stopped (a stop ends those calls with EINTR, signal(7)); nor is one in an
-uninterruptible sleep (state D: it would not stop until it woke).
+byte of the target is written. A thread asleep in a system call is stopped (when its stack
+needs more registers than those two) only in a call the kernel makes again after a stop, its
+timeout kept (futex, nanosleep, poll...: syscalls.RESTARTED_AFTER_A_STOP): a stop ends epoll_wait,
+semop, sigtimedwait, io_getevents, io_uring_enter and timed socket calls with EINTR (signal(7)), and
+one made again would start its timeout again; --interrupt-waits allows it. A thread in an
+uninterruptible sleep (state D) is never stopped (it would not stop until it woke). A running
+thread that enters a call between sampler's look and its interrupt, and one --interrupt-waits
+stops, gets its call made again if the stop ended it with EINTR (restart.py): the program sees no
+EINTR but its own handlers'.
 
 If sampler dies while a thread is stopped, the kernel detaches it and it runs on (ptrace(2):
 a tracer's exit detaches its tracees).
@@ -34,6 +40,7 @@ from sampler.backends.ptrace.tasks import PTRACE_EVENT_STOP, PTRACE_INTERRUPT, P
 from sampler.errors import ProcessNotFound
 from sampler.evaluation.reads import UnreadableMemory
 from sampler.target import permission, procfs, syscalls
+from sampler.target.threads import parse_syscall
 from sampler.unwind.walk import RIP, RSP, registers_of
 
 PTRACE_DETACH = 17
@@ -150,9 +157,19 @@ class Snapshots:
         if state == "D":
             return "in an uninterruptible sleep"
         if state == "S" and not self.interrupt_waits:
-            number = _syscall_number(self.pid, tid)
+            text = _read(f"/proc/{self.pid}/task/{tid}/syscall")
+            call = parse_syscall(text.decode(errors="replace")) if text else None
+            number = call.number if call is not None else None
+            if number is None:
+                return "asleep outside a system call"
             if number in syscalls.ENDED_BY_A_STOP:
                 return f"asleep in {syscalls.name(number)}, which a stop would end with EINTR"
+            if number in syscalls.RESTARTED_AFTER_A_STOP:
+                return None
+            if call is not None and number in syscalls.RESTARTED_ON_FILES and call.arguments \
+                    and not _is_socket(self.pid, call.arguments[0]):
+                return None  # a pipe's, a terminal's or a file's: made again as it was
+            return f"asleep in {syscalls.name(number)}, which a stop could end early or start again"
         return None
 
     # -- stopped ---------------------------------------------------------------------
@@ -165,6 +182,14 @@ class Snapshots:
         """The threads interrupted all at once, each read and let go as soon as it stops: a thread
         is held only for its own read, and one waiting for a CPU does not hold up the others (10
         busy threads on 2 CPUs took tens of milliseconds each to reach a stop)."""
+        return self._stop(tids, keep=False)
+
+    def hold(self, tid: int) -> Image:
+        """Stop the thread and read it; it stays stopped until ``release``."""
+        return self._stop([tid], keep=True)[tid]
+
+    def _stop(self, tids: list[int], keep: bool) -> dict[int, Image]:
+        self._reap_pending(0.0)  # threads that stopped late since the last read: let go first
         images: dict[int, Image] = {}
         waiting: list[int] = []
         for tid in tids:
@@ -175,22 +200,19 @@ class Snapshots:
         polls = 0
         while waiting:
             for tid in list(waiting):
-                try:
-                    waited, status = os.waitpid(tid, WNOHANG_WALL)
-                except ChildProcessError:
-                    waited, status = tid, -1
-                if waited != tid:
+                status = self._poll(tid)
+                if status is None:
                     continue
                 waiting.remove(tid)
-                if status < 0 or not os.WIFSTOPPED(status):
+                if status < 0:
                     images[tid].problem = "it ended while it was read"
                     continue
                 self._take(images[tid], status)
-                if tid in self.held:
+                if not keep and tid in self.held:
                     self.release(tid)
             polls += 1
             if waiting and time.monotonic() > deadline:
-                for tid in waiting:
+                for tid in waiting:  # let go as soon as it stops, at the next read or at close
                     self.pending.add(tid)
                     images[tid].problem = f"it did not stop within {STOP_TIMEOUT_S:g} s"
                 break
@@ -198,29 +220,27 @@ class Snapshots:
                 time.sleep(0.0002 if polls < 200 else 0.002)
         return images
 
-    def hold(self, tid: int) -> Image:
-        """Stop the thread and read it; it stays stopped until ``release``."""
-        image = self._interrupt(tid)
-        if image.problem is not None:
-            return image
-        status = self._wait_stop(tid)
-        if status is None:
-            self.pending.add(tid)
-            image.problem = f"it did not stop within {STOP_TIMEOUT_S:g} s"
-        elif status < 0:
-            image.problem = "it ended while it was read"
-        else:
-            self._take(image, status)
-        return image
-
     def _interrupt(self, tid: int) -> Image:
         """PTRACE_SEIZE and PTRACE_INTERRUPT: the thread stops as soon as it can."""
         image = Image(tid)
-        if calls.ptrace(PTRACE_SEIZE, tid, None, None) == -1:
+        if tid in self.pending:
+            image.problem = "it has not stopped yet for an earlier read"
+        elif calls.ptrace(PTRACE_SEIZE, tid, None, None) == -1:
             image.problem = _seize_problem(ctypes.get_errno(), tid)
         elif calls.ptrace(PTRACE_INTERRUPT, tid, None, None) == -1:
+            self.pending.add(tid)  # seized and not stopped (it is ending): reaped or let go later
             image.problem = "it ended while it was read"
         return image
+
+    def _poll(self, tid: int) -> int | None:
+        """A seized thread's stop status; -1 when it ended (reaped), None while it has not stopped."""
+        try:
+            waited, status = os.waitpid(tid, WNOHANG_WALL)
+        except ChildProcessError:
+            return -1
+        if waited != tid:
+            return None
+        return status if os.WIFSTOPPED(status) else -1
 
     def _take(self, image: Image, status: int) -> None:
         """A thread that stopped (``status``): its registers and stack top read; held until released."""
@@ -237,7 +257,7 @@ class Snapshots:
             return
         image.registers = registers_of(regs)
         if interrupted:
-            image.restarted = restart_ended_call(tid, regs, self.read)
+            image.restarted = restart_ended_call(tid, regs)
         image.fs_base = int(regs.fs_base)
         image.stopped = True
         self._copy_stack(image)
@@ -250,7 +270,11 @@ class Snapshots:
 
     def release(self, tid: int) -> None:
         sig = self.held.pop(tid, 0)
-        calls.ptrace(PTRACE_DETACH, tid, None, sig or None)
+        if calls.ptrace(PTRACE_DETACH, tid, None, sig or None) == -1:
+            # killed while held (an exit_group, another thread's execve): a zombie only its tracer
+            # reaps, which would hold up the process's exit or exec: reaped now
+            with suppress(ChildProcessError):
+                os.waitpid(tid, WNOHANG_WALL)
         image, stopped = self._holding.pop(tid, (None, 0.0))
         if image is not None:
             image.stopped_us = (time.monotonic() - stopped) * 1e6
@@ -259,44 +283,26 @@ class Snapshots:
         for tid in list(self.held):
             self.release(tid)
 
-    def _wait_stop(self, tid: int) -> int | None:
-        """The stop's status; -1 when the thread ended, None when it did not stop in time."""
-        deadline = time.monotonic() + STOP_TIMEOUT_S
-        polls = 0
-        while True:
-            try:
-                waited, status = os.waitpid(tid, WNOHANG_WALL)
-            except ChildProcessError:
-                return -1
-            if waited == tid:
-                if os.WIFSTOPPED(status):
-                    return status
-                return -1
-            polls += 1
-            if time.monotonic() > deadline:
-                return None
-            if polls > 20:
-                time.sleep(0.0002 if polls < 200 else 0.002)
-
     def _reap_pending(self, timeout: float) -> None:
-        """Threads that stopped late: detached now (the others, when sampler exits)."""
+        """Threads that stopped after their read gave up on them: let go now (a call their stop
+        ended made again); one that ended, reaped. The others at the next read, or when sampler
+        exits (the kernel lets them go)."""
         deadline = time.monotonic() + timeout
-        while self.pending and time.monotonic() < deadline:
+        while self.pending:
             for tid in list(self.pending):
-                try:
-                    waited, status = os.waitpid(tid, WNOHANG_WALL)
-                except ChildProcessError:
-                    self.pending.discard(tid)
+                status = self._poll(tid)
+                if status is None:
                     continue
-                if waited == tid:
-                    self.pending.discard(tid)
-                    if os.WIFSTOPPED(status):
-                        event = status >> 16 == PTRACE_EVENT_STOP
-                        if event and os.WSTOPSIG(status) == signal.SIGTRAP:
-                            with suppress(PtraceError):
-                                restart_ended_call(tid, calls.get_registers(tid), self.read)
-                        deliver = 0 if event else os.WSTOPSIG(status)
-                        calls.ptrace(PTRACE_DETACH, tid, None, deliver or None)
+                self.pending.discard(tid)
+                if status >= 0:
+                    event = status >> 16 == PTRACE_EVENT_STOP
+                    if event and os.WSTOPSIG(status) == signal.SIGTRAP:
+                        with suppress(PtraceError):
+                            restart_ended_call(tid, calls.get_registers(tid))
+                    self.held[tid] = 0 if event else os.WSTOPSIG(status)
+                    self.release(tid)
+            if not self.pending or time.monotonic() >= deadline:
+                return
             time.sleep(0.005)
 
     # -- the stack's bytes -------------------------------------------------------------
@@ -379,6 +385,15 @@ def _read(path: str) -> bytes | None:
 
 def _state(pid: int, tid: int) -> str:
     return procfs.thread_state(pid, tid)
+
+
+def _is_socket(pid: int, fd: int) -> bool:
+    """A socket's calls may have a timeout (SO_RCVTIMEO): a stop ends them with EINTR. True when
+    it cannot be told."""
+    try:
+        return os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
+    except OSError:
+        return True
 
 
 def _syscall_number(pid: int, tid: int) -> int | None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sampler.backends.ptrace.memory import Memory
+from sampler.backends.ptrace.snapshot import RED_ZONE
 from sampler.debuginfo.modules import Modules
 from sampler.evaluation.reads import UnreadableMemory
 from sampler.target import procfs
@@ -18,7 +19,6 @@ from sampler.unwind.code import CodeMap
 from sampler.unwind.walk import MAX_DEPTH, RSP, registers_of, unwind
 
 COPY_BYTES = 64 << 10
-RED_ZONE = 128
 
 
 @dataclass
@@ -41,11 +41,12 @@ class StackCopier:
         """While the thread waits: its registers and one read of its stack's top."""
         values = registers_of(registers)
         sp = values[RSP]
-        start = sp - RED_ZONE
-        end = self._mapping_end(sp)
-        if end is None:  # a stack mapped since (a new thread's): the mappings again, not the modules
+        span = self._mapping(sp)
+        if span is None:  # a stack mapped since (a new thread's): the mappings again, not the modules
             self._stacks = _data_mappings(self.pid)
-            end = self._mapping_end(sp)
+            span = self._mapping(sp)
+        start = max(sp - RED_ZONE, span[0]) if span is not None else sp
+        end = span[1] if span is not None else None
         data = b""
         if end is not None:
             try:
@@ -81,11 +82,11 @@ class StackCopier:
                              memory.read)
         self._stacks = [(m.start, m.end) for m in maps if not m.executable]
 
-    def _mapping_end(self, sp: int) -> int | None:
-        """Where the mapping that holds the stack pointer ends (None: none does)."""
+    def _mapping(self, sp: int) -> tuple[int, int] | None:
+        """The mapping that holds the stack pointer (None: none does)."""
         for start, end in self._stacks:
             if start <= sp < end:
-                return end
+                return start, end
         return None
 
 

@@ -137,7 +137,7 @@ targets: targets/bin/ringbuf-go targets/bin/ringbuf-go-stripped targets/bin/http
 	targets/bin/forker targets/bin/callers targets/bin/emulate targets/bin/spawner-go targets/bin/jailed targets/bin/jailed-nodebug \
 	targets/bin/clones targets/bin/clones-cpp targets/bin/stall targets/bin/stall-go targets/bin/pool \
 	targets/bin/execrace targets/bin/ifuncs targets/bin/eintr targets/bin/shortlived \
-	targets/bin/stacks targets/bin/stacks-cpp targets/bin/stacks-rust targets/bin/stacks-go targets/bin/spinners targets/bin/eintr-fp
+	targets/bin/stacks targets/bin/stacks-cpp targets/bin/stacks-rust targets/bin/stacks-go targets/bin/spinners targets/bin/eintr-fp targets/bin/eintr-sockets
 
 targets/bin/ringbuf-go: targets/ringbuf-go/main.go targets/ringbuf-go/go.mod | system-deps
 	mkdir -p targets/bin
@@ -251,6 +251,11 @@ targets/bin/eintr: targets/eintr/eintr.c | system-deps
 targets/bin/eintr-fp: targets/eintr/eintr.c | system-deps
 	mkdir -p targets/bin
 	$(CC) -O2 -g -Wall -fno-omit-frame-pointer -pthread -o $@ $<
+
+# threads blocked in recv and accept with SO_RCVTIMEO and in io_uring_enter, at -O0: their EINTRs said
+targets/bin/eintr-sockets: targets/eintr/sockets.c | system-deps
+	mkdir -p targets/bin
+	$(CC) -O0 -g -pthread -o $@ $<
 
 # calls one of glibc's IFUNC string functions a known number of times (test_ifuncs.py)
 targets/bin/ifuncs: targets/ifuncs/ifuncs.c | system-deps

@@ -425,3 +425,25 @@ def test_interrupt_waits_reads_the_rest_and_the_program_sees_no_eintr(start_targ
     time.sleep(0.2)
     assert read_counter(target, "eintrs") == 0
     target.assert_untouched()
+
+
+def test_threads_in_timed_socket_calls_and_io_uring_are_never_given_eintr(start_target: Callable[..., Target],
+                                                                          tmp_path: Path) -> None:
+    # GIVEN threads blocked in recv and accept with a receive timeout, and in io_uring_enter (frame
+    # pointers: their stacks need rbp, which only a stop gives)
+    target = start_target("eintr-sockets")
+    time.sleep(0.2)
+    # WHEN their stacks are read, and a profile of every thread runs for 2 s
+    process = stacks_of(target.pid)
+    result = sampler("profile", "--pid", str(target.pid), "--off-cpu", "--duration", "2s",
+                     "--out", str(tmp_path / "p.folded"), "--quiet")
+    assert result.returncode == 0, result.stderr
+    # THEN none was stopped, each says why its stack ends, and the program got no EINTR
+    waiting = [t for t in process["threads"] if t["syscall"] and t["syscall"]["name"] in
+               ("recvfrom", "accept", "io_uring_enter")]
+    assert len(waiting) >= 2, process["threads"]
+    for thread in waiting:
+        assert thread["read"].startswith("not stopped") and thread["frames"], thread
+    time.sleep(0.2)
+    assert not [line for line in target.lines if "EINTR" in line], target.lines
+    left_alone(target.pid)

@@ -3,7 +3,8 @@
  *
  *   callers THREADS CALLS FUNCTION
  *
- * FUNCTION is hot (a plain function of this program) or one of glibc's read, write,
+ * FUNCTION is hot or warm (plain functions of this program; warm's first instructions take a 5-byte
+ * jump) or one of glibc's read, write,
  * send, recv, close, openat, malloc, free. THREADS threads are made and wait at a
  * barrier; the main thread waits until FUNCTION's first 64 bytes change (a tracer
  * wrote its breakpoint there; at most 30 s), then lets them go. Each thread calls
@@ -35,6 +36,14 @@ __attribute__((noinline)) long hot(long i)
     return i + 1;
 }
 
+/* as hot, with a first instruction long enough for an in-process probe's 5-byte jump */
+__attribute__((noinline)) long warm(long i)
+{
+    long r = i;
+    __asm__ volatile("" : "+r"(r));
+    return r * 7 + 3;
+}
+
 static void say(const char *text)
 {
     syscall(SYS_write, 1, text, strlen(text));
@@ -54,6 +63,8 @@ static void *caller(void *arg)
     for (long i = 0; i < per_thread; i++) {
         if (strcmp(function, "hot") == 0) {
             sink += hot(i);
+        } else if (strcmp(function, "warm") == 0) {
+            sink += warm(i);
         } else if (strcmp(function, "write") == 0) {
             write(null, &byte, 1);
         } else if (strcmp(function, "read") == 0) {
@@ -92,7 +103,8 @@ int main(int argc, char **argv)
     int threads = atoi(argv[1]);
     per_thread = atol(argv[2]);
     function = argv[3];
-    void *address = strcmp(function, "hot") == 0 ? (void *)hot : dlsym(RTLD_DEFAULT, function);
+    void *address = strcmp(function, "hot") == 0 ? (void *)hot : strcmp(function, "warm") == 0 ? (void *)warm
+        : dlsym(RTLD_DEFAULT, function);
     if (address == NULL) {
         say("callers: unknown function\n");
         return 2;

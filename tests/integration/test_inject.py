@@ -74,3 +74,37 @@ def test_pages_made_named_shared_and_taken_away_by_a_thread_in_epoll_wait(
     target.wait_for(lambda: syscall_of(target.pid, tid) == "232", 5, "the thread is not back in epoll_wait")
     assert read_counter(target, "eintrs") == 0
     target.assert_untouched()
+
+
+def test_a_counting_jump_counts_every_call_of_eight_threads_exactly(start_target: Callable[..., Target]) -> None:
+    # GIVEN 8 threads that call warm() 200,000 times each once its first bytes change
+    from sampler.backends.ptrace.jumps import JumpProbes
+    from sampler.debuginfo.debugfiles import DebugFinder
+    from sampler.debuginfo.modules import Modules
+    from sampler.inprocess.relocate import displace
+    from tests.integration.targets import assert_code_matches_files
+    target = start_target("callers", "8", "200000", "warm")
+    modules = Modules(target.pid, DebugFinder(target.pid, (), lambda _: None, lambda _: None))
+    symbol = modules.main.symbol("warm")
+    assert symbol is not None
+    start = symbol.address + modules.main.bias
+    memory = Memory(target.pid)
+    displaced = displace(memory.read(start, symbol.size), start, start)
+    memory.close()
+    modules.close()
+    # WHEN a counting jump goes in at its entry (every thread stopped meanwhile)
+    probes = JumpProbes(target.pid)
+    try:
+        probe = probes.put(displaced, entry=True)
+        maps = Path(f"/proc/{target.pid}/maps").read_text()
+        assert "/memfd:sampler-code" in maps and "/memfd:sampler-data" in maps
+        # THEN every call is counted, by the program's own count
+        target.wait_for(lambda: any(line.startswith("done") for line in target.lines), 60, "the calls never ended")
+        assert "done calls=1600000" in target.lines
+        assert probes.count(probe) == 1_600_000
+        # AND taken out, the code is the file's again
+        probes.take_out(probe)
+    finally:
+        probes.close()
+    assert_code_matches_files(target.pid)
+    assert procfs.tracer_pid(target.pid) == 0

@@ -105,3 +105,24 @@ def test_every_function_entry_of_a_real_program_is_displaced_exactly_or_refused(
     assert outcome["displaced"] > len(functions) * 0.6, outcome.most_common(8)
     Path(f"/tmp/relocate-{name}.txt").write_text(f"{len(functions)} functions: {outcome.most_common(12)}\n")
 
+
+
+def test_a_counting_trampoline_counts_runs_the_moved_instructions_and_jumps_back() -> None:
+    from sampler.inprocess.trampoline import counting, jump
+    code = bytes.fromhex("55" "4889e5" "488b0510000000" "c3")  # push rbp; mov rbp, rsp; mov rax, [rip+16]; ret
+    displaced = displace(code, 0x401000, 0x401000)
+    for entry in (True, False):
+        body, moved_at = counting(displaced, 0x500000, 0x600000, entry)
+        instructions = list(DECODER.disasm(body, 0x500000))
+        names = [i.mnemonic for i in instructions]
+        count = next(i for i in instructions if i.mnemonic == "lock inc")
+        assert count.address + count.size + count.disp == 0x600000  # lock inc qword [counter]
+        assert names[-1] == "jmp" and instructions[-1].operands[0].imm == displaced.back
+        assert instructions[-2].address + instructions[-2].size + instructions[-2].disp == 0x401004 + 7 + 16
+        assert body[moved_at:moved_at + 4] == code[:4]  # push rbp; mov rbp, rsp: as they were
+        if entry:
+            assert names[0] == "lock inc"  # nothing saved at an entry
+        else:
+            assert names[:2] == ["lea", "pushfq"] and "popfq" in names
+    [jmp] = DECODER.disasm(jump(0x401000, 0x500000), 0x401000)
+    assert jmp.mnemonic == "jmp" and jmp.operands[0].imm == 0x500000 and jmp.size == 5

@@ -25,7 +25,6 @@ from sampler.output.csv import FORMATS
 from sampler.printable import printable
 from sampler.safety import supervisor
 from sampler.safety.repair import refuse_if_traced, restore_code
-from sampler.safety.repair import repair as repair_journal
 from sampler.stop import StopFlag
 
 
@@ -79,7 +78,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 SECTIONS = {
     "What to sample": ("--pid", "--pgrep", "--all", "--container", "--exe", "--user", "--follow-forks",
                        "--wait-target", "--expr"),
-    "Where": ("--at", "--backend", "--debug-dir", "--symbols"),
+    "Where": ("--at", "--backend", "--probe", "--debug-dir", "--symbols"),
     "When": ("--interval", "--rate", "--count", "--max-events", "--duration", "--hit-timeout", "--stop-when",
              "--max-overhead"),
     "Output": ("--out", "--format", "--quiet", "--live", "--metrics", "--count-by", "--hist"),
@@ -239,8 +238,13 @@ def attach(ctx: click.Context, /, locations: tuple[str, ...], interval: float | 
 @click.option("--at", "locations", metavar="LOCATION", required=True, multiple=True,
               help="Where to break: a function, FILE:LINE, or *ADDR (ptrace). " + AT_HELP)
 @click.option("--max-events", type=click.IntRange(min=1), help="Stop after N hits.")
+@click.option("--probe", type=click.Choice(["auto", "inprocess", "int3"]), default="int3", show_default=True,
+              help="inprocess: a jump into code sampler puts in the target counts and records each call, and no "
+                   "thread stops (ptrace; no --expr yet); auto: in-process where the site allows it; int3: a "
+                   "breakpoint.")
 @click.pass_context
-def trace(ctx: click.Context, /, locations: tuple[str, ...], max_events: int | None, **common: Any) -> int:
+def trace(ctx: click.Context, /, locations: tuple[str, ...], max_events: int | None, probe: str,
+          **common: Any) -> int:
     """Attach and write a row for every hit of the breakpoint (every-hit tracing).
 
     \b
@@ -249,8 +253,9 @@ def trace(ctx: click.Context, /, locations: tuple[str, ...], max_events: int | N
       sampler trace --pid 4242 --at tick --expr second=arg1 --out ticks.jsonl
       sampler trace --pid 4242 --at ring_read --duration 10s --quiet   # count the calls
       sampler trace --pid 4242 --at ring_push --at ring_pop --duration 5s --count-by probe
+      sampler trace --pid 4242 --at ring_read --probe inprocess --duration 10s --count-by thread
     """
-    return _run(ctx, "trace", locations=locations, max_events=max_events, **common)
+    return _run(ctx, "trace", locations=locations, max_events=max_events, probe=probe, **common)
 
 
 @cli.command()
@@ -442,7 +447,7 @@ def repair(pid: int | None, everything: bool, code_from_file: bool) -> int:
         raise UsageError("--code-from-file needs --pid", "sampler repair --pid 4242 --code-from-file")
     if pid is not None:
         refuse_if_traced(pid)
-    fixed = repair_journal(pid, skip_traced=True)
+    fixed = run.repair(pid, skip_traced=True)
     for entry in fixed:
         click.echo(f"sampler: PID {entry.pid}: {entry.note}", err=True)
     if code_from_file and pid is not None:

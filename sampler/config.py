@@ -85,6 +85,9 @@ class SessionConfig:
     """A run of many processes (--pid given again, --all): every one, ``pid`` first. Empty: ``pid`` alone."""
     switches: Switches = field(default_factory=Switches)
     """What a benchmark or test turned off or on (the environment's SAMPLER_* switches)."""
+    probe_kind: str = "int3"
+    """--probe (trace, ptrace): "int3" (a breakpoint, the thread stops at each hit), "inprocess" (a jump
+    to code sampler puts in the target: nothing stops) or "auto" (in-process where it can be)."""
 
     @property
     def targets(self) -> tuple[int, ...]:

@@ -70,6 +70,7 @@ class Options:
     count: int | None = None
     hit_timeout: float = 2.0
     max_events: int | None = None
+    probe: str = "int3"
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,7 @@ def build(options: Options, finder: Finder | None = None, environ: Mapping[str, 
         what = "--follow-forks needs" if len(pids) == 1 else "several processes need"
         raise UsageError(f"{what} the ptrace backend (--backend {options.backend}: one dlv follows one process)",
                          "give --backend ptrace, or one process")
+    _check_probe_kind(options, expressions, many)
     columns = [e.name for e in expressions] + ([PROBE] if locations else [])
     """The columns the options may name: the backend says once built whether the probe column is there."""
     if tracing:
@@ -169,7 +171,8 @@ def build(options: Options, finder: Finder | None = None, environ: Mapping[str, 
                            guardian=not options.no_guardian, debug_dirs=_debug_dirs(options.debug_dirs),
                            symbols_file=options.symbols_file, quiet=options.quiet,
                            stop_when=_condition(options.stop_when, columns), max_overhead=options.max_overhead,
-                           switches=Switches.from_environment(environ), **specific)  # type: ignore[arg-type]
+                           switches=Switches.from_environment(environ), probe_kind=options.probe,
+                           **specific)  # type: ignore[arg-type]
     for option, names, extra in (("--count-by", options.count_by, list(GROUPED_BY)), ("--hist", options.hists, [])):
         for name in names:
             if name not in (*columns, *extra):
@@ -178,6 +181,29 @@ def build(options: Options, finder: Finder | None = None, environ: Mapping[str, 
     output = Output(options.out, options.out_format, options.quiet, options.live, options.metrics,
                     options.count_by, options.hists)
     return Run(config, output, how)
+
+
+PROBE_KINDS = ("auto", "inprocess", "int3")
+
+
+def _check_probe_kind(options: Options, expressions: Sequence[expr.Expression], many: bool) -> None:
+    """--probe inprocess: what in-process probes do not do yet is refused before attaching (auto
+    gives those sites an int3)."""
+    if options.probe not in PROBE_KINDS:
+        raise UsageError(f"--probe {options.probe}: no such kind", f"give one of {', '.join(PROBE_KINDS)}")
+    if options.probe == "int3":
+        return
+    if options.backend in DELVE:
+        raise UsageError(f"--probe {options.probe} needs the ptrace backend (--backend {options.backend} puts "
+                         "Delve's breakpoints)", "give --backend ptrace, or --probe int3")
+    if options.probe != "inprocess":
+        return
+    reason = ("reads no --expr yet (it counts and records each call's thread and time)" if expressions else
+              "traces one process (not --follow-forks, --exe or several)" if many else
+              "keeps no --max-overhead budget yet" if options.max_overhead is not None else "")
+    if reason:
+        raise UsageError(f"--probe inprocess {reason}", "give --probe auto (an int3 where in-process cannot go), "
+                         "or --probe int3")
 
 
 def _implied_stacks(options: Options) -> Options:

@@ -21,6 +21,7 @@ import click
 from sampler import configure, notice
 from sampler.backends.base import Backend
 from sampler.backends.select import build, build_many, pick
+from sampler.backends.select import repair as repair  # (sampler repair's, with the threads held for a jump)
 from sampler.config import SessionConfig
 from sampler.debuginfo import program
 from sampler.errors import OutputLost, SamplerError, UsageError
@@ -31,7 +32,6 @@ from sampler.output.csv import OutFile, writer_for
 from sampler.output.live import LiveView
 from sampler.output.metrics import MetricsWriter, is_loopback
 from sampler.safety import supervisor
-from sampler.safety.repair import repair as repair_journal
 from sampler.session import STOP_SIGNALS, Session
 from sampler.target import procfs
 from sampler.target.process import TargetProcess
@@ -112,8 +112,8 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
                       "--follow-forks traces them" if children else
                       "(does the program call it? a program can have its own copy, e.g. jemalloc's malloc, "
                       "not libc's)"))
-    for note in notes:  # under --quiet only what changes what the rows mean, or harms
-        if not quiet or "missed" in note or "SIGTRAP" in note:
+    for note in notes:  # under --quiet only what changes what the rows mean, or harms, and in-process counts
+        if not quiet or "missed" in note or "SIGTRAP" in note or "in-process" in note:
             notice.say(note)
     return 0
 
@@ -187,7 +187,7 @@ def _say_ready(config: SessionConfig, backend: Backend, how: str) -> None:
 
 
 def _repair(pid: int) -> None:
-    for fixed in repair_journal(pid):
+    for fixed in repair(pid):
         if fixed.restored or fixed.problem:
             click.echo(f"sampler: an earlier run left PID {fixed.pid} patched: {fixed.note}", err=True)
 

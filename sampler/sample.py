@@ -42,6 +42,9 @@ class Reading:
     began: float = 0.0
     """When its sample began (monotonic seconds), where that was before the backend handed it
     over (a run of many arms every process at once); 0: when it was asked for."""
+    at: float = 0.0
+    """When the hit happened (monotonic seconds), where the backend learns of it later (an in-process
+    probe's record, read out of its ring); 0: when the backend handed it over."""
 
 
 @dataclass(frozen=True)

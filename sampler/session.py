@@ -92,6 +92,7 @@ class Session:
                     if self.budget is not None:
                         self.summary.overhead = self._overhead(self.budget, self.clock() - started)
             finally:
+                outlet.wait_for_room(None)
                 self.backend.detach()
         return self.summary
 
@@ -172,9 +173,11 @@ class Session:
         started_wall = datetime.now(timezone.utc)
         end = start + config.duration_s if config.duration_s is not None else None
         first = self.backend.trace(self.stop, start)  # a deadline passed: the breakpoints in, no wait
+        if getattr(self.backend, "nothing_stops", False):  # (in-process probes alone: the ptrace backend's)
+            outlet.wait_for_room(self.stop.is_set)
         self._ready()
         if first is not None:
-            self._row(first, started_wall, self.clock() - start, late_s=0.0)
+            self._row(first, started_wall, max(0.0, (first.at or self.clock()) - start), late_s=0.0)
         last = start
         """The last hit, or the last line that there was none."""
         while not self.stop.is_set():
@@ -190,7 +193,7 @@ class Session:
             reading = self.backend.trace(self.stop, until)
             if reading is not None:
                 last = self.clock()
-                self._row(reading, started_wall, self.clock() - start, late_s=0.0)
+                self._row(reading, started_wall, max(0.0, (reading.at or last) - start), late_s=0.0)
                 if self.budget is not None:
                     self._rest(self.budget, reading, start, end)
 

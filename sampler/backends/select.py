@@ -11,6 +11,8 @@ from sampler.backends.base import Backend
 from sampler.config import SessionConfig
 from sampler.errors import SamplerError, UsageError
 from sampler.language import expr
+from sampler.safety.repair import Repair
+from sampler.safety.repair import repair as repair_journal
 from sampler.target.process import TargetProcess
 
 CHOICES = ("auto", "delve", "delve-rpc", "ptrace")
@@ -40,6 +42,8 @@ def pick(config: SessionConfig, target: TargetProcess) -> Choice:
             choice, reason = "ptrace", f"{' and '.join(f'{name}()' for name in own)}: read by the ptrace backend"
         elif config.probes:
             choice, reason = "ptrace", f"{len(config.probes)} --at: the ptrace backend breaks at several places"
+        elif config.probe_kind != "int3":
+            choice, reason = "ptrace", f"--probe {config.probe_kind}: the ptrace backend's"
         elif target.is_go and not target.has_debug_info:
             choice, reason = "ptrace", "Go program without DWARF: Delve cannot read it"
         elif target.is_go and dlv is not None:
@@ -81,3 +85,11 @@ def build_many(config: SessionConfig, prepare: Callable[[int], TargetProcess]
 
     fleet, failed = Fleet.create(config, prepare)
     return fleet, failed, fleet.pids
+
+
+def repair(pid: int | None = None, skip_traced: bool = False) -> list[Repair]:
+    """What earlier runs left patched, put back (safety/repair.py); an in-process probe's jump with
+    the process's threads stopped by ptrace for it (backends/ptrace/freeze.py)."""
+    from sampler.backends.ptrace.freeze import every_thread_held
+
+    return repair_journal(pid, skip_traced, every_thread_held)

@@ -46,6 +46,14 @@ class Place:
 
 
 
+def names_function(location: str) -> bool:
+    """The location is a function by name (``f``, ``lib:f``), not FILE:LINE nor *ADDR."""
+    text = location.strip()
+    library = _IN_LIBRARY.match(text)
+    rest = library.group("rest") if library and not _FILE_LINE.match(text) else text
+    return not _ADDRESS.match(text) and not _FILE_LINE.match(rest)
+
+
 def resolve(modules: Modules, location: str) -> Place:
     text = location.strip()
     match = _ADDRESS.match(text)

@@ -184,6 +184,12 @@ class Module:
     def function_start(self, address: int) -> int | None:
         """File address where the function holding ADDRESS (a file address) starts: from a
         function symbol that covers it, else from the unwind entry (.eh_frame) that does."""
+        span = self.function_span(address)
+        return span[0] if span is not None else None
+
+    def function_span(self, address: int) -> tuple[int, int] | None:
+        """(start, size) in file addresses of the function holding ADDRESS: a function symbol's
+        that covers it, else the unwind entry's (.eh_frame); size 0 when a symbol gives none."""
         if self._functions is None:
             spans = sorted({(symbol.address, symbol.size) for file in self._files()
                             for symbol in self._symbols_of(file).values() if symbol.is_function})
@@ -191,14 +197,14 @@ class Module:
         starts, sizes = self._functions
         at = bisect.bisect_right(starts, address) - 1  # of aliases at one address, the largest
         if at >= 0 and address < starts[at] + max(sizes[at], 1):
-            return starts[at]
+            return starts[at], sizes[at]
         if self._frames is None:
             self._frames = CallFrames(self.file.elf, None)
         try:
             span = self._frames.function_range(address)
         except Exception:  # corrupted unwind tables: no start known
             span = None
-        return span[0] if span is not None else None
+        return (span[0], span[1] - span[0]) if span is not None else None
 
     def close(self) -> None:
         if self._source is not None and self._source.file is not self.file:

@@ -1,22 +1,24 @@
-"""The code of an in-process probe (issue 36): what the jump at a site goes to.
+"""The code of one in-process probe, placed (issue 36): a template of probe.S with its
+placeholders filled in, the instructions the jump displaced (relocate.py), and the jump back.
 
-A counting trampoline, at address T:
-
-    lock inc qword [rip + counter]     ; the hit, counted where sampler reads it (the data area)
-    <the displaced instructions, moved>
-    jmp back                           ; past the displaced bytes
-
-At a function's entry the arithmetic flags are the callee's to clobber (the System V ABI keeps
-only the direction flag across a call), so nothing is saved; elsewhere the flags are kept
-(pushfq/popfq), below the 128-byte red zone a leaf function may be using. The trampoline touches
-no register and nothing of the stack at an entry.
+The template counts the hit and writes a record (the thread's fs base, the TSC) into the ring
+(ring.py); at a function's entry it keeps nothing but the registers it uses (pushed, 40 bytes),
+elsewhere the flags too, past the 128-byte red zone. Nothing else of the target's state changes.
 """
 
 from __future__ import annotations
 
+from sampler.inprocess import ring, templates
 from sampler.inprocess.relocate import Displaced, Refused
 
-RED_ZONE = 128
+DATA = 0x1122334455667788
+HITS = 0x0BADC0DE
+DROPS = 0x0DD5C0DE
+PROBE = 0x5EED1D00
+RDFSBASE_RDX = bytes.fromhex("f3480faec2" "0f1f4000")
+MOV_RDX_FS0 = bytes.fromhex("64488b142500000000")
+"""Where the kernel does not let user code read its fs base: the word at fs:0 (glibc's and musl's
+thread pointer points to itself there; other runtimes' threads may all read alike)."""
 
 
 def _rel32(source_end: int, target: int) -> bytes:
@@ -26,21 +28,33 @@ def _rel32(source_end: int, target: int) -> bytes:
     return offset.to_bytes(4, "little", signed=True)
 
 
-def counting(displaced: Displaced, at: int, counter: int, entry: bool) -> tuple[bytes, int]:
-    """The trampoline's bytes for running at ``at``, counting into the 8 bytes at ``counter``; and
-    where in it the displaced instructions start (a thread found in them is moved there)."""
-    code = bytearray()
-    if not entry:
-        code += bytes.fromhex("488d642480")  # lea rsp, [rsp - 128]: past the red zone
-        code += b"\x9c"  # pushfq
-    code += b"\xf0\x48\xff\x05" + _rel32(at + len(code) + 8, counter)  # lock inc qword [rip + counter]
-    if not entry:
-        code += b"\x9d"  # popfq
-        code += bytes.fromhex("488da42480000000")  # lea rsp, [rsp + 128]
+def fill(template: bytes, values: dict[int, tuple[int, int]]) -> bytes:
+    """``template`` with each placeholder (its little-endian bytes, of the width given with its
+    value) replaced: each must occur once."""
+    code = bytearray(template)
+    for placeholder, (value, width) in values.items():
+        mark = placeholder.to_bytes(width, "little")
+        at = code.find(mark)
+        if at < 0 or code.find(mark, at + 1) >= 0:
+            raise AssertionError(f"placeholder {placeholder:#x} not once in the template")
+        code[at:at + width] = value.to_bytes(width, "little")
+    return bytes(code)
+
+
+def recording(displaced: Displaced, at: int, data: int, probe: int, entry: bool,
+              fsgsbase: bool = True) -> tuple[bytes, int]:
+    """The trampoline's bytes for running at ``at``, for probe number ``probe`` of the data area at
+    ``data``; and where in it the displaced instructions start (a thread found in them is moved
+    there)."""
+    code = fill(templates.ENTRY if entry else templates.ANYWHERE,
+                {DATA: (data, 8), HITS: (ring.hits_at(probe), 4), DROPS: (ring.drops_at(probe), 4),
+                 PROBE: (probe, 4)})
+    if not fsgsbase:
+        code = code.replace(RDFSBASE_RDX, MOV_RDX_FS0)
     moved_at = len(code)
     code += displaced.code_at(at + moved_at)
     code += b"\xe9" + _rel32(at + len(code) + 5, displaced.back)  # jmp back
-    return bytes(code), moved_at
+    return code, moved_at
 
 
 def jump(site: int, target: int) -> bytes:

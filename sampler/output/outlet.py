@@ -7,8 +7,10 @@ long as the reader slept (14 s observed, issue 32), and SIGINT and SIGTERM were 
 until the write returned. So every destination (stdout, stderr, each --out file) is an
 Outlet: the loop hands it whole lines and goes on; its thread writes them. When the reader
 falls behind by more than QUEUE_ITEMS lines, lines are dropped (whole lines, never part of
-one) and counted, and the summary says how many. The lines queued at the end are written
-before the worker exits; a signal then (Ctrl-C, SIGTERM) waits ABANDON_S at most for them.
+one) and counted, and the summary says how many; where nothing of the target waits for sampler
+(in-process probes alone: ``wait_for_room``), the loop waits for the reader instead. The lines
+queued at the end are written before the worker exits; a signal then (Ctrl-C, SIGTERM) waits
+ABANDON_S at most for them.
 
 ``install`` puts Outlets under the worker's sys.stdout and sys.stderr (every print, click.echo
 and notice goes through them); row files hand theirs the bytes of each row (csv.py).
@@ -56,9 +58,11 @@ class Outlet:
             error, self.error = self.error, None
             raise error
         with self._ready:
-            if len(self._items) >= QUEUE_ITEMS:
-                self.dropped += 1
-                return
+            while len(self._items) >= QUEUE_ITEMS:
+                if _patience is None or _patience() or self.error is not None:
+                    self.dropped += 1
+                    return
+                self._ready.wait(0.05)  # nothing of the target waits on sampler: the writer may catch up
             self._items.append(data)
             self._ready.notify()
 
@@ -94,6 +98,8 @@ class Outlet:
                     self._ready.notify_all()
                     self._ready.wait()
                 data = self._items.popleft()
+                if len(self._items) == QUEUE_ITEMS // 2:
+                    self._ready.notify_all()  # (a put waiting for room)
                 self._busy = True
             try:
                 self._write(data)
@@ -183,6 +189,18 @@ def _plain_streams() -> None:
 def stdout() -> Outlet | None:
     """The worker's stdout outlet (None before ``install``)."""
     return _stdout
+
+
+_patience: Callable[[], bool] | None = None
+"""While set, a put to a full outlet waits for room instead of dropping the line, until this says
+to stop: a run in which nothing of the target waits for sampler (in-process probes alone: a slow
+reader then slows the reading of their ring, and the ring counts what it cannot keep)."""
+
+
+def wait_for_room(until: Callable[[], bool] | None) -> None:
+    """Puts wait for room (until ``until()`` is true) rather than drop lines; None: they drop again."""
+    global _patience
+    _patience = until
 
 
 def register(outlet: Outlet) -> Outlet:

@@ -92,9 +92,9 @@ class Guardian:
             return
         self._noted.add((pid, address, patch.original))
         try:
-            os.write(self._write_end, b"%s %x %d %d %s %s\n" % (PATCH, address, patch.original, pid,
-                                                              patch.before.hex().encode() or b"-",
-                                                              patch.after.hex().encode() or b"-"))
+            os.write(self._write_end, b"%s %x %d %d %s %s %d %x\n" % (
+                PATCH, address, patch.original, pid, patch.before.hex().encode() or b"-",
+                patch.after.hex().encode() or b"-", patch.written, patch.group))
         except OSError:
             pass  # the guardian itself was killed: the journal still lets repair put the byte back
 
@@ -176,7 +176,8 @@ def _watch(fd: int, rescue: Rescue) -> int:
             fields = line.split()
             if line.startswith(PATCH):
                 before, after = (b"" if field == b"-" else bytes.fromhex(field.decode()) for field in fields[4:6])
-                patches.setdefault(int(fields[3]), {})[int(fields[1], 16)] = Patch(int(fields[2]), before, after)
+                patches.setdefault(int(fields[3]), {})[int(fields[1], 16)] = Patch(
+                    int(fields[2]), before, after, written=int(fields[6]), group=int(fields[7], 16))
             elif line.startswith(CHILD + b" "):
                 children[int(fields[1])] = int(fields[2])
             elif line.startswith(CHILD_DONE + b" "):

@@ -29,7 +29,7 @@ class Repair:
     """The entry was bad or its bytes could not all be put back (said to the user once)."""
 
 
-def repair(pid: int | None = None, skip_traced: bool = False) -> list[Repair]:
+def repair(pid: int | None = None, skip_traced: bool = False, hold: patches.Holder | None = None) -> list[Repair]:
     """Put back what earlier runs left patched: for ``pid``, or every entry when None.
 
     An entry whose process is gone, or whose PID now belongs to another process
@@ -39,16 +39,18 @@ def repair(pid: int | None = None, skip_traced: bool = False) -> list[Repair]:
     since: another file, offset, build-id or bytes around) is not written. A malformed or
     unreadable entry, or one whose bytes cannot (or must not) be put back, is said
     once in the result and removed: it never blocks a later attach. A folder or file
-    that is not the user's own raises JournalError and nothing is touched.
+    that is not the user's own raises JournalError and nothing is touched. ``hold`` stops a
+    process's threads for an in-process probe's jump to go back (without it, a jump stays).
     """
     results: list[Repair] = []
     with journal.open_folders() as folders:
         for folder in folders:
-            results += _repair_folder(folder, pid, skip_traced)
+            results += _repair_folder(folder, pid, skip_traced, hold)
     return results
 
 
-def _repair_folder(folder: int, pid: int | None, skip_traced: bool) -> list[Repair]:
+def _repair_folder(folder: int, pid: int | None, skip_traced: bool, hold: patches.Holder | None,
+                   ) -> list[Repair]:
     results = []
     for name in journal.entry_names(folder):
         if pid is not None and not name.startswith(f"{pid}-"):
@@ -70,7 +72,7 @@ def _repair_folder(folder: int, pid: int | None, skip_traced: bool) -> list[Repa
         if skip_traced and procfs.traced(entry.pid):
             results.append(Repair(entry.pid, 0, "traced right now (a sampler may own it): left alone"))
             continue
-        restored, problem = patches.restore_checked(entry.pid, entry.patches)
+        restored, problem = patches.restore_checked(entry.pid, entry.patches, hold)
         journal.remove_entry(folder, name)
         note = f"{restored} byte(s) restored"
         if problem:

@@ -76,35 +76,51 @@ def test_pages_made_named_shared_and_taken_away_by_a_thread_in_epoll_wait(
     target.assert_untouched()
 
 
-def test_a_counting_jump_counts_every_call_of_eight_threads_exactly(start_target: Callable[..., Target]) -> None:
+def test_a_jump_counts_every_call_of_eight_threads_exactly_in_a_process_sampler_does_not_trace(
+        start_target: Callable[..., Target]) -> None:
     # GIVEN 8 threads that call warm() 200,000 times each once its first bytes change
-    from sampler.backends.ptrace.jumps import JumpProbes
+    from contextlib import contextmanager
+
+    from sampler.backends.ptrace.freeze import every_thread_held
+    from sampler.backends.ptrace.inprocess import Inprocess, plan
+    from sampler.backends.ptrace.probes import ProbeTable
+    from sampler.backends.ptrace.stats import TracerStats
     from sampler.debuginfo.debugfiles import DebugFinder
     from sampler.debuginfo.modules import Modules
-    from sampler.inprocess.relocate import displace
     from tests.integration.targets import assert_code_matches_files
     target = start_target("callers", "8", "200000", "warm")
     modules = Modules(target.pid, DebugFinder(target.pid, (), lambda _: None, lambda _: None))
     symbol = modules.main.symbol("warm")
     assert symbol is not None
     start = symbol.address + modules.main.bias
-    memory = Memory(target.pid)
-    displaced = displace(memory.read(start, symbol.size), start, start)
-    memory.close()
     modules.close()
-    # WHEN a counting jump goes in at its entry (every thread stopped meanwhile)
-    probes = JumpProbes(target.pid)
+    memory = Memory(target.pid, writable=True)
+
+    @contextmanager
+    def hold(tids: list[int] | None):  # type: ignore[no-untyped-def]
+        with every_thread_held(target.pid) as held:  # (sampler does not trace it: freeze.py's holds)
+            yield list(held)
+
+    planned = plan(memory, start, symbol.size, start)
+    assert planned.displaced is not None and planned.entry
+    probes: Inprocess[str] = Inprocess(target.pid, memory, ProbeTable(target.pid, memory, None, None, TracerStats()),
+                                       hold)
+    # WHEN a jump goes in at its entry (every thread stopped meanwhile)
+    assert probes.put([("warm", planned.displaced, True)]) == {}
     try:
-        probe = probes.put(displaced, entry=True)
         maps = Path(f"/proc/{target.pid}/maps").read_text()
         assert "/memfd:sampler-code" in maps and "/memfd:sampler-data" in maps
         # THEN every call is counted, by the program's own count
         target.wait_for(lambda: any(line.startswith("done") for line in target.lines), 60, "the calls never ended")
         assert "done calls=1600000" in target.lines
-        assert probes.count(probe) == 1_600_000
-        # AND taken out, the code is the file's again
-        probes.take_out(probe)
+        probes.drain()
+        assert probes.counts[0].hits == 1_600_000
+        assert probes.counts[0].recorded + probes.ring.drops(0) == 1_600_000  # type: ignore[union-attr]
+        # AND taken out, the code is the file's again and sampler's pages are gone
+        probes.take_out()
     finally:
         probes.close()
+        memory.close()
     assert_code_matches_files(target.pid)
+    assert "memfd:sampler" not in Path(f"/proc/{target.pid}/maps").read_text() and probes.left == ""
     assert procfs.tracer_pid(target.pid) == 0

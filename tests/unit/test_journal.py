@@ -46,7 +46,7 @@ def test_record_then_clear(folder: Path, sleeper: int) -> None:
     path = folder / f"{sleeper}-{procfs.start_time(sleeper)}.json"
     assert json.loads(path.read_text())["patches"] == {"0x1000": {
         "byte": 0x55, "before": "0102", "after": "03", "device": "fd:01", "inode": 42, "offset": 0x1000,
-        "build_id": "ab"}}
+        "build_id": "ab", "written": 0xCC, "group": 0}}
     assert (folder.stat().st_mode & 0o777, path.stat().st_mode & 0o777) == (0o700, 0o600)
     journal.clear()
     assert not path.exists()

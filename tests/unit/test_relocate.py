@@ -107,21 +107,20 @@ def test_every_function_entry_of_a_real_program_is_displaced_exactly_or_refused(
 
 
 
-def test_a_counting_trampoline_counts_runs_the_moved_instructions_and_jumps_back() -> None:
-    from sampler.inprocess.trampoline import counting, jump
+def test_a_recording_trampoline_runs_the_moved_instructions_and_jumps_back() -> None:
+    from sampler.inprocess.trampoline import DATA, jump, recording
     code = bytes.fromhex("55" "4889e5" "488b0510000000" "c3")  # push rbp; mov rbp, rsp; mov rax, [rip+16]; ret
     displaced = displace(code, 0x401000, 0x401000)
     for entry in (True, False):
-        body, moved_at = counting(displaced, 0x500000, 0x600000, entry)
+        body, moved_at = recording(displaced, 0x500000, 0x600000, 2, entry)
         instructions = list(DECODER.disasm(body, 0x500000))
         names = [i.mnemonic for i in instructions]
-        count = next(i for i in instructions if i.mnemonic == "lock inc")
-        assert count.address + count.size + count.disp == 0x600000  # lock inc qword [counter]
+        assert DATA.to_bytes(8, "little") not in body and (0x600000).to_bytes(8, "little") in body
         assert names[-1] == "jmp" and instructions[-1].operands[0].imm == displaced.back
         assert instructions[-2].address + instructions[-2].size + instructions[-2].disp == 0x401004 + 7 + 16
         assert body[moved_at:moved_at + 4] == code[:4]  # push rbp; mov rbp, rsp: as they were
         if entry:
-            assert names[0] == "lock inc"  # nothing saved at an entry
+            assert names[0] == "push"  # nothing but the registers it uses kept at an entry
         else:
             assert names[:2] == ["lea", "pushfq"] and "popfq" in names
     [jmp] = DECODER.disasm(jump(0x401000, 0x500000), 0x401000)

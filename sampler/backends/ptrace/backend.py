@@ -16,8 +16,9 @@ from __future__ import annotations
 import dataclasses
 import gc
 import time
-from collections import Counter
-from collections.abc import Callable
+from collections import Counter, deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -26,19 +27,20 @@ from sampler.backends.base import columns_of
 from sampler.backends.cycle import miss
 from sampler.backends.ptrace.consistent import BUDGET_S, Moment, Torn
 from sampler.backends.ptrace.guard import TIMEOUT_S, Guard
+from sampler.backends.ptrace.inprocess import Inprocess, Plan, plan
 from sampler.backends.ptrace.instructions import MAX_FUNCTION, starts_instruction
 from sampler.backends.ptrace.memory import Memory, MemoryHang
 from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.router import Router
 from sampler.backends.ptrace.site import Site
 from sampler.backends.ptrace.stackcopy import StackCopier
-from sampler.backends.ptrace.tasks import Hit
+from sampler.backends.ptrace.tasks import PTRACE_EVENT_STOP, Hit
 from sampler.backends.ptrace.tracer import DETACH_TIMEOUT_S, Tracer
 from sampler.config import Probe, SessionConfig
 from sampler.debuginfo.debugfiles import DebugFinder
-from sampler.debuginfo.locate import Place, resolve_all
+from sampler.debuginfo.locate import Place, names_function, resolve_all
 from sampler.debuginfo.modules import Modules
-from sampler.errors import LocationNotFound, UsageError
+from sampler.errors import DebuggerError, LocationNotFound, SamplerError, UsageError
 from sampler.evaluation.plan import Snapshot
 from sampler.evaluation.reads import UnreadableMemory
 from sampler.evaluation.scope import Scope
@@ -48,6 +50,10 @@ from sampler.safety.journal import Journal
 from sampler.sample import Reading
 from sampler.stop import StopFlag
 from sampler.target.process import TargetProcess
+
+DRAIN_S = 0.01
+"""How often the in-process probes' ring is read while nothing else happens: 65,536 records in 10 ms
+is 6.5 million calls a second before one is dropped."""
 
 
 class PtraceBackend:
@@ -107,6 +113,19 @@ class PtraceBackend:
         self.guardian: Guardian | None = None
         self.tally = Tally()
         """What the summary says, counted at detach."""
+        self.trapped: list[Site] = self.sites
+        """The sites with an int3 (every-hit mode: those without an in-process probe)."""
+        self.inprocess: Inprocess[Site] | None = None
+        """The in-process probes (trace --probe auto|inprocess), once placed."""
+        self._placed = False
+        self._rows: deque[Reading] = deque()
+        """In-process probes' rows read out of their ring, not yet handed over."""
+
+    @property
+    def nothing_stops(self) -> bool:
+        """Every site has an in-process probe: no thread of the target ever waits for sampler (the
+        session then lets a slow reader of the rows slow it down: the ring counts what it drops)."""
+        return self.inprocess is not None and not self.trapped
 
     @property
     def address(self) -> int | None:
@@ -309,10 +328,36 @@ class PtraceBackend:
             raise UsageError("every-hit tracing needs --at")
         tracer, memory = self.tracer, self.memory
         assert memory is not None
-        for site in self.sites:
+        if not self._placed:
+            self._placed = True
+            self._put_inprocess()
+        if self._rows:
+            return self._rows.popleft()
+        if self.inprocess is not None:
+            if not self.trapped:  # nothing stops: the ring is read while the tracer serves its events
+                while True:
+                    self._drain()
+                    if self._rows:
+                        return self._rows.popleft()
+                    now = time.monotonic()
+                    if now >= until or stop.is_set():
+                        return None
+                    tracer.serve_until(min(until, now + DRAIN_S), stop)
+            until = min(until, time.monotonic() + DRAIN_S)
+            reading = self._trace_int3(stop, until)
+            self._drain()
+            if reading is not None:
+                self._rows.append(reading)
+            return self._rows.popleft() if self._rows else None
+        return self._trace_int3(stop, until)
+
+    def _trace_int3(self, stop: StopFlag, until: float) -> Reading | None:
+        tracer, memory = self.tracer, self.memory
+        assert tracer is not None and memory is not None
+        for site in self.trapped:
             tracer.arm(site.address)  # type: ignore[arg-type]  # stays armed between hits; detach takes it out
         waiting = time.monotonic()
-        holds = _holds(self.sites)
+        holds = _holds(self.trapped)
         if holds is not None:
             caught = tracer.catch(holds, until, stop, keep=True)
             if caught is None:
@@ -330,6 +375,135 @@ class PtraceBackend:
         if hit is None:
             return None
         return self._at[hit.address].read_hit(memory, hit, waiting, self._step_over, tracer.guard)
+
+    # -- in-process probes (trace --probe auto|inprocess) ----------------------------------------
+
+    def _put_inprocess(self) -> None:
+        """At the first trace(): each site's in-process probe where --probe wants one and the site
+        takes it; the others keep their int3. One line says which each site got."""
+        kind, tracer, memory = self.config.probe_kind, self.tracer, self.memory
+        if kind == "int3" or tracer is None or memory is None:
+            return
+        say = notice.quiet if self.config.quiet else notice.say
+        wanted, said = [], []
+        for site in self.sites:
+            why = self._why_no_inprocess(site)
+            planned = None
+            if not why:
+                planned = self._plan(site)
+                why = planned.why_not
+            if why:
+                if kind == "inprocess":
+                    raise UsageError(f"--probe inprocess: no in-process probe at {self._where(site)}: {why}",
+                                     "give --probe auto (an int3 where in-process cannot go), or --probe int3")
+                said.append(f"{self._where(site)}: an int3 ({why})")
+                continue
+            assert planned is not None and planned.displaced is not None
+            wanted.append((site, planned.displaced, planned.entry))
+        if wanted:
+            inprocess: Inprocess[Site] = Inprocess(self.config.pid, memory, tracer.probes, self._hold)
+            try:
+                refused = inprocess.put(wanted)
+            except SamplerError as e:
+                inprocess.close()
+                if kind == "inprocess":
+                    raise
+                refused = {site: str(e) for site, _, _ in wanted}
+            placed = [site for site, _, _ in wanted if site not in refused]
+            if placed:
+                self.inprocess = inprocess
+            for site, why in refused.items():
+                if kind == "inprocess":
+                    raise DebuggerError(f"--probe inprocess: no in-process probe at {self._where(site)}: {why}")
+                said.append(f"{self._where(site)}: an int3 ({why})")
+            self.trapped = [site for site in self.sites if site not in placed]
+            said[:0] = [f"{self._where(site)}: in-process (a jump at {displaced.site:#x}; no thread stops)"
+                        for site, displaced, _ in wanted if site in placed]
+        say("probes: " + "; ".join(said))
+
+    def _why_no_inprocess(self, site: Site) -> str:
+        if site.expressions:
+            return "in-process probes read no --expr yet"
+        if self.config.max_overhead is not None:
+            return "in-process probes keep no --max-overhead budget yet"
+        if self.company is not None:
+            return "in-process probes trace one process (not --follow-forks, --exe or several) yet"
+        return ""
+
+    def _plan(self, site: Site) -> Plan:
+        assert site.address is not None and self.memory is not None
+        module = site.place.module if site.place is not None else None
+        span = module.function_span(site.address - module.bias) if module is not None else None
+        if module is None or span is None:
+            return Plan(why_not="no symbol or unwind entry says where its function starts and ends")
+        start = span[0] + module.bias
+        location = site.scope.config.location or ""
+        # a count at a function by name: its entry (every call passes there; the int3 goes past the
+        # prologue, where the arguments are read)
+        at = start if names_function(location) else site.address
+        return plan(self.memory, start, span[1], at)
+
+    def _where(self, site: Site) -> str:
+        return f"--at {site.label or self.config.location}" + (f" ({site.address:#x})" if site.address else "")
+
+    @contextmanager
+    def _hold(self, tids: list[int] | None) -> Iterator[list[int]]:
+        """Every thread (or ``tids``) stopped by the tracer, those stopped by its interrupt first
+        (the best for an injected system call)."""
+        assert self.tracer is not None
+        held = self.tracer.hold(tids)
+        try:
+            if not held:
+                raise DebuggerError(f"no thread of process {self.config.pid} could be held")
+            yield [tid for tid, _ in sorted(held, key=lambda h: h[1] >> 16 != PTRACE_EVENT_STOP)]
+        finally:
+            self.tracer.let_go(held)
+
+    def _drain(self) -> None:
+        """The in-process probes' records as rows (in the order their threads took them)."""
+        inprocess, tracer = self.inprocess, self.tracer
+        if inprocess is None or tracer is None:
+            return
+        drained = inprocess.drain(lambda: sorted(tracer.threads))
+        if drained is None:
+            return
+        values = {p.number: p.key.counted() for p in inprocess.placed}
+        rows = self._rows
+        for number, thread, at in zip(drained.numbers.tolist(), drained.threads, drained.seconds.tolist()):
+            rows.append(Reading(values[number], thread=thread, at=at))
+
+    def _take_inprocess_out(self) -> list[str]:
+        """At detach, while the tracer holds the threads: every jump out, the counts read; what the
+        summary says of them."""
+        inprocess = self.inprocess
+        if inprocess is None:
+            return []
+        unwritten = Counter(reading.values for reading in self._rows)
+        self._rows.clear()
+        try:
+            inprocess.take_out()
+        except SamplerError as e:
+            inprocess.left = (f"the in-process probes' jumps could not be taken out of process {self.config.pid} "
+                              f"({e}): they keep counting; sampler repair --pid {self.config.pid} takes them out")
+        drained = inprocess.drain()
+        said = []
+        for placed in inprocess.placed:
+            site = placed.key
+            counts = inprocess.counts[placed.number]
+            late = unwritten[site.counted()]
+            if drained is not None:
+                late += int((drained.numbers == placed.number).sum())
+            rows = counts.recorded - late
+            line = f"in-process at {self._where(site)}: {counts.hits} call(s), counted in the target; {rows} row(s)"
+            if counts.dropped:
+                line += f"; {counts.dropped} not recorded (the ring was full: sampler read it too slowly)"
+            if late:
+                line += f"; {late} recorded after the run's end (not written)"
+            said.append(line)
+        if inprocess.left:
+            said.append(inprocess.left)
+        inprocess.close()
+        return said
 
     def _step_over(self, hit: Hit) -> None:
         assert self.tracer is not None
@@ -369,7 +543,12 @@ class PtraceBackend:
             self.tally.hangs = self.zero_stop_guard.hangs
             if self.moment is not None:
                 self.tally.torn, self.tally.read_again = self.moment.torn, self.moment.again
+            inprocess: list[str] = []
             if self.tracer is not None:
+                try:
+                    inprocess = self._take_inprocess_out()
+                except SamplerError as e:
+                    inprocess = [f"the in-process probes: {e}"]
                 tracer, self.tracer = self.tracer, None
                 try:
                     tracer.detach()
@@ -380,7 +559,7 @@ class PtraceBackend:
                                        stats.checked if self.config.switches.check_emulation else None,
                                        list(stats.mismatches), tracer.guard.hangs + self.zero_stop_guard.hangs,
                                        len(stats.waiting_in_kernel), len(stats.given_up),
-                                       len(stats.left_stepping))
+                                       len(stats.left_stepping), inprocess=inprocess)
             if self.guardian is not None:  # only once every byte is back
                 guardian, self.guardian = self.guardian, None
                 guardian.dismiss()
@@ -434,6 +613,8 @@ class Tally:
     """Zero-stop rows whose reads never agreed (consistent.py): no values."""
     read_again: int = 0
     """Times zero-stop rows were read again because a value changed while read."""
+    inprocess: list[str] = field(default_factory=list)
+    """What the in-process probes counted, and what of them stayed in the target."""
 
     def __add__(self, other: Tally) -> Tally:
         checked = None if self.checked is None and other.checked is None else \
@@ -443,11 +624,11 @@ class Tally:
                      self.stepped + other.stepped, checked, self.differed + other.differed,
                      self.hangs + other.hangs, self.waiting + other.waiting, self.given_up + other.given_up,
                      self.left_stepping + other.left_stepping, self.torn + other.torn,
-                     self.read_again + other.read_again)
+                     self.read_again + other.read_again, self.inprocess + other.inprocess)
 
     def notes(self, every_hit: bool, many: bool = False) -> list[str]:
         """``many``: of a run of many processes."""
-        said = []
+        said = list(self.inprocess)
         if self.released:
             whose = "targets" if many else "target"
             said.append(f"{self.released} child process(es) the {whose} forked were let go with "

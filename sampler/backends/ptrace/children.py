@@ -74,7 +74,7 @@ class ChildReleaser:
         except OSError:
             fd = -1
         try:
-            patched = {a: b for a, b in originals.items() if fd >= 0 and _is_int3(fd, a)}
+            patched = {a: b for a, b in originals.items() if fd >= 0 and _is_written(fd, a, b)}
             entry = None
             if patched:
                 if self.guardian is not None:
@@ -82,7 +82,8 @@ class ChildReleaser:
                 with contextlib.suppress(JournalError):
                     entry = self._journal(child, patched)
             try:
-                restored, _ = put_back_through(fd, patched) if patched else (0, [])
+                stopped = contextlib.nullcontext()  # (its one thread, stopped at its first instruction)
+                restored, _ = put_back_through(fd, patched, stopped) if patched else (0, [])
                 self.cleaned += restored > 0
                 try:
                     if not keep:
@@ -119,9 +120,10 @@ class ChildReleaser:
         return entry
 
 
-def _is_int3(fd: int, address: int) -> bool:
+def _is_written(fd: int, address: int, patch: Patch) -> bool:
+    """Sampler's byte (an int3, a byte of a jump) stands at ``address``."""
     try:
-        return os.pread(fd, 1, address) == b"\xcc"
+        return os.pread(fd, 1, address) == bytes([patch.written])
     except OSError:
         return False
 

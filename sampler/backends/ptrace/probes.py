@@ -1,16 +1,18 @@
 """The probe table: every byte sampler writes into the target's code, and how each goes back.
 
-One kind of probe today, the int3 breakpoint (one byte over the first byte of an instruction);
-the in-process probes of a later issue (a jump to a trampoline) are a second kind, with their
-own bytes, journaled and put back the same way. Every patch is described (the code around it,
-for repair and for the copies a forked child gets), written to the journal and told to the
-guardian before the byte is written; while a vfork child runs untraced in the target's memory,
-every byte is out (``suspend``) until its parent says it exec'd or exited.
+Two kinds of probe: the int3 breakpoint (one byte over the first byte of an instruction), and an
+in-process probe's jump to its trampoline (five bytes, written and put back at once while the
+caller holds every thread of the process: inprocess.py), journaled and put back the same way.
+Every patch is described (the code around it, for repair and for the copies a forked child gets),
+written to the journal and told to the guardian before the byte is written; while a vfork child
+runs untraced in the target's memory, every int3 is out (``suspend``) until its parent says it
+exec'd or exited.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 from sampler.backends.ptrace.memory import Memory
 from sampler.backends.ptrace.stats import TracerStats
@@ -45,7 +47,37 @@ class ProbeTable:
         self._describer = Describer(pid, memory.fd)
         self.suspended = 0
         """vfork children running untraced in the target's memory: the int3 bytes are out."""
+        self.jumps: dict[int, bytes] = {}
+        """In-process probes' jumps in place: site -> the bytes the jump covers. They stay in for a
+        vfork child (it runs the trampoline as the threads do)."""
 
+    def write_jump(self, site: int, jump: bytes) -> None:
+        """An in-process probe's jump at ``site``, every byte journaled and told to the guardian
+        first (as one group: they go back at once). The caller holds every thread of the process."""
+        try:
+            original = self.memory.read(site, len(jump))
+        except UnreadableMemory:
+            self.memory.check_alive()
+            raise
+        described = {site + i: dataclasses.replace(self._describer.describe(site + i, was), written=new, group=site)
+                     for i, (was, new) in enumerate(zip(original, jump))}
+        if self.journal is not None:
+            self.journal.record_many(described)
+        if self.guardian is not None:
+            for address, patch in described.items():
+                self.guardian.note_patch(address, patch)
+        self.patches.update(described)
+        self.jumps[site] = original
+        self.memory.write(site, jump)
+
+    def take_jump_out(self, site: int) -> None:
+        """The bytes the jump covered, back at once (the caller holds every thread)."""
+        original = self.jumps.pop(site, None)
+        if original is not None:
+            try:
+                self.memory.write(site, original)
+            except TargetExited:
+                pass
     def arm(self, address: int) -> bool:
         """An int3 at ``address``, journaled first; False when one is there already."""
         if address in self.armed:
@@ -85,11 +117,15 @@ class ProbeTable:
                 pass  # the process is gone
 
     def disarm_all(self) -> None:
-        """Every byte back, and the journal's entry gone with them (detach)."""
+        """Every int3 back, and the journal's entry gone with them (detach). A jump still in (its
+        threads could not be held to take it out) keeps its entry: ``sampler repair`` takes it out."""
         for address in list(self.armed):
             self.disarm(address)
         if self.journal is not None:
             self.journal.clear()
+            left = {a: p for a, p in self.patches.items() if p.group in self.jumps}
+            if left:
+                self.journal.record_many(left)
             self.journal.close()
 
     def suspend(self) -> None:
@@ -117,6 +153,7 @@ class ProbeTable:
         self.armed.clear()
         self.originals.clear()
         self.patches.clear()
+        self.jumps.clear()  # (in the old memory: the new program has none)
         if self.guardian is not None:
             self.guardian.forget_patches()
         if self.journal is not None:

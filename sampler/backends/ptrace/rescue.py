@@ -1,7 +1,8 @@
 """What the guardian does for a ptrace run when the tracing worker died mid-run.
 
 The kernel detached every thread when the worker died; what may remain is an int3
-in the code. The worker told the guardian each byte before patching it, so the
+in the code, or an in-process probe's jump (put back last, with every thread stopped:
+freeze.py). The worker told the guardian each byte before patching it, so the
 guardian has the originals in memory and /proc/PID/mem already open (the run's first
 target's: a copy of the worker's own descriptor, the very memory it patches): after the
 worker's death it only writes them back, each where the bytes around are still those the
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import os
 
+from sampler.backends.ptrace.freeze import every_thread_held
 from sampler.errors import SamplerError
 from sampler.safety import repair
 from sampler.safety.patches import Patch, put_back_into, put_back_through
@@ -50,13 +52,21 @@ class PatchRescue:
             pass  # gone already: cleanup's repair finds nothing to do either
 
     def run(self, patches: dict[int, dict[int, Patch]], children: dict[int, int]) -> None:
+        jumps: list[tuple[int, int, dict[int, Patch]]] = []
         for pid, theirs in patches.items():
             fd = self._fds.get(pid or self.pid, -1)
             if fd >= 0:
-                put_back_through(fd, theirs)  # only where the code around is as it was
+                put_back_through(fd, theirs)  # only where the code around is as it was; the int3s first
+                if any(patch.group for patch in theirs.values()):
+                    jumps.append((pid or self.pid, fd, theirs))
         for child, parent in children.items():
-            put_back_into(child, patches.get(parent, {}))
+            put_back_into(child, patches.get(parent, {}), every_thread_held)  # (the kernel let it go: it runs)
         self._children = set(children)
+        for pid, fd, theirs in jumps:  # not in a hurry: a jump keeps the target running, into the trampoline
+            try:
+                put_back_through(fd, theirs, every_thread_held(pid))
+            except SamplerError:
+                pass  # a thread that would not stop: the journal keeps them for repair
 
     def cleanup(self) -> None:
         for fd in self._fds.values():

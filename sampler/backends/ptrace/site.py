@@ -141,6 +141,10 @@ class Site:
         return Reading(self._laid_out(list(values)), thread=thread, pause_us=(hit.resumed - hit.seen) * 1e6,
                        wait_us=(hit.seen - since) * 1e6, error="; ".join(errors))
 
+    def counted(self) -> tuple[Value, ...]:
+        """The values of a row of a hit with nothing read (an in-process probe's: its probe column)."""
+        return self._laid_out([])
+
     def _laid_out(self, values: list[Value]) -> tuple[Value, ...]:
         """Its values in the run's columns: the probe column first when the run has one."""
         if not self.label and self.width == len(values):

@@ -111,6 +111,8 @@ class Snapshots:
         needs registers; its call, ended by the stop, is made again as it goes on (restart.py)."""
         self.go = False
         """A Go program: each stopped thread's goroutine is read too (``current_g``)."""
+        self.copy_stacks = True
+        """False: a stopped thread's registers only (freeze.py holds threads to patch, not to read)."""
         setting = guard.forced()
         self.files_may_hang = guard.needed(pid) if setting is None else setting
         """A FUSE or network file system is mounted: a page of a file's mapping is never read live."""
@@ -188,6 +190,10 @@ class Snapshots:
         """Stop the thread and read it; it stays stopped until ``release``."""
         return self._stop([tid], keep=True)[tid]
 
+    def hold_many(self, tids: list[int]) -> dict[int, Image]:
+        """The threads interrupted all at once, each read and held until ``release``."""
+        return self._stop(tids, keep=True)
+
     def _stop(self, tids: list[int], keep: bool) -> dict[int, Image]:
         self._reap_pending(0.0)  # threads that stopped late since the last read: let go first
         images: dict[int, Image] = {}
@@ -260,7 +266,8 @@ class Snapshots:
             image.restarted = restart_ended_call(tid, regs)
         image.fs_base = int(regs.fs_base)
         image.stopped = True
-        self._copy_stack(image)
+        if self.copy_stacks:
+            self._copy_stack(image)
         if image.fs_base and self.go:
             try:
                 image.current_g = int.from_bytes(self.read(image.fs_base - 8, 8), "little")

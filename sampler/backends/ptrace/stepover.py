@@ -6,6 +6,7 @@ come during the step held back; a step whose instruction waits in the kernel giv
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -19,6 +20,7 @@ from sampler.backends.ptrace import calls, emulate
 from sampler.backends.ptrace.guard import MemoryDead
 from sampler.backends.ptrace.instructions import kind_of
 from sampler.backends.ptrace.memory import MemoryHang
+from sampler.backends.ptrace.restart import restart_ended_call
 from sampler.backends.ptrace.tasks import (
     NEW_TASK_EVENTS,
     PTRACE_EVENT_EXEC,
@@ -28,12 +30,14 @@ from sampler.backends.ptrace.tasks import (
     Hit,
     Tasks,
 )
-from sampler.errors import ProcessNotFound
+from sampler.errors import DebuggerError, ProcessNotFound
 from sampler.evaluation.reads import UnreadableMemory
 from sampler.target import procfs, syscalls
 
 FAULTS = {signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL}
 """Signals an instruction raises itself: the same one again before the step is its own."""
+HOLD_ALL_TIMEOUT_S = 2.0
+"""How long every thread may take to stop for an in-process probe's jump to go in or out."""
 HOLD_TIMEOUT_S = 0.2
 """How long the other threads may take to stop for a step over the breakpoint's instruction."""
 STEP_TIMEOUT_S = 0.1
@@ -212,6 +216,50 @@ class Stepping(Tasks):
                 if polls > 64:
                     self._sleep(0.0005)
         return held
+
+    def hold(self, tids: list[int] | None = None) -> list[tuple[int, int]]:
+        """Every thread (or ``tids``) stopped, the ones asleep in a system call too: for bytes that
+        no thread may run half-written (an in-process probe's jump). (thread, status) of each held;
+        a call the interrupt ended with EINTR is made again when it goes on (``let_go``). A thread
+        that starts meanwhile stops at its first instruction and waits for its turn (queued).
+        DebuggerError when one does not stop within HOLD_ALL_TIMEOUT_S (an uninterruptible sleep),
+        after those that did are let go."""
+        stopped = {queued for queued, _ in self._queue}
+        waiting = set()
+        for tid in (self.threads if tids is None else tids):
+            if tid not in stopped and tid in self.threads and self._request(PTRACE_INTERRUPT, tid):
+                waiting.add(tid)
+        held: list[tuple[int, int]] = []
+        deadline = time.monotonic() + HOLD_ALL_TIMEOUT_S
+        polls = 0
+        while waiting:
+            got, status = self._poll()
+            if got:
+                if got not in waiting:
+                    self.take_later(got, status)
+                elif os.WIFSTOPPED(status):
+                    waiting.discard(got)
+                    held.append((got, status))
+                else:
+                    waiting.discard(got)
+                    self._queue.append((got, status))
+                continue
+            if time.monotonic() > deadline:
+                self.let_go(held)
+                raise DebuggerError(f"thread(s) {sorted(waiting)} of process {self.pid} did not stop within "
+                                    f"{HOLD_ALL_TIMEOUT_S:g} s (an uninterruptible sleep?)")
+            polls += 1
+            if polls > 64:
+                self._sleep(0.0005)
+        return held
+
+    def let_go(self, held: list[tuple[int, int]]) -> None:
+        """Threads ``hold`` stopped go on; a call the stop ended with EINTR is made again."""
+        for tid, status in held:
+            if status >> 16 == PTRACE_EVENT_STOP and os.WSTOPSIG(status) == signal.SIGTRAP:
+                with contextlib.suppress(PtraceError):
+                    restart_ended_call(tid, calls.get_registers(tid))
+        self._release(held)
 
     def _asleep_for_good(self, tid: int) -> bytes | None:
         """Blocked in a system call that a ptrace stop ends with EINTR (signal(7): epoll_wait,

@@ -1,0 +1,354 @@
+"""In-process probes in one process (issue 36): a jump at each site to a trampoline that counts the
+hit and writes a record into a ring shared with sampler (sampler/inprocess/: probe.S, ring.py,
+trampoline.py), so that no thread stops at a hit.
+
+Putting them in, with every thread of the process held (the tracer's ``hold``, or freeze.py's
+where sampler does not trace it): the data area and code pages made by the target's own system
+calls (areas.py, inject.py; a code page within a rel32 jump of the sites it serves, another for
+sites too far from it), each trampoline written through sampler's mapping of its page, a thread
+whose pc is inside the bytes a jump takes moved to the same instruction in its trampoline, and the
+jump written over the site, journaled first as any byte sampler patches (probes.py). Each held
+thread's fs base is noted: a record names its thread by it.
+
+Taking them out, the same way round: every thread held, the bytes back, a thread in a trampoline's
+copy of the displaced instructions moved back to the site's own (one in its recording part, with
+registers pushed, is let run out of it and looked at again), then the pages unmapped, unless a
+word on a thread's stack points into them (a signal handler that interrupted a trampoline returns
+there): then they stay, and the summary says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+import numpy as np
+
+from sampler.backends.ptrace import calls
+from sampler.backends.ptrace.areas import PAGE, REACH, Area, Areas
+from sampler.backends.ptrace.inject import InjectionError, Injector, find_syscall
+from sampler.backends.ptrace.memory import Memory
+from sampler.backends.ptrace.probes import ProbeTable
+from sampler.errors import SamplerError
+from sampler.evaluation.reads import UnreadableMemory
+from sampler.inprocess import ring
+from sampler.inprocess.clock import TscClock
+from sampler.inprocess.relocate import Displaced, Refused
+from sampler.inprocess.ring import Ring
+from sampler.inprocess.trampoline import jump, recording
+from sampler.target import procfs
+
+Hold = Callable[[list[int] | None], AbstractContextManager[list[int]]]
+"""Stops every thread (or those given) for the ``with``: the thread ids held, the best one for an
+injected system call first."""
+CODE_SIZE = 8 * PAGE
+"""Bytes of one code area: room for every probe a data area counts (ring.MAX_PROBES)."""
+TAKE_OUT_TRIES = 20
+"""Times every thread is held to find none inside a trampoline's recording part, 1 ms apart."""
+STACK_SCAN = 1 << 20
+"""Bytes of each thread's stack, from its stack pointer up, looked at for a return into the pages."""
+AT_HWCAP2, HWCAP2_FSGSBASE = 26, 2
+K = TypeVar("K")
+
+
+def fsgsbase() -> bool:
+    """The kernel lets user code read its fs base (rdfsbase): Linux 5.9 and later, on CPUs with it."""
+    try:
+        with open("/proc/self/auxv", "rb") as f:
+            auxv = f.read()
+    except OSError:
+        return False
+    for key, value in struct.iter_unpack("<QQ", auxv[:len(auxv) // 16 * 16]):
+        if key == AT_HWCAP2:
+            return bool(value & HWCAP2_FSGSBASE)
+    return False
+
+
+@dataclass
+class Placed(Generic[K]):
+    """One in-process probe in place."""
+
+    key: K
+    """The caller's name for it (the backend's Site)."""
+    number: int
+    """Its counters' and records' number in the data area."""
+    displaced: Displaced
+    trampoline: int
+    moved_at: int
+    """Where in the trampoline the displaced instructions start."""
+
+
+@dataclass
+class Drained:
+    """Records read out of the ring: by probe number, thread and time."""
+
+    numbers: np.ndarray
+    threads: list[str]
+    seconds: np.ndarray
+    """CLOCK_MONOTONIC seconds of each hit."""
+
+
+@dataclass
+class Counts:
+    hits: int = 0
+    """Calls counted by the target (exact)."""
+    recorded: int = 0
+    dropped: int = 0
+    """Records not written: the ring was full."""
+
+
+class Inprocess(Generic[K]):
+    """The in-process probes of one process, each known by the caller's key (K: the backend's Site)."""
+
+    def __init__(self, pid: int, memory: Memory, table: ProbeTable, hold: Hold) -> None:
+        self.pid = pid
+        self.memory = memory
+        self.table = table
+        self.hold = hold
+        self.fsgsbase = fsgsbase()
+        self.placed: list[Placed[K]] = []
+        self.codes: list[Area] = []
+        self._used: dict[int, int] = {}
+        """Each code area's address -> bytes of it used."""
+        self.data: Area | None = None
+        self.ring: Ring | None = None
+        self.areas: Areas | None = None
+        self._syscall_at: int | None = None
+        self.clock: TscClock | None = None
+        self.threads: dict[int, int] = {}
+        """fs base -> thread id, for the records."""
+        self.counts: dict[int, Counts] = {}
+        """Probe number -> what was counted (read at each drain, and at the end)."""
+        self.left = ""
+        """What stayed in the target when sampler let go (said in the summary); '' when nothing."""
+
+    # -- in --------------------------------------------------------------------------------------
+
+    def put(self, wanted: Sequence[tuple[K, Displaced, bool]]) -> dict[K, str]:
+        """Each (key, displaced instructions, whether the site is a function's entry) in place, all
+        with the threads held once; {key: why not} for each that could not be (it gets an int3)."""
+        refused: dict[K, str] = {}
+        if not wanted:
+            return refused
+        if self.clock is None:
+            self.clock = TscClock()
+        with self.hold(None) as tids:
+            self._learn(tids)
+            areas = self._areas(tids)
+            try:
+                if self.data is None:
+                    self.data = areas.data_area(wanted[0][1].site, ring.SIZE)
+                    assert self.data.local is not None
+                    self.ring = Ring(self.data.local)
+                    self.ring.initialise()
+                for key, displaced, entry in wanted:
+                    try:
+                        self._place(key, displaced, entry, tids, areas)
+                    except (Refused, InjectionError, ValueError) as e:
+                        refused[key] = str(e)
+            finally:
+                areas.close()  # (the scratch page of the names)
+        return refused
+
+    def _areas(self, tids: list[int]) -> Areas:
+        if self._syscall_at is None:
+            self._syscall_at = find_syscall(self.pid, self.memory.read)
+        injector = Injector(tids[0], self._syscall_at)
+        if self.areas is None:
+            self.areas = Areas(self.pid, injector, self.memory)
+        self.areas.injector = injector
+        return self.areas
+
+    def _place(self, key: K, displaced: Displaced, entry: bool, tids: list[int], areas: Areas) -> None:
+        assert self.data is not None
+        number = len(self.placed)
+        ring.hits_at(number)  # (ValueError past the last)
+        size = len(recording(displaced, displaced.site, self.data.address, number, entry, self.fsgsbase)[0])
+        code = next((c for c in self.codes if abs(c.address - displaced.site) < REACH
+                     and self._used[c.address] + size <= c.size), None)
+        if code is None:
+            code = areas.code_page(displaced.site, CODE_SIZE)
+            self.codes.append(code)
+            self._used[code.address] = 0
+        at = code.address + self._used[code.address]
+        body, moved_at = recording(displaced, at, self.data.address, number, entry, self.fsgsbase)
+        assert code.local is not None
+        code.local[at - code.address:at - code.address + len(body)] = body
+        self._used[code.address] += (len(body) + 15) // 16 * 16
+        for tid in tids:  # a thread inside the bytes the jump takes: on to its instruction's copy
+            regs = calls.get_registers(tid)
+            if displaced.site < int(regs.rip) < displaced.back:
+                regs.rip = at + moved_at + (int(regs.rip) - displaced.site)
+                calls.set_registers(tid, regs)
+        self.table.write_jump(displaced.site, jump(displaced.site, at))
+        self.placed.append(Placed(key, number, displaced, at, moved_at))
+        self.counts[number] = Counts()
+
+    def _learn(self, tids: list[int]) -> None:
+        """The fs base of each held thread (a record names its thread by it)."""
+        for tid in tids:
+            with contextlib.suppress(SamplerError, OSError):
+                self.threads[int(calls.get_registers(tid).fs_base)] = tid
+
+    # -- the records -----------------------------------------------------------------------------
+
+    def drain(self, live: Callable[[], list[int]] | None = None) -> Drained | None:
+        """The records written since the last drain (None when there are none); a thread not known
+        yet is learnt by holding it (``live``: the threads sampler traces)."""
+        if self.ring is None or self.clock is None:
+            return None
+        records = self.ring.drain()
+        self._count()
+        if not len(records):
+            return None
+        self.clock.update()
+        bases = records["fs"]
+        unknown = {int(base) for base in np.unique(bases)} - set(self.threads)
+        if unknown and live is not None:
+            known = set(self.threads.values())
+            new = [tid for tid in live() if tid not in known]
+            if new:
+                with contextlib.suppress(SamplerError), self.hold(new) as tids:
+                    self._learn(tids)
+        names = {base: str(tid) for base, tid in self.threads.items()}
+        threads = [names.get(int(base), f"fs {int(base):#x}") for base in bases]
+        for number, recorded in zip(*np.unique(records["probe"], return_counts=True)):
+            if int(number) in self.counts:
+                self.counts[int(number)].recorded += int(recorded)
+        return Drained(records["probe"], threads, self.clock.seconds(records["tsc"]))
+
+    def _count(self) -> None:
+        if self.ring is not None:
+            for number, counts in self.counts.items():
+                counts.hits, counts.dropped = self.ring.hits(number), self.ring.drops(number)
+
+    def key_of(self, number: int) -> K:
+        return self.placed[number].key
+
+    # -- out -------------------------------------------------------------------------------------
+
+    def take_out(self) -> None:
+        """Every jump out (the code as it was), then the pages unmapped when no thread can be in
+        them or return into them; what stays is said in ``left``."""
+        if not self.placed and not self.codes and self.data is None:
+            return
+        for attempt in range(TAKE_OUT_TRIES):
+            with self.hold(None) as tids:
+                if attempt == 0:
+                    for placed in self.placed:
+                        self.table.take_jump_out(placed.displaced.site)
+                if self._out_of_trampolines(tids):
+                    self._count()
+                    why = self._returns_into_pages(tids)
+                    if why:
+                        self.left = why
+                    else:
+                        self._unmap(tids)
+                    return
+            time.sleep(0.001)
+        self._count()
+        self.left = (f"a thread of process {self.pid} stayed inside an in-process probe's trampoline for "
+                     f"{TAKE_OUT_TRIES} ms: the probes' pages stay mapped ({self._pages()}), unused")
+
+    def _out_of_trampolines(self, tids: list[int]) -> bool:
+        """Threads in a trampoline's copy of the displaced instructions moved back to the site's own;
+        False when one is in a recording part (it must run out of it first)."""
+        clear = True
+        for tid in tids:
+            try:
+                regs = calls.get_registers(tid)
+            except SamplerError:
+                continue
+            pc = int(regs.rip)
+            for placed in self.placed:
+                start = placed.trampoline + placed.moved_at
+                if placed.trampoline <= pc < start:
+                    clear = False
+                elif start <= pc <= start + placed.displaced.size:
+                    regs.rip = placed.displaced.site + (pc - start)  # (its end: the jump back's target)
+                    calls.set_registers(tid, regs)
+        return clear
+
+    def _returns_into_pages(self, tids: list[int]) -> str:
+        """Why the pages must stay: a word on a thread's stack that points into a code area (a
+        signal frame's saved pc: its handler returns there); '' when none does."""
+        if not self.codes:
+            return ""
+        maps = procfs.maps(self.pid)
+        for tid in tids:
+            try:
+                sp = int(calls.get_registers(tid).rsp)
+            except SamplerError:
+                continue
+            mapping = next((m for m in maps if m.start <= sp < m.end), None)
+            if mapping is None:
+                continue
+            start = sp // 8 * 8
+            try:
+                words = np.frombuffer(self.memory.read(start, min(mapping.end, start + STACK_SCAN) - start), "<u8")
+            except UnreadableMemory:
+                continue
+            for code in self.codes:
+                if bool(((words >= code.address) & (words < code.address + code.size)).any()):
+                    return (f"thread {tid}'s stack holds a return into an in-process probe's trampoline (a "
+                            f"signal handler that interrupted it?): the probes' pages stay mapped in process "
+                            f"{self.pid} ({self._pages()}), unused")
+        return ""
+
+    def _unmap(self, tids: list[int]) -> None:
+        self.ring = None  # (its view of the data area goes first: a mapping with a view cannot close)
+        areas = self._areas(tids)
+        try:
+            for area in [*self.codes, *([self.data] if self.data is not None else [])]:
+                areas.remove(area)
+        except InjectionError as e:
+            self.left = (f"the in-process probes' pages could not be unmapped in process {self.pid} ({e}): "
+                         f"{self._pages()} stay, unused")
+            return
+        self.codes, self.data, self.ring = [], None, None
+
+    def _pages(self) -> str:
+        areas = [*self.codes, *([self.data] if self.data is not None else [])]
+        return ", ".join(f"{a.size >> 10} KiB at {a.address:#x}" for a in areas)
+
+    def close(self) -> None:
+        """Sampler's own views of the pages closed (the target's stay as ``take_out`` left them)."""
+        self.ring = None
+        for area in [*self.codes, *([self.data] if self.data is not None else [])]:
+            if area.local is not None:
+                with contextlib.suppress(BufferError):
+                    area.local.close()
+        self.codes, self.data, self.ring = [], None, None
+
+
+@dataclass
+class Plan:
+    """Whether a site can take an in-process probe, decided before anything is held."""
+
+    displaced: Displaced | None = None
+    entry: bool = False
+    why_not: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def plan(memory: Memory, start: int, size: int, site: int) -> Plan:
+    """The instructions a jump at ``site`` displaces, in the function at ``start`` (``size`` bytes),
+    or why it cannot take one."""
+    from sampler.inprocess.relocate import MAX_FUNCTION, displace
+
+    if size <= 0 or size > MAX_FUNCTION:
+        return Plan(why_not=f"the size of the function holding {site:#x} is not known")
+    try:
+        code = memory.read(start, size)
+        displaced = displace(code, start, site)
+    except UnreadableMemory as e:
+        return Plan(why_not=f"its code cannot be read ({e})")
+    except Refused as e:
+        return Plan(why_not=str(e))
+    entry = site == start or (code[:4] == b"\xf3\x0f\x1e\xfa" and displaced.site == start + 4)
+    return Plan(displaced, entry)

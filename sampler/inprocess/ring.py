@@ -1,0 +1,84 @@
+"""The data area an in-process probe shares with sampler (probe.S writes it, this reads it): each
+probe's counters, the producers' ticket and the ring of records, at the offsets probe.S uses.
+
+The consumer's half of Vyukov's bounded queue: sampler reads the records from its ticket (``tail``)
+on while their sequence words say they are written (t + 1), copies them out in one piece (numpy: a
+record is a fixed 32 bytes) and frees their slots for the next lap (t + SLOTS). x86 keeps loads in
+order with loads and stores with stores, so a record whose word says written is whole.
+"""
+
+from __future__ import annotations
+
+import mmap
+
+import numpy as np
+import numpy.typing as npt
+
+HEAD = 0x40
+PROBES = 0x80
+PROBE_STRIDE = 0x40
+"""Each probe's counters on a cache line of their own: hits, then drops."""
+MAX_PROBES = (0x1000 - PROBES) // PROBE_STRIDE
+RING = 0x1000
+SLOTS = 1 << 16
+RECORD = 32
+SIZE = RING + SLOTS * RECORD
+"""Bytes of the data area: 2 MiB and a page (touched by the target as the ring fills)."""
+RECORD_TYPE = np.dtype([("seq", "<u8"), ("probe", "<u4"), ("flags", "<u4"), ("fs", "<u8"), ("tsc", "<u8")])
+assert RECORD_TYPE.itemsize == RECORD
+
+
+def hits_at(probe: int) -> int:
+    """The offset of probe ``probe``'s hit counter in the data area."""
+    if not 0 <= probe < MAX_PROBES:
+        raise ValueError(f"at most {MAX_PROBES} in-process probes in one process")
+    return PROBES + PROBE_STRIDE * probe
+
+
+def drops_at(probe: int) -> int:
+    return hits_at(probe) + 8
+
+
+class Ring:
+    """Sampler's side of the data area, through its own mapping of it."""
+
+    def __init__(self, view: mmap.mmap) -> None:
+        self.view = view
+        self.records: npt.NDArray[np.void] = np.frombuffer(view, RECORD_TYPE, SLOTS, RING)
+        self.tail = 0
+        """The ticket of the next record to read."""
+        self._steps = np.arange(SLOTS, dtype=np.uint64)
+
+    def initialise(self) -> None:
+        """Every slot free for its first lap (before any probe can write)."""
+        self.records["seq"] = self._steps
+        self.view[HEAD:HEAD + 8] = bytes(8)
+        self.tail = 0
+
+    def counter(self, offset: int) -> int:
+        return int.from_bytes(self.view[offset:offset + 8], "little")
+
+    def hits(self, probe: int) -> int:
+        return self.counter(hits_at(probe))
+
+    def drops(self, probe: int) -> int:
+        return self.counter(drops_at(probe))
+
+    def head(self) -> int:
+        """Tickets taken by the target's threads so far."""
+        return self.counter(HEAD)
+
+    def drain(self) -> npt.NDArray[np.void]:
+        """The records written since the last drain, in ticket order (a copy), their slots freed."""
+        tickets = np.uint64(self.tail) + self._steps
+        slots = (tickets & np.uint64(SLOTS - 1)).astype(np.intp)
+        ready = self.records["seq"][slots] == tickets + np.uint64(1)
+        count = SLOTS if bool(ready.all()) else int(np.argmin(ready))
+        if not count:
+            empty: npt.NDArray[np.void] = self.records[:0].copy()
+            return empty
+        taken = slots[:count]
+        out: npt.NDArray[np.void] = self.records[taken].copy()
+        self.records["seq"][taken] = tickets[:count] + np.uint64(SLOTS)
+        self.tail += count
+        return out

@@ -1,0 +1,169 @@
+"""In-process probes (issue 36): `trace --probe inprocess|auto`, a jump into code sampler puts in the
+target, that counts and records each call with no thread stopped; the count compared with the
+program's own, the code and the maps as they were after, a killed sampler's jump taken out by the
+guardian or by `sampler repair`."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.targets import (
+    ROOT,
+    Target,
+    assert_code_matches_files,
+    code_differs,
+    descendants,
+    one_line_error,
+    read_csv,
+    sampler,
+)
+
+SUMMARY = re.compile(r"in-process at --at (?P<at>\S+) \(0x[0-9a-f]+\): (?P<calls>\d+) call\(s\), counted in the "
+                     r"target; (?P<rows>\d+) row\(s\)(?:; (?P<dropped>\d+) not recorded[^;\n]*)?"
+                     r"(?:; (?P<late>\d+) recorded after the run's end)?")
+
+
+@pytest.fixture(autouse=True)
+def own_journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    folder = tmp_path / "journal"
+    monkeypatch.setenv("SAMPLER_JOURNAL_DIR", str(folder))
+    yield folder
+
+
+def no_pages_of_sampler(pid: int) -> bool:
+    return "memfd:sampler" not in Path(f"/proc/{pid}/maps").read_text()
+
+
+def done_calls(target: Target) -> int:
+    target.wait_for(lambda: any(line.startswith("done calls=") for line in target.lines), 60, "the calls never ended")
+    return int(next(line for line in target.lines if line.startswith("done calls=")).split("=")[1])
+
+
+@pytest.mark.parametrize("threads", [1, 2, 8])
+def test_every_call_is_counted_in_the_target_exactly_and_each_row_names_its_thread(
+        start_target: Callable[..., Target], tmp_path: Path, own_journal: Path, threads: int) -> None:
+    # GIVEN THREADS threads that call warm() 100,000 times each once its first bytes change
+    target = start_target("callers", str(threads), "100000", "warm")
+    tids = {int(t) for t in os.listdir(f"/proc/{target.pid}/task")}
+    out = tmp_path / "calls.csv"
+    # WHEN sampler traces warm with an in-process probe
+    result = sampler("trace", "--pid", str(target.pid), "--at", "warm", "--probe", "inprocess",
+                     "--duration", "3s", "--out", str(out), "--quiet")
+    assert result.returncode == 0, result.stderr
+    # THEN the count is the program's own, and every call is a row or said not recorded
+    summary = SUMMARY.search(result.stderr)
+    assert summary is not None, result.stderr
+    calls, rows = int(summary["calls"]), int(summary["rows"])
+    assert calls == done_calls(target) == threads * 100_000
+    assert rows + int(summary["dropped"] or 0) + int(summary["late"] or 0) == calls
+    written = read_csv(out)
+    assert len(written) == rows > 0
+    assert {int(row["thread"]) for row in written} <= tids - {target.pid}
+    assert all(row["pause_us"] == "0" for row in written[:100])
+    for thread in {row["thread"] for row in written}:  # (each thread's calls in the order it made them)
+        times = [float(row["elapsed_s"]) for row in written if row["thread"] == thread]
+        assert times == sorted(times) and 0 < times[0] < 3
+    # AND the code is the file's again, sampler's pages gone, nothing traced, no journal entry
+    assert_code_matches_files(target.pid)
+    assert no_pages_of_sampler(target.pid)
+    assert target.status()["TracerPid"].strip() == "0"
+    assert not list(own_journal.glob("*.json"))
+
+
+def test_inprocess_refuses_an_expr_before_attaching(start_target: Callable[..., Target]) -> None:
+    target = start_target("callers", "1", "10", "warm")
+    result = sampler("trace", "--pid", str(target.pid), "--at", "warm", "--expr", "arg0", "--probe", "inprocess")
+    assert result.returncode == 2
+    assert "--probe inprocess reads no --expr yet" in one_line_error(result)
+    assert_code_matches_files(target.pid)
+    assert target.status()["TracerPid"].strip() == "0"
+
+
+def test_auto_puts_an_int3_where_no_jump_can_go_and_says_which_each_site_got(
+        start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN warm(), whose last 5 bytes hold its ret (no jump fits there), called 300 times by one thread
+    target = start_target("callers", "1", "300", "warm")
+    symbols = subprocess.run(["nm", os.readlink(f"/proc/{target.pid}/exe")], capture_output=True, text=True,
+                             check=True).stdout
+    warm = int(next(line.split()[0] for line in symbols.splitlines() if line.endswith(" warm")), 16)
+    base = next(int(line.split("-")[0], 16) for line in Path(f"/proc/{target.pid}/maps").read_text().splitlines()
+                if line.endswith(os.readlink(f"/proc/{target.pid}/exe")) and int(line.split()[2], 16) == 0)
+    out = tmp_path / "auto.csv"
+    # WHEN sampler traces its last instruction but one with --probe auto
+    result = sampler("trace", "--pid", str(target.pid), "--at", f"*{base + warm + 0xb:#x}", "--probe", "auto",
+                     "--duration", "3s", "--out", str(out))
+    # THEN that site gets an int3 (and the line says why), which counts every call as a row
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"probes: --at \S+ \(0x[0-9a-f]+\): an int3 \(.*(ret|branch)", result.stderr), result.stderr
+    assert len(read_csv(out)) == done_calls(target) == 300
+    assert_code_matches_files(target.pid)
+
+
+def start_tracing(target: Target, tmp_path: Path, *extra: str) -> subprocess.Popen[bytes]:
+    """sampler tracing ring_read in-process; returned once the jump is in."""
+    proc = subprocess.Popen([sys.executable, "-m", "sampler", "trace", "--pid", str(target.pid), "--at", "ring_read",
+                             "--probe", "inprocess", "--out", str(tmp_path / "t.csv"), "--quiet", *extra],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while not (code_differs(target.pid) and not no_pages_of_sampler(target.pid)):
+        assert proc.poll() is None and time.monotonic() < deadline, "sampler never put its probe in"
+        time.sleep(0.02)
+    time.sleep(0.3)
+    return proc
+
+
+def kill_worker(proc: subprocess.Popen[bytes], target: Target, guardian_too: bool) -> None:
+    """SIGKILL sampler's tracing worker (and its guardian), as the OOM killer does."""
+    worker = int(Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()[0])
+    guardians = [pid for pid in descendants(worker) if Path(f"/proc/{pid}/comm").read_text().strip() == "sampler-guard"]
+    assert len(guardians) == 1
+    if guardian_too:
+        os.kill(guardians[0], signal.SIGKILL)
+    os.kill(worker, signal.SIGKILL)
+    assert proc.wait(10) == 128 + signal.SIGKILL
+    assert proc.stderr is not None
+    proc.stderr.close()
+    target.wait_for(lambda: target.status()["TracerPid"].strip() == "0", 10, "the dead tracer did not let go")
+
+
+def test_a_killed_worker_leaves_a_jump_that_keeps_the_target_running_and_the_guardian_takes_it_out(
+        start_target: Callable[..., Target], tmp_path: Path, own_journal: Path) -> None:
+    # GIVEN ringbuf-c's reader calling ring_read through sampler's in-process probe
+    target = start_target("ringbuf-c")
+    proc = start_tracing(target, tmp_path)
+    # WHEN the tracing worker is SIGKILLed
+    kill_worker(proc, target, guardian_too=False)
+    # THEN the target runs on, and the guardian takes the jump out (every thread held for it)
+    target.wait_for(lambda: not code_differs(target.pid), 10, "the guardian did not take the jump out")
+    target.wait_for(lambda: not list(own_journal.glob("*.json")), 10, "the journal entry stayed")
+    assert target.assert_working()
+    assert_code_matches_files(target.pid)
+
+
+def test_repair_takes_out_the_jump_a_killed_worker_and_guardian_left(
+        start_target: Callable[..., Target], tmp_path: Path, own_journal: Path) -> None:
+    # GIVEN an in-process probe left in ringbuf-c by a sampler whose worker and guardian were both killed
+    target = start_target("ringbuf-c")
+    proc = start_tracing(target, tmp_path)
+    kill_worker(proc, target, guardian_too=True)
+    # THEN the target runs on through the trampoline (an int3 left there would have killed it)
+    assert target.assert_working()
+    assert code_differs(target.pid)
+    # WHEN sampler repair is run
+    result = subprocess.run([sys.executable, "-m", "sampler", "repair", "--pid", str(target.pid)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    # THEN the jump is out (5 bytes at once, every thread held), the target untouched and working
+    assert result.returncode == 0, result.stderr
+    assert f"PID {target.pid}: 5 byte(s) restored" in result.stderr, result.stderr
+    assert_code_matches_files(target.pid)
+    assert not list(own_journal.glob("*.json"))
+    assert target.assert_working()

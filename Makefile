@@ -137,7 +137,8 @@ targets: targets/bin/ringbuf-go targets/bin/ringbuf-go-stripped targets/bin/http
 	targets/bin/forker targets/bin/callers targets/bin/emulate targets/bin/spawner-go targets/bin/jailed targets/bin/jailed-nodebug \
 	targets/bin/clones targets/bin/clones-cpp targets/bin/stall targets/bin/stall-go targets/bin/pool \
 	targets/bin/execrace targets/bin/ifuncs targets/bin/eintr targets/bin/shortlived \
-	targets/bin/stacks targets/bin/stacks-cpp targets/bin/stacks-rust targets/bin/stacks-go targets/bin/spinners targets/bin/eintr-fp targets/bin/eintr-sockets
+	targets/bin/stacks targets/bin/stacks-cpp targets/bin/stacks-rust targets/bin/stacks-go targets/bin/spinners targets/bin/eintr-fp targets/bin/eintr-sockets \
+	targets/bin/burst targets/bin/burst-go
 
 targets/bin/ringbuf-go: targets/ringbuf-go/main.go targets/ringbuf-go/go.mod | system-deps
 	mkdir -p targets/bin
@@ -205,6 +206,16 @@ targets/bin/stall: targets/stall/stall.c | system-deps
 targets/bin/stall-go: targets/stall-go/main.go targets/stall-go/go.mod | system-deps
 	mkdir -p targets/bin
 	cd targets/stall-go && $(GOBUILD) -o ../bin/stall-go .
+
+# bursts of calls of a 3 ns function, clocked by the program: what a probe on every call costs
+# (bench/inprocess.py)
+targets/bin/burst: targets/burst/burst.c | system-deps
+	mkdir -p targets/bin
+	$(CC) -O2 -g -pthread -o $@ $<
+
+targets/bin/burst-go: targets/burst-go/main.go targets/burst-go/go.mod | system-deps
+	mkdir -p targets/bin
+	cd targets/burst-go && $(GOBUILD) -o ../bin/burst-go .
 
 # functions gcc -O2 leaves only as clones (ring_gap.isra.0) or inlined copies (ring_used)
 targets/bin/clones: targets/clones/clones.c | system-deps

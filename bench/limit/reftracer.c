@@ -17,7 +17,7 @@
 // the 16 bytes it read, for bench/stall.py to match each sample to the stall it caused)
 //
 // usage: reftracer oneshot PID ADDR(hex) REG COUNT HZ
-//        reftracer everyhit PID ADDR(hex) REG SECONDS
+//        reftracer everyhit PID ADDR(hex) REG SECONDS   (SIGINT or SIGTERM ends it sooner, cleanly)
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -100,10 +100,15 @@ static void detach_all(void) {
     if (d) closedir(d);
 }
 
-// Wait for the next trap on our address; pass every other stop on.
+static volatile sig_atomic_t stopping;  // everyhit: SIGINT or SIGTERM ends the run (the byte put back)
+
+static void stop_soon(int sig) { (void)sig; stopping = 1; }
+
+// Wait for the next trap on our address; pass every other stop on. -1: a stop signal came.
 static int wait_trap(struct user_regs_struct *r) {
     for (;;) {
         int st, tid = waitpid(-1, &st, __WALL);
+        if (tid < 0 && errno == EINTR && stopping) return -1;
         if (tid < 0) { perror("reftracer: waitpid"); exit(1); }
         if (!WIFSTOPPED(st)) {
             if (tid == pid) { fprintf(stderr, "reftracer: the target ended\n"); exit(1); }
@@ -181,9 +186,14 @@ int main(int argc, char **argv) {
         return 0;
     }
     double seconds = atof(argv[5]), start = now_us(), end = start + seconds * 1e6;
+    struct sigaction stop = {0};
+    stop.sa_handler = stop_soon;  // (no SA_RESTART: the wait returns EINTR)
+    sigaction(SIGINT, &stop, NULL);
+    sigaction(SIGTERM, &stop, NULL);
     pwrite(mem, &int3, 1, addr);
-    while (now_us() < end && n < MAX_SAMPLES) {
+    while (now_us() < end && n < MAX_SAMPLES && !stopping) {
         int tid = wait_trap(&r);
+        if (tid < 0) break;
         double seen = now_us();
         take(tid, &r, reg);
         ptrace(PTRACE_SINGLESTEP, tid, 0, 0);

@@ -167,3 +167,27 @@ def test_repair_takes_out_the_jump_a_killed_worker_and_guardian_left(
     assert_code_matches_files(target.pid)
     assert not list(own_journal.glob("*.json"))
     assert target.assert_working()
+
+
+@pytest.mark.parametrize("program", ["burst", "burst-go"])
+def test_a_hot_function_of_8_threads_probed_and_unprobed_runs_on_unharmed(
+        start_target: Callable[..., Target], tmp_path: Path, program: str) -> None:
+    # GIVEN 8 threads calling a 3 ns function in bursts of a million calls (Go: its preemption signals
+    # come while a thread is inside the trampoline)
+    target = start_target(program, "8", "200000")
+    function = "main.touch" if program == "burst-go" else "touch"
+    # WHEN sampler traces it in-process for 2 s
+    result = sampler("trace", "--pid", str(target.pid), "--at", function, "--probe", "inprocess",
+                     "--duration", "2s", "--out", str(tmp_path / "t.csv"), "--quiet")
+    assert result.returncode == 0, result.stderr
+    summary = SUMMARY.search(result.stderr)
+    assert summary is not None and int(summary["calls"]) > 1_000_000, result.stderr
+    # THEN its bursts ran traced, and run on after it untraced: nothing of sampler's left behind
+    seen = len(target.lines)
+    target.wait_for(lambda: sum(line.endswith("traced=0") for line in target.lines[seen:]) >= 3, 30,
+                    "no untraced bursts after the run")
+    assert any(line.endswith("traced=1") for line in target.lines[:seen])
+    assert target.proc.poll() is None and not any("fatal" in line or "SIGSEGV" in line for line in target.lines)
+    assert_code_matches_files(target.pid)
+    assert no_pages_of_sampler(target.pid)
+    assert target.status()["TracerPid"].strip() == "0"

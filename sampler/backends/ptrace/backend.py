@@ -401,7 +401,9 @@ class PtraceBackend:
             assert planned is not None and planned.displaced is not None
             wanted.append((site, planned.displaced, planned.entry))
         if wanted:
-            inprocess: Inprocess[Site] = Inprocess(self.config.pid, memory, tracer.probes, self._hold)
+            inprocess: Inprocess[Site] = Inprocess(self.config.pid, memory, tracer.probes, self._hold,
+                                                   lambda seconds: tracer.serve_until(time.monotonic() + seconds,
+                                                                                      StopFlag()), self.is_go)
             try:
                 refused = inprocess.put(wanted)
             except SamplerError as e:
@@ -455,7 +457,10 @@ class PtraceBackend:
         try:
             if not held:
                 raise DebuggerError(f"no thread of process {self.config.pid} could be held")
-            yield [tid for tid, _ in sorted(held, key=lambda h: h[1] >> 16 != PTRACE_EVENT_STOP)]
+            interrupted = [tid for tid, _ in sorted(held, key=lambda h: h[1] >> 16 != PTRACE_EVENT_STOP)]
+            # and those stopped already with an event still to serve (a signal's stop: Go's SIGURG
+            # comes often): they stay stopped, but may stand inside a jump's bytes or a trampoline
+            yield interrupted + [tid for tid in self.tracer.stopped_already() if tid not in interrupted]
         finally:
             self.tracer.let_go(held)
 

@@ -50,8 +50,8 @@ CODE_SIZE = 8 * PAGE
 """Bytes of one code area: room for every probe a data area counts (ring.MAX_PROBES)."""
 TAKE_OUT_TRIES = 20
 """Times every thread is held to find none inside a trampoline's recording part, 1 ms apart."""
-STACK_SCAN = 1 << 20
-"""Bytes of each thread's stack, from its stack pointer up, looked at for a return into the pages."""
+STACK_SCAN = 8 << 20
+"""Bytes of each thread's stack, from its stack pointer up, looked at for a return into the pages, at most."""
 AT_HWCAP2, HWCAP2_FSGSBASE = 26, 2
 K = TypeVar("K")
 
@@ -105,11 +105,16 @@ class Counts:
 class Inprocess(Generic[K]):
     """The in-process probes of one process, each known by the caller's key (K: the backend's Site)."""
 
-    def __init__(self, pid: int, memory: Memory, table: ProbeTable, hold: Hold) -> None:
+    def __init__(self, pid: int, memory: Memory, table: ProbeTable, hold: Hold,
+                 wait: Callable[[float], None] = time.sleep, go: bool = False) -> None:
         self.pid = pid
+        self.go = go
+        """A Go program: a thread's stack is its goroutine's (``_stack_top``)."""
         self.memory = memory
         self.table = table
         self.hold = hold
+        self.wait = wait
+        """Lets the threads run for a while (the tracer's: serving their events, a signal's stop too)."""
         self.fsgsbase = fsgsbase()
         self.placed: list[Placed[K]] = []
         self.codes: list[Area] = []
@@ -250,7 +255,7 @@ class Inprocess(Generic[K]):
                     else:
                         self._unmap(tids)
                     return
-            time.sleep(0.001)
+            self.wait(0.001)  # (the thread in a trampoline runs out of it: a stop of its own served too)
         self._count()
         self.left = (f"a thread of process {self.pid} stayed inside an in-process probe's trampoline for "
                      f"{TAKE_OUT_TRIES} ms: the probes' pages stay mapped ({self._pages()}), unused")
@@ -282,15 +287,16 @@ class Inprocess(Generic[K]):
         maps = procfs.maps(self.pid)
         for tid in tids:
             try:
-                sp = int(calls.get_registers(tid).rsp)
+                regs = calls.get_registers(tid)
             except SamplerError:
                 continue
-            mapping = next((m for m in maps if m.start <= sp < m.end), None)
-            if mapping is None:
+            sp = int(regs.rsp)
+            top = self._stack_top(sp, int(regs.fs_base), maps)
+            if top is None:
                 continue
             start = sp // 8 * 8
             try:
-                words = np.frombuffer(self.memory.read(start, min(mapping.end, start + STACK_SCAN) - start), "<u8")
+                words = np.frombuffer(self.memory.read(start, top - start), "<u8")
             except UnreadableMemory:
                 continue
             for code in self.codes:
@@ -299,6 +305,20 @@ class Inprocess(Generic[K]):
                             f"signal handler that interrupted it?): the probes' pages stay mapped in process "
                             f"{self.pid} ({self._pages()}), unused")
         return ""
+
+    def _stack_top(self, sp: int, fs_base: int, maps: list[procfs.Mapping]) -> int | None:
+        """Where the stack the thread runs on ends: a Go thread's, its goroutine's (g.stack.hi: the
+        g is the word below its fs base; goroutine and signal stacks lie among other data, whose stale
+        words would say nothing); another's, its mapping's end (STACK_SCAN at most)."""
+        if self.go and fs_base:
+            with contextlib.suppress(UnreadableMemory):
+                g = int.from_bytes(self.memory.read(fs_base - 8, 8), "little")
+                low, high = struct.unpack("<QQ", self.memory.read(g, 16))
+                if low <= sp < high and high - sp <= STACK_SCAN:
+                    return int(high)
+            return None
+        mapping = next((m for m in maps if m.start <= sp < m.end), None)
+        return None if mapping is None else min(mapping.end, sp // 8 * 8 + STACK_SCAN)
 
     def _unmap(self, tids: list[int]) -> None:
         self.ring = None  # (its view of the data area goes first: a mapping with a view cannot close)

@@ -13,12 +13,29 @@ was cleaning of those bytes gets them back too. The journal entries are tidied a
 from __future__ import annotations
 
 import os
+import time
 
 from sampler.backends.ptrace.freeze import every_thread_held
 from sampler.errors import SamplerError
 from sampler.safety import repair
 from sampler.safety.patches import Patch, put_back_into, put_back_through
 from sampler.target import procfs
+
+HOLD_TRIES_S = 10.0
+"""How long the guardian tries to hold every thread for a jump: the dead worker's threads stay
+traced a moment after its pipe closes (the kernel closes its files before it detaches them)."""
+
+
+def _hold_and_put_back(pid: int, fd: int, theirs: dict[int, Patch]) -> None:
+    deadline = time.monotonic() + HOLD_TRIES_S
+    while True:
+        try:
+            put_back_through(fd, theirs, every_thread_held(pid))
+            return
+        except SamplerError:
+            if time.monotonic() > deadline:
+                return  # a thread that would not stop: the journal keeps them for repair
+            time.sleep(0.02)
 
 
 class PatchRescue:
@@ -63,10 +80,7 @@ class PatchRescue:
             put_back_into(child, patches.get(parent, {}), every_thread_held)  # (the kernel let it go: it runs)
         self._children = set(children)
         for pid, fd, theirs in jumps:  # not in a hurry: a jump keeps the target running, into the trampoline
-            try:
-                put_back_through(fd, theirs, every_thread_held(pid))
-            except SamplerError:
-                pass  # a thread that would not stop: the journal keeps them for repair
+            _hold_and_put_back(pid, fd, theirs)
 
     def cleanup(self) -> None:
         for fd in self._fds.values():

@@ -253,6 +253,12 @@ class Stepping(Tasks):
                 self._sleep(0.0005)
         return held
 
+    def stopped_already(self) -> list[int]:
+        """Threads stopped with an event not yet served (queued): ``hold`` leaves them as they are,
+        and they do not run until it is served, but their pc is wherever they stopped (inside the
+        bytes a jump takes, inside a trampoline)."""
+        return sorted({tid for tid, status in self._queue if os.WIFSTOPPED(status)})
+
     def let_go(self, held: list[tuple[int, int]]) -> None:
         """Threads ``hold`` stopped go on; a call the stop ended with EINTR is made again."""
         for tid, status in held:

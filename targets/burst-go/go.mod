@@ -1,0 +1,3 @@
+module burst
+
+go 1.19

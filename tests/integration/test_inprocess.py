@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,7 +25,9 @@ from tests.integration.targets import (
     descendants,
     one_line_error,
     read_csv,
+    redis_cli,
     sampler,
+    start_redis,
 )
 
 SUMMARY = re.compile(r"in-process at --at (?P<at>\S+) \(0x[0-9a-f]+\): (?P<calls>\d+) call\(s\), counted in the "
@@ -191,3 +194,45 @@ def test_a_hot_function_of_8_threads_probed_and_unprobed_runs_on_unharmed(
     assert_code_matches_files(target.pid)
     assert no_pages_of_sampler(target.pid)
     assert target.status()["TracerPid"].strip() == "0"
+
+
+def test_debians_redis_commands_are_counted_in_process_as_redis_counts_them_and_a_bgsave_succeeds(
+        start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN Debian's redis-server (stripped: processCommand from its exported symbols)
+    target, port = start_redis(start_target, "--loglevel", "warning", "--dir", str(tmp_path))
+    if not shutil.which("redis-benchmark"):
+        pytest.fail("redis-benchmark is missing: make setup installs redis-server with it")
+    before = _commands(port)
+    # WHEN sampler counts processCommand in-process while redis-benchmark runs and a BGSAVE forks a child
+    # that inherits the jump
+    proc = subprocess.Popen([sys.executable, "-m", "sampler", "trace", "--pid", str(target.pid),
+                             "--at", "processCommand", "--probe", "inprocess", "--out", str(tmp_path / "r.csv"), "--quiet"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    target.wait_for(lambda: code_differs(target.pid) or proc.poll() is not None, 30, "sampler never put its probe in")
+    benchmark = ["redis-benchmark", "-p", str(port), "-n", "20000", "-c", "4", "-t", "set,get,incr", "-q"]
+    subprocess.run(benchmark, capture_output=True, timeout=120, check=True)
+    assert redis_cli(port, "BGSAVE").strip() == "Background saving started"
+    target.wait_for(lambda: "rdb_bgsave_in_progress:0" in redis_cli(port, "INFO", "persistence"), 30,
+                    "the BGSAVE never ended")
+    subprocess.run(benchmark, capture_output=True, timeout=120, check=True)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    # THEN the calls counted in the target are the commands redis ran (by INFO commandstats: the INFO
+    # that took ``before`` ran untraced), each a row; the BGSAVE succeeded, its child's calls not counted
+    made = _commands(port) - before - 1
+    summary = SUMMARY.search(stderr)
+    assert summary is not None, stderr
+    assert int(summary["calls"]) == made > 120_000
+    assert int(summary["rows"]) + int(summary["dropped"] or 0) + int(summary["late"] or 0) == made, stderr
+    assert int(summary["rows"]) > 100_000
+    assert "rdb_last_bgsave_status:ok" in redis_cli(port, "INFO", "persistence")
+    assert (tmp_path / "dump.rdb").stat().st_size > 0
+    assert redis_cli(port, "PING").strip() == "PONG"
+    assert_code_matches_files(target.pid)
+    assert no_pages_of_sampler(target.pid)
+
+
+def _commands(port: int) -> int:
+    """The commands redis ran so far, by its own count (INFO commandstats, the INFO itself not yet in)."""
+    return sum(int(n) for n in re.findall(r"calls=(\d+)", redis_cli(port, "INFO", "commandstats")))

@@ -638,7 +638,9 @@ class Tally:
             whose = "targets" if many else "target"
             said.append(f"{self.released} child process(es) the {whose} forked were let go with "
                         "sampler's breakpoints taken out of their copy of its memory: their calls were not "
-                        "traced (missed; --follow-forks traces them)")
+                        "traced (missed; --follow-forks traces them)"
+                        + ("; in-process probes' jumps out too, their pages left mapped in them, unused"
+                           if self.inprocess else ""))
         if self.unsure:
             said.append(f"in {self.unsure} step(s) over the breakpoint a thread of the target could not be "
                         "held: calls it made then may have been missed (at most one each)")

@@ -128,6 +128,8 @@ class Inprocess(Generic[K]):
         self.threads: dict[int, int] = {}
         """fs base -> thread id, for the records."""
         self.counts: dict[int, Counts] = {}
+        self._last: Drained | None = None
+        """The records drained as the data area went (the ring's last)."""
         """Probe number -> what was counted (read at each drain, and at the end)."""
         self.left = ""
         """What stayed in the target when sampler let go (said in the summary); '' when nothing."""
@@ -206,7 +208,8 @@ class Inprocess(Generic[K]):
         """The records written since the last drain (None when there are none); a thread not known
         yet is learnt by holding it (``live``: the threads sampler traces)."""
         if self.ring is None or self.clock is None:
-            return None
+            last, self._last = self._last, None
+            return last
         records = self.ring.drain()
         self._count()
         if not len(records):
@@ -321,6 +324,7 @@ class Inprocess(Generic[K]):
         return None if mapping is None else min(mapping.end, sp // 8 * 8 + STACK_SCAN)
 
     def _unmap(self, tids: list[int]) -> None:
+        self._last = self.drain()  # (what the threads wrote since the last drain: drain() gives it once more)
         self.ring = None  # (its view of the data area goes first: a mapping with a view cannot close)
         areas = self._areas(tids)
         try:

@@ -206,7 +206,8 @@ def test_debians_redis_commands_are_counted_in_process_as_redis_counts_them_and_
     # WHEN sampler counts processCommand in-process while redis-benchmark runs and a BGSAVE forks a child
     # that inherits the jump
     proc = subprocess.Popen([sys.executable, "-m", "sampler", "trace", "--pid", str(target.pid),
-                             "--at", "processCommand", "--probe", "inprocess", "--out", str(tmp_path / "r.csv"), "--quiet"],
+                             "--at", "processCommand", "--probe", "inprocess", "--out", str(tmp_path / "r.csv"),
+                             "--quiet"],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     target.wait_for(lambda: code_differs(target.pid) or proc.poll() is not None, 30, "sampler never put its probe in")
     benchmark = ["redis-benchmark", "-p", str(port), "-n", "20000", "-c", "4", "-t", "set,get,incr", "-q"]

@@ -46,9 +46,11 @@ bench-quick: setup bench-deps
 	$(VENV)/bin/python bench/overhead.py --quick
 
 # the fault suite (about an hour): what the target goes through when sampler is
-# signalled or killed, the target exits or stops, a second debugger comes, the disk fills
+# signalled or killed, the target exits or stops, a second debugger comes, the disk fills;
+# then SIGKILL of the worker, the guardian or both mid-trace with an in-process probe (issue 36)
 faults: setup
 	$(VENV)/bin/python bench/faults.py
+	$(VENV)/bin/python bench/inprocess_faults.py
 
 # one Ctrl-C to the whole process group at 100 moments of attach and trace (about 2 minutes; make test-bench: 12)
 ctrl-c: setup targets
@@ -57,6 +59,7 @@ ctrl-c: setup targets
 # one trial per fault (a few minutes); make test-bench runs it once
 faults-quick: setup
 	$(VENV)/bin/python bench/faults.py --quick
+	$(VENV)/bin/python bench/inprocess_faults.py --quick
 
 # the soak (about 15 minutes): 200 consecutive runs of every way of sampling on long-lived
 # targets, then a million zero-stop samples for memory; results under bench/results/
@@ -78,6 +81,7 @@ bench-attach: setup targets
 bench-limit: setup bench-deps
 	$(VENV)/bin/python bench/limit.py
 	$(VENV)/bin/python bench/stall.py
+	$(VENV)/bin/python bench/inprocess.py
 
 # what sampler profile costs the threads it samples, clocked inside them, beside perf record -g and
 # nothing: 49, 99 and 999 Hz on 1 and 8 busy threads (about 4 minutes); then sampler stack's time

@@ -38,3 +38,19 @@ def test_faults_quick_harms_no_target(built_targets: None, tmp_path: Path) -> No
     report = (tmp_path / "FAULTS.md").read_text()
     assert "| way | target | fault |" in report
     assert window or trapped or "## Trials that did not pass every check\n\nNone." in report
+
+
+def test_inprocess_faults_quick_the_target_lives_through_every_kill_and_its_code_is_its_files(
+        built_targets: None, tmp_path: Path) -> None:
+    # the worker, the guardian, both SIGKILLed mid-trace of ringbuf-c's ring_read with an in-process probe
+    # (and the worker under an int3, for contrast: not asserted, the window docs/safety.md describes)
+    run_bench("inprocess_faults.py", tmp_path)
+    with open(tmp_path / "inprocess-faults.csv", newline="") as f:
+        trials = [row for row in csv.DictReader(f) if row["probe"] == "inprocess"]
+    assert {row["killed"] for row in trials} == {"worker", "guardian", "both"}
+    for row in trials:
+        assert row["survived"] == "True" and row["code_intact"] == "True", row
+        assert row["exit"] == ("0" if row["killed"] == "guardian" else "137"), row
+        if row["killed"] == "both":
+            assert "5 byte(s) restored" in row["repair"], row
+    assert "| target | probe | killed |" in (tmp_path / "INPROCESS-FAULTS.md").read_text()

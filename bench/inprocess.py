@@ -9,9 +9,10 @@ traced burst's ns a call less the median untraced one's. A burst's size suits th
 calls in-process, 2,000 for an int3 at about 170 us a call).
 
 In-process probes are measured twice: a burst of a million calls a thread (the ring, 65,536 records,
-fills within the burst: most calls are counted and their record dropped), and bursts of 60,000 calls
-in all, read out between bursts (every call counted and recorded). Count only: in-process probes read
-no --expr yet.
+fills within the burst: most calls are counted and their record dropped, the cheaper path), and bursts
+of 60,000 calls in all, 100 ms apart (each fits in the ring: most calls write their record; sampler
+then writes rows at about 70,000 a second, so it drops records still between bursts, but fewer).
+Count only: in-process probes read no --expr yet.
 
 Results: bench/results/inprocess.csv and INPROCESS.md.
 
@@ -162,7 +163,9 @@ def report(rows: list[dict[str, object]], rounds: int) -> str:
     lines += ["", "Each burst is clocked by the program (CLOCK_MONOTONIC around the loop); a burst counts as traced "
               "when the tracer's bytes were in touch()'s code at its start and its end. rows / calls: the share of "
               "calls the in-process probe recorded and sampler wrote as rows (the others were counted in the target "
-              "and their records dropped: the ring was full). 8 threads: the median thread's ns a call, on 2 cores.",
+              "and their records dropped, the ring full, or recorded after the run's end). 8 threads: the median "
+              "thread's ns a call, on 2 cores (the int3 tracers serialise them). With 8 threads the reference "
+              "tracer's every-hit mode traced no whole burst.",
               ""]
     return "\n".join(lines)
 

@@ -238,10 +238,10 @@ def attach(ctx: click.Context, /, locations: tuple[str, ...], interval: float | 
 @click.option("--at", "locations", metavar="LOCATION", required=True, multiple=True,
               help="Where to break: a function, FILE:LINE, or *ADDR (ptrace). " + AT_HELP)
 @click.option("--max-events", type=click.IntRange(min=1), help="Stop after N hits.")
-@click.option("--probe", type=click.Choice(["auto", "inprocess", "int3"]), default="int3", show_default=True,
+@click.option("--probe", type=click.Choice(["auto", "inprocess", "int3"]), default="auto", show_default=True,
               help="inprocess: a jump into code sampler puts in the target counts and records each call, and no "
-                   "thread stops (ptrace; no --expr yet); auto: in-process where the site allows it; int3: a "
-                   "breakpoint.")
+                   "thread stops (ptrace, count-only: no --expr yet); auto: in-process at each count-only site that "
+                   "allows it, an int3 elsewhere (the start line says which); int3: a breakpoint at every site.")
 @click.pass_context
 def trace(ctx: click.Context, /, locations: tuple[str, ...], max_events: int | None, probe: str,
           **common: Any) -> int:

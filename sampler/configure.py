@@ -70,7 +70,7 @@ class Options:
     count: int | None = None
     hit_timeout: float = 2.0
     max_events: int | None = None
-    probe: str = "int3"
+    probe: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -155,7 +155,7 @@ def build(options: Options, finder: Finder | None = None, environ: Mapping[str, 
         what = "--follow-forks needs" if len(pids) == 1 else "several processes need"
         raise UsageError(f"{what} the ptrace backend (--backend {options.backend}: one dlv follows one process)",
                          "give --backend ptrace, or one process")
-    _check_probe_kind(options, expressions, many)
+    probe_kind = _probe_kind(options, expressions, probes, many)
     columns = [e.name for e in expressions] + ([PROBE] if locations else [])
     """The columns the options may name: the backend says once built whether the probe column is there."""
     if tracing:
@@ -171,7 +171,7 @@ def build(options: Options, finder: Finder | None = None, environ: Mapping[str, 
                            guardian=not options.no_guardian, debug_dirs=_debug_dirs(options.debug_dirs),
                            symbols_file=options.symbols_file, quiet=options.quiet,
                            stop_when=_condition(options.stop_when, columns), max_overhead=options.max_overhead,
-                           switches=Switches.from_environment(environ), probe_kind=options.probe,
+                           switches=Switches.from_environment(environ), probe_kind=probe_kind,
                            **specific)  # type: ignore[arg-type]
     for option, names, extra in (("--count-by", options.count_by, list(GROUPED_BY)), ("--hist", options.hists, [])):
         for name in names:
@@ -186,24 +186,29 @@ def build(options: Options, finder: Finder | None = None, environ: Mapping[str, 
 PROBE_KINDS = ("auto", "inprocess", "int3")
 
 
-def _check_probe_kind(options: Options, expressions: Sequence[expr.Expression], many: bool) -> None:
-    """--probe inprocess: what in-process probes do not do yet is refused before attaching (auto
-    gives those sites an int3)."""
+def _probe_kind(options: Options, expressions: Sequence[expr.Expression], probes: Sequence[Probe],
+                many: bool) -> str:
+    """The kind of probe the run puts: --probe inprocess refuses before attaching what in-process
+    probes do not do yet; auto (the default) is int3 where no site could have one (Delve's backends,
+    every site reading an --expr, several processes, --max-overhead), else each site's own choice."""
     if options.probe not in PROBE_KINDS:
         raise UsageError(f"--probe {options.probe}: no such kind", f"give one of {', '.join(PROBE_KINDS)}")
-    if options.probe == "int3":
-        return
+    if options.probe == "int3" or options.command != "trace":
+        return "int3"
+    if options.probe == "auto":
+        count_only = any(not p.expressions for p in probes) if probes else not expressions
+        fits = count_only and not many and options.max_overhead is None and options.backend not in DELVE
+        return "auto" if fits else "int3"
     if options.backend in DELVE:
         raise UsageError(f"--probe {options.probe} needs the ptrace backend (--backend {options.backend} puts "
                          "Delve's breakpoints)", "give --backend ptrace, or --probe int3")
-    if options.probe != "inprocess":
-        return
     reason = ("reads no --expr yet (it counts and records each call's thread and time)" if expressions else
               "traces one process (not --follow-forks, --exe or several)" if many else
               "keeps no --max-overhead budget yet" if options.max_overhead is not None else "")
     if reason:
         raise UsageError(f"--probe inprocess {reason}", "give --probe auto (an int3 where in-process cannot go), "
                          "or --probe int3")
+    return "inprocess"
 
 
 def _implied_stacks(options: Options) -> Options:

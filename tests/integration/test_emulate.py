@@ -49,8 +49,8 @@ def _trace(target: Target, places: list[str], out: Path, check: bool, exprs: tup
     args = [arg for expression in exprs for arg in ("--expr", expression)] + \
         [arg for place in places for arg in ("--at", place)]
     with open(out.with_suffix(".err"), "w") as err:
-        return subprocess.Popen([sys.executable, "-m", "sampler", "trace", "--backend", "ptrace", "--pid",
-                                 str(target.pid), *args, "--duration", "300s", "--out", str(out)],
+        return subprocess.Popen([sys.executable, "-m", "sampler", "trace", "--backend", "ptrace", "--probe", "int3",
+                                 "--pid", str(target.pid), *args, "--duration", "300s", "--out", str(out)],
                                 cwd=ROOT, text=True, env=env, stdout=subprocess.DEVNULL, stderr=err)
 
 

@@ -49,6 +49,7 @@ from sampler.safety.guardian import Guardian, Ward
 from sampler.safety.journal import Journal
 from sampler.sample import Reading
 from sampler.stop import StopFlag
+from sampler.target import procfs
 from sampler.target.process import TargetProcess
 
 DRAIN_S = 0.01
@@ -116,6 +117,8 @@ class PtraceBackend:
         self.trapped: list[Site] = self.sites
         """The sites with an int3 (every-hit mode: those without an in-process probe)."""
         self.inprocess: Inprocess[Site] | None = None
+        self._stopped: bool | None = None
+        """A thread of the process in a stop not sampler's (SIGSTOP), seen as in-process probes go in."""
         """The in-process probes (trace --probe auto|inprocess), once placed."""
         self._placed = False
         self._rows: deque[Reading] = deque()
@@ -426,6 +429,11 @@ class PtraceBackend:
     def _why_no_inprocess(self, site: Site) -> str:
         if site.expressions:
             return "in-process probes read no --expr yet"
+        if self._stopped is None:
+            tids = procfs.tasks(self.config.pid)
+            self._stopped = any(procfs.thread_state(self.config.pid, tid) in ("T", "t") for tid in tids)
+        if self._stopped:
+            return "the process is stopped (SIGSTOP): a jump goes in only while its threads run"
         if self.config.max_overhead is not None:
             return "in-process probes keep no --max-overhead budget yet"
         if self.company is not None:
@@ -442,7 +450,8 @@ class PtraceBackend:
         location = site.scope.config.location or ""
         # a count at a function by name: its entry (every call passes there; the int3 goes past the
         # prologue, where the arguments are read)
-        at = start if names_function(location) else site.address
+        inlined = site.place is not None and site.place.symbol.startswith("inlined in")
+        at = start if names_function(location) and not inlined else site.address
         return plan(self.memory, start, span[1], at)
 
     def _where(self, site: Site) -> str:

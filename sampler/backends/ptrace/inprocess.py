@@ -20,6 +20,7 @@ there): then they stay, and the summary says so.
 from __future__ import annotations
 
 import contextlib
+import signal
 import struct
 import time
 from collections.abc import Callable, Sequence
@@ -144,9 +145,19 @@ class Inprocess(Generic[K]):
             return refused
         if self.clock is None:
             self.clock = TscClock()
+        for _ in range(PUT_TRIES):
+            try:
+                return self._put(wanted)
+            except NoThreadReady:
+                self.wait(0.001)  # (a thread in a system call's event stop: the tracer serves it)
+        raise NoThreadReady(f"no thread of process {self.pid} stopped where it could make a system call for "
+                            f"sampler in {PUT_TRIES} tries (each was inside one of its own)")
+
+    def _put(self, wanted: Sequence[tuple[K, Displaced, bool]]) -> dict[K, str]:
+        refused: dict[K, str] = {}
         with self.hold(None) as tids:
-            self._learn(tids)
             areas = self._areas(tids)
+            self._learn(tids)
             try:
                 if self.data is None:
                     self.data = areas.data_area(wanted[0][1].site, ring.SIZE)
@@ -165,7 +176,13 @@ class Inprocess(Generic[K]):
     def _areas(self, tids: list[int]) -> Areas:
         if self._syscall_at is None:
             self._syscall_at = find_syscall(self.pid, self.memory.read)
-        injector = Injector(tids[0], self._syscall_at)
+        # only a thread the tracer's interrupt stopped makes the calls: one stopped at a fork's or an
+        # exec's event is inside the program's own system call, whose result the call would replace
+        # (forker's fork() returned ENOSYS)
+        ready = next((tid for tid in tids if _stopped_by_interrupt(tid)), None)
+        if ready is None:
+            raise NoThreadReady(f"no thread of process {self.pid} is stopped where it can make a system call")
+        injector = Injector(ready, self._syscall_at)
         if self.areas is None:
             self.areas = Areas(self.pid, injector, self.memory)
         self.areas.injector = injector
@@ -326,8 +343,8 @@ class Inprocess(Generic[K]):
     def _unmap(self, tids: list[int]) -> None:
         self._last = self.drain()  # (what the threads wrote since the last drain: drain() gives it once more)
         self.ring = None  # (its view of the data area goes first: a mapping with a view cannot close)
-        areas = self._areas(tids)
         try:
+            areas = self._areas(tids)
             for area in [*self.codes, *([self.data] if self.data is not None else [])]:
                 areas.remove(area)
         except InjectionError as e:
@@ -348,6 +365,26 @@ class Inprocess(Generic[K]):
                 with contextlib.suppress(BufferError):
                     area.local.close()
         self.codes, self.data, self.ring = [], None, None
+
+
+PUT_TRIES = 50
+INTERRUPTED = signal.SIGTRAP | (0x80 << 8)
+"""si_code of a stop by PTRACE_INTERRUPT (PTRACE_EVENT_STOP)."""
+
+
+class NoThreadReady(InjectionError):
+    """Every held thread was stopped inside a system call of its own (an event's stop)."""
+
+
+def _stopped_by_interrupt(tid: int) -> bool:
+    try:
+        info = calls.get_siginfo(tid)
+    except SamplerError:
+        return False
+    if info is None:
+        return False
+    signo, _, code = struct.unpack_from("<iii", info)
+    return bool(signo == signal.SIGTRAP and code == INTERRUPTED)
 
 
 @dataclass

@@ -29,6 +29,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +37,7 @@ import pandas as pd
 from harness import BIN, ROOT, TARGETS, RunningTarget, Target  # type: ignore[import-not-found]
 
 BPF_COUNT = re.compile(r"^@n: (\d+)$")
+INPROCESS_CALLS = re.compile(r"in-process at .*?: (\d+) call\(s\), counted in the target")
 MAX_RATE = 100_000.0
 """Asked for 'as fast as it goes': the schedule skips what it cannot do."""
 
@@ -46,7 +48,8 @@ class Mode:
     backend: str
     kind: str
     """tick (sampler attach at a rate), zero-stop (attach without --at), every-hit (sampler trace),
-    bpftrace (a uprobe on every call)."""
+    inprocess (sampler trace --probe inprocess, count-only: its rate is the calls the target counted
+    a second), bpftrace (a uprobe on every call)."""
     go_only: bool = False
 
 
@@ -58,6 +61,7 @@ MODES = [
     Mode("every-hit delve", "delve", "every-hit", go_only=True),
     Mode("every-hit delve-rpc", "delve-rpc", "every-hit", go_only=True),
     Mode("every-hit ptrace", "ptrace", "every-hit"),
+    Mode("every-hit in-process", "ptrace", "inprocess"),
     Mode("every-hit bpftrace", "bpftrace", "bpftrace"),
 ]
 
@@ -78,6 +82,9 @@ def sampler_command(target: Target, mode: Mode, rate: float | None, pid: int, ou
         return ["bpftrace", "-p", str(pid), "-e",
                 f"{probe} {{ @n = count(); }} interval:s:1 {{ print(@n); clear(@n); }}"]
     command = [sys.executable, "-m", "sampler"]
+    if mode.kind == "inprocess":
+        return [*command, "trace", "--probe", "inprocess", "--pid", str(pid), "--at", target.hot,
+                "--out", str(out), "--quiet"]
     if mode.kind == "every-hit":
         return [*command, "trace", "--backend", mode.backend, "--pid", str(pid), "--at", target.hot,
                 "--expr", f"d={target.delta}", "--out", str(out), "--quiet"]
@@ -103,15 +110,18 @@ def measure(target: Target, running: RunningTarget, mode: Mode, rate: float | No
             _until_a_line(running, start)
             alone = running.throughput(start, time.monotonic())
             out = Path(tmp) / f"w{index}.csv"
-            proc = subprocess.Popen(sampler_command(target, mode, rate, running.proc.pid, out),
-                                    stdout=subprocess.PIPE if mode.kind == "bpftrace" else subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+            said = Path(tmp) / f"w{index}.err"
+            with open(said, "w") as err:
+                proc = subprocess.Popen(sampler_command(target, mode, rate, running.proc.pid, out),
+                                        stdout=subprocess.PIPE if mode.kind == "bpftrace" else subprocess.DEVNULL,
+                                        stderr=err, text=True, cwd=ROOT)
             counts: list[int] = []
             if mode.kind == "bpftrace":
                 threading.Thread(target=_bpf_counts, args=(proc, counts), daemon=True).start()
                 _wait_until(lambda counts=counts: bool(counts), proc, 60)
             else:
                 _wait_until(lambda out=out: _rows(out) >= 1, proc, 60)
+            first_row = time.monotonic()
             begin, rows_before = time.monotonic(), _rows(out)
             time.sleep(seconds)
             _until_a_line(running, begin)  # a target slowed to a crawl prints late: the window waits
@@ -125,6 +135,9 @@ def measure(target: Target, running: RunningTarget, mode: Mode, rate: float | No
             pauses, waits = _columns(out, rows_before, rows_after)
             reached = (statistics.median(counts[1:]) if len(counts) > 1 else float("nan")) \
                 if mode.kind == "bpftrace" else (rows_after - rows_before) / (end - begin)
+            if mode.kind == "inprocess":  # the calls the target counted, from the first row to the stop
+                counted = INPROCESS_CALLS.search(said.read_text())
+                reached = int(counted.group(1)) / (end - first_row) if counted else float("nan")
             if not (alone and sampled):
                 print(f"bench: {mode.name} window {index} dropped: no throughput line "
                       f"{'while sampled' if alone else 'alone'} (the target's last: {list(running.lines)[-1:]})",
@@ -202,24 +215,27 @@ def cell(target_key: str, mode: Mode, rate: float | None, windows: list[Window])
     }
 
 
-def plan(quick: bool, have_dlv: bool, have_bpf: bool, rates: list[float] | None = None, once: bool = False
-         ) -> list[tuple[str, Mode, float | None]]:
-    """(target, mode, rate) of every cell; ``once``: each mode on one target (C, Delve's on Go)."""
+def plan(quick: bool, have_dlv: bool, have_bpf: bool, rates: list[float] | None = None, once: bool = False,
+         modes_wanted: Sequence[str] = ()) -> list[tuple[str, Mode, float | None]]:
+    """(target, mode, rate) of every cell; ``once``: each mode on one target (C, Delve's on Go);
+    ``modes_wanted``: those modes only (by name)."""
     rates = rates or ([10.0, 100.0] if quick else [1.0, 10.0, 100.0, 1000.0, MAX_RATE])
     targets = ["c", "go"]
     modes = [m for m in MODES if (have_dlv or m.backend not in ("delve", "delve-rpc"))
              and (have_bpf or m.kind != "bpftrace")]
     if quick:
         modes = [m for m in modes if m.name in ("delve-rpc", "ptrace", "ptrace zero-stop", "every-hit ptrace",
-                                                "every-hit bpftrace")]
+                                                "every-hit in-process", "every-hit bpftrace")]
     runs: list[tuple[str, Mode, float | None]] = []
     for target in targets:
         for mode in modes:
             if (mode.go_only and target != "go") or (once and not mode.go_only and target != "c"):
                 continue
-            if quick and mode.kind in ("every-hit", "bpftrace") and target != "c":
+            if quick and mode.kind in ("every-hit", "inprocess", "bpftrace") and target != "c":
                 continue
-            if mode.kind in ("every-hit", "bpftrace"):
+            if modes_wanted and mode.name not in modes_wanted:
+                continue
+            if mode.kind in ("every-hit", "inprocess", "bpftrace"):
                 runs.append((target, mode, None))
             else:
                 runs += [(target, mode, rate) for rate in rates]
@@ -322,6 +338,9 @@ def main() -> int:
                         help="sample rates of the ticked cells, comma-separated (default: by --quick)")
     parser.add_argument("--warmup", type=float, default=1.5,
                         help="seconds each target runs before its first window (the tests: 0.5)")
+    parser.add_argument("--modes", type=lambda text: [m.strip() for m in text.split(",")], default=(),
+                        help="only these ways of sampling, by name, comma-separated (e.g. 'every-hit ptrace,"
+                             "every-hit in-process,every-hit bpftrace')")
     parser.add_argument("--once", action="store_true",
                         help="each way of sampling on one target only: C, the Delve backends on Go (the tests)")
     args = parser.parse_args()
@@ -329,7 +348,7 @@ def main() -> int:
     args.seconds = args.seconds or (2.2 if args.quick else 3.2)
     began = time.monotonic()
     have_bpf = bpftrace_usable()
-    runs = plan(args.quick, shutil.which("dlv") is not None, have_bpf, args.rates, args.once)
+    runs = plan(args.quick, shutil.which("dlv") is not None, have_bpf, args.rates, args.once, args.modes)
     rows = []
     for target_key in TARGETS:
         todo = [(m, r) for t, m, r in runs if t == target_key]

@@ -7,6 +7,7 @@ terminal) left every thread that hit a breakpoint stopped: ringbuf-c's reads/s w
 from __future__ import annotations
 
 import csv
+import fcntl
 import io
 import os
 import signal
@@ -16,6 +17,8 @@ import time
 from collections.abc import Callable
 
 from tests.integration.targets import ROOT, SAMPLER_ENV, Target, assert_text_matches_file, read_counter
+
+F_SETPIPE_SZ = 1031
 
 
 def _trace(target: Target, *args: str, queue: int = 500) -> subprocess.Popen[bytes]:
@@ -31,6 +34,10 @@ def test_a_reader_that_stops_reading_holds_nothing(start_target: Callable[..., T
     target = start_target("ringbuf-c")
     before = len(target.throughput())
     proc = _trace(target, "--duration", "5s", "--quiet")
+    assert proc.stdout is not None
+    # a pipe of one page (about 50 rows), before sampler's first row: full within the 4 s however
+    # slowly a loaded machine lets the trace go (it filled 64 KiB but one time in a loaded run)
+    fcntl.fcntl(proc.stdout.fileno(), F_SETPIPE_SZ, 4096)
     reads = []  # the reader's own count, each second: its printing thread is held at every step
     for _ in range(4):  # (sampler holds every thread while one steps; that one may print late)
         reads.append(read_counter(target, "reads"))

@@ -269,7 +269,8 @@ class Inprocess(Generic[K]):
                         self.table.take_jump_out(placed.displaced.site)
                 if self._out_of_trampolines(tids):
                     self._count()
-                    why = self._returns_into_pages(tids)
+                    why = self._returns_into_pages(tids) or (GO_STAYS.format(pid=self.pid, pages=self._pages())
+                                                             if self.go else "")
                     if why:
                         self.left = why
                     else:
@@ -367,6 +368,11 @@ class Inprocess(Generic[K]):
         self.codes, self.data, self.ring = [], None, None
 
 
+GO_STAYS = ("the in-process probes' pages stay mapped in process {pid} ({pages}), unused: a goroutine Go "
+            "preempted inside a trampoline keeps its return there on its own stack, not a thread's, and may run "
+            "again at any time")
+"""Go's asynchronous preemption (SIGURG) pushes the interrupted pc onto the goroutine's stack and parks the
+goroutine: burst-go, its pages unmapped, died at a trampoline's address when one ran again."""
 PUT_TRIES = 50
 INTERRUPTED = signal.SIGTRAP | (0x80 << 8)
 """si_code of a stop by PTRACE_INTERRUPT (PTRACE_EVENT_STOP)."""

@@ -11,7 +11,7 @@ calls in-process, 2,000 for an int3 at about 170 us a call).
 In-process probes are measured twice: a burst of a million calls a thread (the ring, 65,536 records,
 fills within the burst: most calls are counted and their record dropped, the cheaper path), and bursts
 of 60,000 calls in all, 100 ms apart (each fits in the ring: most calls write their record; sampler
-then writes rows at about 70,000 a second, so it drops records still between bursts, but fewer).
+then writes rows at about 100,000 a second, so it drops records still between bursts, but fewer).
 Count only: in-process probes read no --expr yet.
 
 Results: bench/results/inprocess.csv and INPROCESS.md.

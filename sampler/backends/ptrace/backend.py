@@ -55,6 +55,8 @@ from sampler.target.process import TargetProcess
 DRAIN_S = 0.01
 """How often the in-process probes' ring is read while nothing else happens: 65,536 records in 10 ms
 is 6.5 million calls a second before one is dropped."""
+SERVE_S = 0.0005
+"""How long a thread's stop (a signal) may wait at most while in-process rows are written."""
 
 
 class PtraceBackend:
@@ -118,6 +120,8 @@ class PtraceBackend:
         """The sites with an int3 (every-hit mode: those without an in-process probe)."""
         self.inprocess: Inprocess[Site] | None = None
         self._stopped: bool | None = None
+        self._serve_at = 0.0
+        """When the tracer's events are next served while in-process rows go out."""
         """A thread of the process in a stop not sampler's (SIGSTOP), seen as in-process probes go in."""
         """The in-process probes (trace --probe auto|inprocess), once placed."""
         self._placed = False
@@ -335,6 +339,13 @@ class PtraceBackend:
             self._placed = True
             self._put_inprocess()
         if self._rows:
+            now = time.monotonic()
+            if self.inprocess is not None and now >= self._serve_at:
+                # the threads' own stops (a signal: Go sends SIGURG to preempt) served while rows
+                # queued from the ring are written: ringbuf-go, its threads left stopped at them while
+                # 65,536 rows went out, kept 1-4 % of its reads/s
+                self._serve_at = now + SERVE_S
+                tracer.serve_until(now, stop)
             return self._rows.popleft()
         if self.inprocess is not None:
             if not self.trapped:  # nothing stops: the ring is read while the tracer serves its events

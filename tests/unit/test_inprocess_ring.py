@@ -96,7 +96,8 @@ def test_eight_threads_calling_at_once_are_each_counted_and_recorded_once(entry:
     assert Counter(int(fs) for fs in records["fs"]) == bases
     assert set(records["probe"].tolist()) == {3}
     assert (records["seq"] == np.arange(1, 64_001, dtype=np.uint64)).all()
-    assert sum(len(d) > 0 for d in drained) > 1  # (read while they wrote)
+    # (whether a drain came while they wrote is the machine's timing: 64,000 calls take 1-2 ms, and a
+    # loaded CI run once read them all in one drain; test_more_calls_than_slots... needs several)
     # AND each thread's TSC readings rise
     for fs in bases:
         assert (np.diff(records["tsc"][records["fs"] == fs].astype(np.int64)) > 0).all()

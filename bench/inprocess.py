@@ -39,9 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness import SAMPLER, RunningTarget, code_intact, write_results  # type: ignore[import-not-found]  # noqa: E402
 from limit import REFERENCE, build_reference  # type: ignore[import-not-found]  # noqa: E402
-
-from sampler.debuginfo.debugfiles import DebugFinder  # noqa: E402
-from sampler.debuginfo.modules import Modules  # noqa: E402
+from stall import entry_of  # type: ignore[import-not-found]  # noqa: E402
 
 BURST = re.compile(r"^burst threads=(\d+) calls=(\d+) ns_per_call=([\d.]+) traced=(\S+)$")
 PROGRAMS = {"C": ("burst", "touch", "rdi"), "Go": ("burst-go", "main.touch", "rax")}
@@ -58,16 +56,6 @@ class Tracer:
 TRACERS = (Tracer("sampler in-process", 1_000_000), Tracer("sampler in-process, short bursts", 60_000),
            Tracer("sampler int3", 2_000), Tracer("reference tracer (C, int3)", 20_000),
            Tracer("bpftrace uprobe", 100_000))
-
-
-def entry_of(pid: int, function: str) -> int:
-    modules = Modules(pid, DebugFinder(pid, (), lambda _: None, lambda _: None))
-    try:
-        address = modules.main.function_symbol(function)
-        assert address is not None, function
-        return address + modules.main.bias
-    finally:
-        modules.close()
 
 
 def bpftrace_ready() -> str:

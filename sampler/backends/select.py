@@ -42,7 +42,7 @@ def pick(config: SessionConfig, target: TargetProcess) -> Choice:
             choice, reason = "ptrace", f"{' and '.join(f'{name}()' for name in own)}: read by the ptrace backend"
         elif config.probes:
             choice, reason = "ptrace", f"{len(config.probes)} --at: the ptrace backend breaks at several places"
-        elif config.probe_kind != "int3":
+        elif config.probe_kind == "inprocess" or (config.probe_kind == "auto" and _counts(config)):
             choice, reason = "ptrace", f"--probe {config.probe_kind}: the ptrace backend's"
         elif target.is_go and not target.has_debug_info:
             choice, reason = "ptrace", "Go program without DWARF: Delve cannot read it"
@@ -55,6 +55,11 @@ def pick(config: SessionConfig, target: TargetProcess) -> Choice:
     else:
         reason = "chosen with --backend"
     return Choice(choice, reason)
+
+
+def _counts(config: SessionConfig) -> bool:
+    """A probe of the run reads nothing: its calls are counted in the target (in-process, ptrace's)."""
+    return any(not p.expressions for p in config.probes) if config.probes else not config.expressions
 
 
 def build(choice: Choice, config: SessionConfig, target: TargetProcess) -> Backend:

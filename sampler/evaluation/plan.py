@@ -175,6 +175,11 @@ class ReadPlan:
         levels = [[i for i, d in enumerate(depth) if d == level] for level in range(max(depth, default=-1) + 1)]
         self._groups = [self._group(level) for level in levels]
 
+    @property
+    def levels(self) -> list[list[_Group]]:
+        """Its reads by level (a level's reads wait only for those of the levels before it)."""
+        return self._groups
+
     @classmethod
     def merged(cls, plans: Sequence[ReadPlan]) -> ReadPlan:
         """One plan making the reads of all ``plans`` (each level in one system call for all of them)."""

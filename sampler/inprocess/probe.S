@@ -19,6 +19,16 @@
  * (the System V ABI and Go's keep only the direction flag, untouched here) and nothing lives below
  * the stack pointer (the caller's red zone ended with its call): 40 bytes pushed.
  * "anywhere": past the 128-byte red zone a leaf function may use, the flags kept too: 176 bytes.
+ *
+ * "reads_entry" and "reads_anywhere": a probe that also reads (--expr): its own data area (reads.py
+ * lays it out: hits at +0x80, drops at +0x88, its ticket at +0x40, its ring at +0x1000 with slots of
+ * SLOT bytes), the same queue. Into its record go the thread's general registers (at 32, in
+ * sampler.debuginfo.locations.REGISTERS' order, rsp as it was at the site), then each read of the
+ * read plan's table (at TABLE, 48 bytes an entry, kind 0 ending it): its address, the system call's
+ * result and the bytes. A read is a process_vm_readv of the process's own memory, which returns
+ * EFAULT where a plain load would fault: no pointer the target holds can make the probe crash it.
+ * The stack holds the same 40 bytes as the counting probe (the registers go into the record, whose
+ * slot is the probe's own until its sequence word is written).
  */
         .intel_syntax noprefix
         .set DATA, 0x1122334455667788   /* the data area's address in the target */
@@ -72,8 +82,144 @@
         pop     rax
 .endm
 
+        .set RDATA, 0x2233445566778899  /* a reading probe's own data area */
+        .set SLOTMASK, 0x5107a5c0       /* its slots - 1 */
+        .set SLOT, 0x51075eed           /* bytes of a slot */
+        .set TABLE, 0x3344556677889900  /* its read plan's table */
+        .set PID, 0x0b1d0b1d            /* the process's id, in its own pid namespace */
+        .set R_HITS, 0x80
+        .set R_DROPS, 0x88
+        .set R_TICKET, 160
+        .set R_LOCAL, 168
+        .set R_REMOTE, 184
+        .set NOT_MADE, -1000            /* its pointer's read failed: this read was not made */
+        .set EFAULT_, -14
+
+/* RSP_AT_SITE: what the pushes below moved rsp by since the site (40, and more where the caller pushed) */
+.macro READS RSP_AT_SITE
+        push    rax
+        push    rcx
+        push    rdx
+        push    rsi
+        push    rdi
+        movabs  rdi, RDATA
+        lock inc qword ptr [rdi + R_HITS]
+        mov     rax, qword ptr [rdi + HEAD]
+1:      mov     rsi, rax
+        and     esi, SLOTMASK
+        imul    rsi, rsi, SLOT
+        lea     rsi, [rdi + rsi + RING]
+        mov     rcx, qword ptr [rsi]
+        cmp     rcx, rax
+        jne     3f
+        lea     rdx, [rax + 1]
+        lock cmpxchg qword ptr [rdi + HEAD], rdx
+        jne     1b
+        mov     qword ptr [rsi + R_TICKET], rax
+        mov     rax, qword ptr [rsp + 32]
+        mov     qword ptr [rsi + 32], rax          /* rax */
+        mov     rax, qword ptr [rsp + 16]
+        mov     qword ptr [rsi + 40], rax          /* rdx */
+        mov     rax, qword ptr [rsp + 24]
+        mov     qword ptr [rsi + 48], rax          /* rcx */
+        mov     qword ptr [rsi + 56], rbx
+        mov     rax, qword ptr [rsp + 8]
+        mov     qword ptr [rsi + 64], rax          /* rsi */
+        mov     rax, qword ptr [rsp]
+        mov     qword ptr [rsi + 72], rax          /* rdi */
+        mov     qword ptr [rsi + 80], rbp
+        lea     rax, [rsp + \RSP_AT_SITE]
+        mov     qword ptr [rsi + 88], rax          /* rsp */
+        mov     qword ptr [rsi + 96], r8
+        mov     qword ptr [rsi + 104], r9
+        mov     qword ptr [rsi + 112], r10
+        mov     qword ptr [rsi + 120], r11
+        mov     qword ptr [rsi + 128], r12
+        mov     qword ptr [rsi + 136], r13
+        mov     qword ptr [rsi + 144], r14
+        mov     qword ptr [rsi + 152], r15
+        rdfsbase rdx
+        .byte   0x0f, 0x1f, 0x40, 0x00
+        mov     qword ptr [rsi + 16], rdx
+        mov     dword ptr [rsi + 8], PROBE
+        rdtsc
+        shl     rdx, 32
+        or      rax, rdx
+        mov     qword ptr [rsi + 24], rax
+        mov     r12, rsi
+        movabs  rbx, TABLE
+5:      mov     rax, qword ptr [rbx]               /* kind: 1 a register, 2 a word read before, 3 fixed */
+        test    rax, rax
+        jz      9f
+        mov     rcx, qword ptr [rbx + 8]           /* where the base is in the record */
+        mov     edx, dword ptr [rbx + 28]
+        lea     r13, [r12 + rdx]                   /* this read's place in the record */
+        cmp     rax, 2
+        jb      6f
+        ja      7f
+        mov     r8, qword ptr [rbx + 32]           /* the pointer's read: whole? */
+        mov     r9, qword ptr [r12 + r8]
+        cmp     r9, qword ptr [rbx + 40]
+        jne     8f
+6:      mov     rax, qword ptr [r12 + rcx]
+        jmp     10f
+7:      xor     eax, eax
+10:     add     rax, qword ptr [rbx + 16]
+        mov     qword ptr [r13], rax
+        test    rax, rax
+        jle     11f                                /* 0, or past 2^63: no read */
+        mov     ecx, dword ptr [rbx + 24]
+        lea     rdx, [r13 + 16]
+        mov     qword ptr [r12 + R_LOCAL], rdx
+        mov     qword ptr [r12 + R_LOCAL + 8], rcx
+        mov     qword ptr [r12 + R_REMOTE], rax
+        mov     qword ptr [r12 + R_REMOTE + 8], rcx
+        mov     eax, 310                           /* process_vm_readv */
+        mov     edi, PID
+        lea     rsi, [r12 + R_LOCAL]
+        mov     edx, 1
+        lea     r10, [r12 + R_REMOTE]
+        mov     r8d, 1
+        xor     r9d, r9d
+        syscall
+        mov     qword ptr [r13 + 8], rax
+        jmp     12f
+11:     mov     qword ptr [r13 + 8], EFAULT_
+        jmp     12f
+8:      mov     qword ptr [r13], 0
+        mov     qword ptr [r13 + 8], NOT_MADE
+12:     add     rbx, 48
+        jmp     5b
+9:      mov     rsi, r12
+        mov     rbx, qword ptr [rsi + 56]
+        mov     rbp, qword ptr [rsi + 80]
+        mov     r8, qword ptr [rsi + 96]
+        mov     r9, qword ptr [rsi + 104]
+        mov     r10, qword ptr [rsi + 112]
+        mov     r11, qword ptr [rsi + 120]
+        mov     r12, qword ptr [rsi + 128]
+        mov     r13, qword ptr [rsi + 136]
+        mov     r14, qword ptr [rsi + 144]
+        mov     r15, qword ptr [rsi + 152]
+        mov     rcx, qword ptr [rsi + R_TICKET]
+        lea     rcx, [rcx + 1]
+        mov     qword ptr [rsi], rcx               /* written */
+        jmp     4f
+3:      sub     rcx, rax
+        js      2f
+        mov     rax, qword ptr [rdi + HEAD]
+        jmp     1b
+2:      lock inc qword ptr [rdi + R_DROPS]
+4:      pop     rdi
+        pop     rsi
+        pop     rdx
+        pop     rcx
+        pop     rax
+.endm
+
         .text
-        .globl  entry, entry_end, anywhere, anywhere_end
+        .globl  entry, entry_end, anywhere, anywhere_end, reads_entry, reads_entry_end, reads_anywhere
+        .globl  reads_anywhere_end
 entry:
         RECORD
 entry_end:
@@ -85,3 +231,15 @@ anywhere:
         popfq
         lea     rsp, [rsp + 128]
 anywhere_end:
+
+reads_entry:
+        READS 40
+reads_entry_end:
+
+reads_anywhere:
+        lea     rsp, [rsp - 128]
+        pushfq
+        READS 176
+        popfq
+        lea     rsp, [rsp + 128]
+reads_anywhere_end:

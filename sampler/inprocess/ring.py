@@ -42,12 +42,15 @@ def drops_at(probe: int) -> int:
 class Ring:
     """Sampler's side of the data area, through its own mapping of it."""
 
-    def __init__(self, view: mmap.mmap) -> None:
+    def __init__(self, view: mmap.mmap, record_type: np.dtype = RECORD_TYPE, slots: int = SLOTS) -> None:
+        """The shared ring of the counting probes; a reading probe's own (reads.py) has its records'
+        type and its number of slots."""
         self.view = view
-        self.records: npt.NDArray[np.void] = np.frombuffer(view, RECORD_TYPE, SLOTS, RING)
+        self.slots = slots
+        self.records: npt.NDArray[np.void] = np.frombuffer(view, record_type, slots, RING)
         self.tail = 0
         """The ticket of the next record to read."""
-        self._steps = np.arange(SLOTS, dtype=np.uint64)
+        self._steps = np.arange(slots, dtype=np.uint64)
 
     def initialise(self) -> None:
         """Every slot free for its first lap (before any probe can write)."""
@@ -71,14 +74,14 @@ class Ring:
     def drain(self) -> npt.NDArray[np.void]:
         """The records written since the last drain, in ticket order (a copy), their slots freed."""
         tickets = np.uint64(self.tail) + self._steps
-        slots = (tickets & np.uint64(SLOTS - 1)).astype(np.intp)
+        slots = (tickets & np.uint64(self.slots - 1)).astype(np.intp)
         ready = self.records["seq"][slots] == tickets + np.uint64(1)
-        count = SLOTS if bool(ready.all()) else int(np.argmin(ready))
+        count = self.slots if bool(ready.all()) else int(np.argmin(ready))
         if not count:
             empty: npt.NDArray[np.void] = self.records[:0].copy()
             return empty
         taken = slots[:count]
         out: npt.NDArray[np.void] = self.records[taken].copy()
-        self.records["seq"][taken] = tickets[:count] + np.uint64(SLOTS)
+        self.records["seq"][taken] = tickets[:count] + np.uint64(self.slots)
         self.tail += count
         return out

@@ -9,12 +9,18 @@ elsewhere the flags too, past the 128-byte red zone. Nothing else of the target'
 from __future__ import annotations
 
 from sampler.inprocess import ring, templates
+from sampler.inprocess.reads import Layout
 from sampler.inprocess.relocate import Displaced, Refused
 
 DATA = 0x1122334455667788
 HITS = 0x0BADC0DE
 DROPS = 0x0DD5C0DE
 PROBE = 0x5EED1D00
+RDATA = 0x2233445566778899
+SLOTMASK = 0x5107A5C0
+SLOT = 0x51075EED
+TABLE = 0x3344556677889900
+PID = 0x0B1D0B1D
 RDFSBASE_RDX = bytes.fromhex("f3480faec2" "0f1f4000")
 MOV_RDX_FS0 = bytes.fromhex("64488b142500000000")
 """Where the kernel does not let user code read its fs base: the word at fs:0 (glibc's and musl's
@@ -49,6 +55,24 @@ def recording(displaced: Displaced, at: int, data: int, probe: int, entry: bool,
     code = fill(templates.ENTRY if entry else templates.ANYWHERE,
                 {DATA: (data, 8), HITS: (ring.hits_at(probe), 4), DROPS: (ring.drops_at(probe), 4),
                  PROBE: (probe, 4)})
+    return _finished(code, displaced, at, fsgsbase)
+
+
+def reading(displaced: Displaced, at: int, data: int, probe: int, entry: bool, layout: Layout, pid: int,
+            fsgsbase: bool = True) -> tuple[bytes, int]:
+    """A reading probe's trampoline (``layout``: its record and read plan, reads.py) for process
+    ``pid`` (its id in its own pid namespace), with its own data area at ``data``: the bytes, the
+    table of its reads after them, and where the displaced instructions start."""
+    template = templates.READS_ENTRY if entry else templates.READS_ANYWHERE
+    table_at = at + (len(template) + displaced.size + 5 + 15) // 16 * 16  # (a relocated copy keeps its length)
+    code = fill(template, {RDATA: (data, 8), SLOTMASK: (layout.slots - 1, 4), SLOT: (layout.record, 4),
+                           TABLE: (table_at, 8), PID: (pid, 4), PROBE: (probe, 4)})
+    code, moved_at = _finished(code, displaced, at, fsgsbase)
+    return code + bytes(table_at - at - len(code)) + layout.table(), moved_at
+
+
+def _finished(code: bytes, displaced: Displaced, at: int, fsgsbase: bool) -> tuple[bytes, int]:
+    """The template's bytes, then the displaced instructions and the jump back."""
     if not fsgsbase:
         code = code.replace(RDFSBASE_RDX, MOV_RDX_FS0)
     moved_at = len(code)

@@ -56,6 +56,17 @@ def status(pid: int) -> dict[str, str]:
     return fields
 
 
+def own_pid(pid: int) -> int:
+    """The process's id in its own pid namespace (NSpid's last: a container's process sees another)."""
+    ids = status(pid).get("NSpid", "").split()
+    return int(ids[-1]) if ids else pid
+
+
+def seccomp(pid: int) -> int:
+    """0: no seccomp; 1: strict; 2: a filter."""
+    return int(status(pid).get("Seccomp", "0") or 0)
+
+
 def tracer_pid(pid: int) -> int:
     """The PID of the process tracing ``pid`` (0: none); ProcessNotFound when it is gone."""
     return tracer_in(status(pid))

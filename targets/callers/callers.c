@@ -4,7 +4,9 @@
  *   callers THREADS CALLS FUNCTION
  *
  * FUNCTION is hot or warm (plain functions of this program; warm's first instructions take a 5-byte
- * jump) or one of glibc's read, write,
+ * jump), paired (given a pointer to {i, 3 * i} and i, on the caller's stack; at every i % 1000 == 999
+ * the pointer is 16, which paired does not follow: an expression reading through it must fail alone)
+ * or one of glibc's read, write,
  * send, recv, close, openat, malloc, free. THREADS threads are made and wait at a
  * barrier; the main thread waits until FUNCTION's first 64 bytes change (a tracer
  * wrote its breakpoint there; at most 30 s), then lets them go. Each thread calls
@@ -44,6 +46,20 @@ __attribute__((noinline)) long warm(long i)
     return r * 7 + 3;
 }
 
+struct pair {
+    long a, b;
+};
+
+/* reads its pair only where the pointer is good */
+__attribute__((noinline)) long paired(struct pair *p, long i)
+{
+    long r = i;
+    __asm__ volatile("" : "+r"(r));
+    if (i % 1000 == 999)
+        return r;
+    return p->a + p->b + r;
+}
+
 static void say(const char *text)
 {
     syscall(SYS_write, 1, text, strlen(text));
@@ -65,6 +81,10 @@ static void *caller(void *arg)
             sink += hot(i);
         } else if (strcmp(function, "warm") == 0) {
             sink += warm(i);
+        } else if (strcmp(function, "paired") == 0) {
+            struct pair pair = {i, 3 * i};
+            __asm__ volatile("" : : "r"(&pair) : "memory");
+            sink += paired(i % 1000 == 999 ? (struct pair *)16 : &pair, i);
         } else if (strcmp(function, "write") == 0) {
             write(null, &byte, 1);
         } else if (strcmp(function, "read") == 0) {
@@ -104,7 +124,7 @@ int main(int argc, char **argv)
     per_thread = atol(argv[2]);
     function = argv[3];
     void *address = strcmp(function, "hot") == 0 ? (void *)hot : strcmp(function, "warm") == 0 ? (void *)warm
-        : dlsym(RTLD_DEFAULT, function);
+        : strcmp(function, "paired") == 0 ? (void *)paired : dlsym(RTLD_DEFAULT, function);
     if (address == NULL) {
         say("callers: unknown function\n");
         return 2;

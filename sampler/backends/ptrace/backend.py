@@ -22,12 +22,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 
+import numpy as np
+
 from sampler import notice
 from sampler.backends.base import columns_of
 from sampler.backends.cycle import miss
 from sampler.backends.ptrace.consistent import BUDGET_S, Moment, Torn
 from sampler.backends.ptrace.guard import TIMEOUT_S, Guard
-from sampler.backends.ptrace.inprocess import Inprocess, Plan, plan
+from sampler.backends.ptrace.inprocess import Inprocess, Plan, Read, plan
 from sampler.backends.ptrace.instructions import MAX_FUNCTION, starts_instruction
 from sampler.backends.ptrace.memory import Memory, MemoryHang
 from sampler.backends.ptrace.rescue import PatchRescue
@@ -44,6 +46,7 @@ from sampler.errors import DebuggerError, LocationNotFound, SamplerError, UsageE
 from sampler.evaluation.plan import Snapshot
 from sampler.evaluation.reads import UnreadableMemory
 from sampler.evaluation.scope import Scope
+from sampler.inprocess.reads import Layout, Recorded, Unfit
 from sampler.language.expr import ustack_depth
 from sampler.safety.guardian import Guardian, Ward
 from sampler.safety.journal import Journal
@@ -125,8 +128,11 @@ class PtraceBackend:
         """A thread of the process in a stop not sampler's (SIGSTOP), seen as in-process probes go in."""
         """The in-process probes (trace --probe auto|inprocess), once placed."""
         self._placed = False
-        self._rows: deque[Reading] = deque()
-        """In-process probes' rows read out of their ring, not yet handed over."""
+        self._rows: deque[tuple[Site | None, Reading | Pending]] = deque()
+        """In-process probes' rows read out of their ring (with their site), not yet handed over; a
+        reading probe's evaluated as it is handed over (a drain holds thousands)."""
+        self._learning: list[Site] = []
+        """Sites whose in-process probe reads: an int3 until their first hits make their read plan."""
 
     @property
     def nothing_stops(self) -> bool:
@@ -346,13 +352,13 @@ class PtraceBackend:
                 # 65,536 rows went out, kept 1-4 % of its reads/s
                 self._serve_at = now + SERVE_S
                 tracer.serve_until(now, stop)
-            return self._rows.popleft()
+            return self._next_row()
         if self.inprocess is not None:
             if not self.trapped:  # nothing stops: the ring is read while the tracer serves its events
                 while True:
                     self._drain()
                     if self._rows:
-                        return self._rows.popleft()
+                        return self._next_row()
                     now = time.monotonic()
                     if now >= until or stop.is_set():
                         return None
@@ -361,9 +367,14 @@ class PtraceBackend:
             reading = self._trace_int3(stop, until)
             self._drain()
             if reading is not None:
-                self._rows.append(reading)
-            return self._rows.popleft() if self._rows else None
-        return self._trace_int3(stop, until)
+                self._rows.append((None, reading))
+            if self._learning:
+                self._promote()
+            return self._next_row() if self._rows else None
+        reading = self._trace_int3(stop, until)
+        if self._learning:
+            self._promote()
+        return reading
 
     def _trace_int3(self, stop: StopFlag, until: float) -> Reading | None:
         tracer, memory = self.tracer, self.memory
@@ -403,6 +414,11 @@ class PtraceBackend:
         for site in self.sites:
             why = self._why_no_inprocess(site)
             planned = None
+            if not why and site.expressions:  # its reads are learnt at its first hits, by its int3
+                self._learning.append(site)
+                said.append(f"{self._where(site)}: an int3 for its first hits, then in-process once they show "
+                            "what it reads")
+                continue
             if not why:
                 planned = self._plan(site)
                 why = planned.why_not
@@ -415,9 +431,7 @@ class PtraceBackend:
             assert planned is not None and planned.displaced is not None
             wanted.append((site, planned.displaced, planned.entry))
         if wanted:
-            inprocess: Inprocess[Site] = Inprocess(self.config.pid, memory, tracer.probes, self._hold,
-                                                   lambda seconds: tracer.serve_until(time.monotonic() + seconds,
-                                                                                      StopFlag()), self.is_go)
+            inprocess = self._new_inprocess()
             try:
                 refused = inprocess.put(wanted)
             except SamplerError as e:
@@ -437,9 +451,63 @@ class PtraceBackend:
                         for site, displaced, _ in wanted if site in placed]
         say("probes: " + "; ".join(said))
 
+    def _new_inprocess(self) -> Inprocess[Site]:
+        tracer, memory = self.tracer, self.memory
+        assert tracer is not None and memory is not None
+        return Inprocess(self.config.pid, memory, tracer.probes, self._hold,
+                         lambda seconds: tracer.serve_until(time.monotonic() + seconds, StopFlag()), self.is_go)
+
+    def _promote(self) -> None:
+        """Each learning site whose read plan is made: its int3 out, a reading probe in at the same
+        address (or why not, said; the int3 stays)."""
+        ready = [site for site in self._learning if site.runner is not None and site.merged is not None]
+        if not ready or self.tracer is None:
+            return
+        say = notice.quiet if self.config.quiet else notice.say
+        for site in ready:
+            self._learning.remove(site)
+            assert site.merged is not None and site.address is not None
+            try:
+                layout = Layout(site.merged, site.address)
+            except Unfit as e:
+                self._not_promoted(site, str(e))
+                continue
+            planned = self._plan(site, site.address)
+            if planned.displaced is None:
+                self._not_promoted(site, planned.why_not)
+                continue
+            inprocess = self.inprocess or self._new_inprocess()
+
+            def swap(site: Site, out: bool, tracer: Tracer = self.tracer) -> None:  # (threads held: no call
+                assert site.address is not None                                   # passes in between)
+                (tracer.disarm if out else tracer.arm)(site.address)
+            try:
+                refused = inprocess.put([(site, planned.displaced, planned.entry)], {site: layout}, swap)
+            except SamplerError as e:
+                refused = {site: str(e)}
+            if site in refused:
+                if self.inprocess is None:
+                    inprocess.close()
+                self._not_promoted(site, refused[site])
+                continue
+            self.inprocess = inprocess
+            self.trapped = [s for s in self.trapped if s is not site]
+            say(f"probes: {self._where(site)}: in-process from now on (its reads learnt at its first hits: a jump "
+                f"at {planned.displaced.site:#x}, {len(layout.reads)} read(s) in the target at each call; no thread "
+                "stops)")
+
+    def _not_promoted(self, site: Site, why: str) -> None:
+        if self.config.probe_kind == "inprocess":
+            raise DebuggerError(f"--probe inprocess: no in-process probe at {self._where(site)}: {why}")
+        say = notice.quiet if self.config.quiet else notice.say
+        say(f"probes: {self._where(site)}: an int3 (its reads cannot run in the target: {why})")
+
     def _why_no_inprocess(self, site: Site) -> str:
-        if site.expressions:
-            return "in-process probes read no --expr yet"
+        if site.expressions and site.stack_depths:
+            return "ustack is read by copying the thread's stack at each hit"
+        if site.expressions and procfs.seccomp(self.config.pid):
+            return ("the process has a seccomp filter: the system call an in-process probe reads with "
+                    "(process_vm_readv) could be refused, or kill it")
         if self._stopped is None:
             tids = procfs.tasks(self.config.pid)
             self._stopped = any(procfs.thread_state(self.config.pid, tid) in ("T", "t") for tid in tids)
@@ -451,7 +519,8 @@ class PtraceBackend:
             return "in-process probes trace one process (not --follow-forks, --exe or several) yet"
         return ""
 
-    def _plan(self, site: Site) -> Plan:
+    def _plan(self, site: Site, at: int | None = None) -> Plan:
+        """Where the site's jump goes (``at``: there; else a count's own choice)."""
         assert site.address is not None and self.memory is not None
         module = site.place.module if site.place is not None else None
         span = module.function_span(site.address - module.bias) if module is not None else None
@@ -462,8 +531,10 @@ class PtraceBackend:
         # a count at a function by name: its entry (every call passes there; the int3 goes past the
         # prologue, where the arguments are read)
         inlined = site.place is not None and site.place.symbol.startswith("inlined in")
-        at = start if names_function(location) and not inlined else site.address
-        return plan(self.memory, start, span[1], at)
+        if at is None:
+            at = start if names_function(location) and not inlined else site.address
+        armed = self.tracer.probes.armed if self.tracer is not None else {}
+        return plan(AsProgram(self.memory, {address: byte[0] for address, byte in armed.items()}), start, span[1], at)
 
     def _where(self, site: Site) -> str:
         return f"--at {site.label or self.config.location}" + (f" ({site.address:#x})" if site.address else "")
@@ -490,12 +561,30 @@ class PtraceBackend:
         if inprocess is None or tracer is None:
             return
         drained = inprocess.drain(lambda: sorted(tracer.threads))
-        if drained is None:
-            return
-        values = {p.number: p.key.counted() for p in inprocess.placed}
         rows = self._rows
-        for number, thread, at in zip(drained.numbers.tolist(), drained.threads, drained.seconds.tolist()):
-            rows.append(Reading(values[number], thread=thread, at=at))
+        if drained is not None:
+            values = {p.number: p.key.counted() for p in inprocess.placed}
+            sites = {p.number: p.key for p in inprocess.placed}
+            for number, thread, at in zip(drained.numbers.tolist(), drained.threads, drained.seconds.tolist()):
+                rows.append((sites[number], Reading(values[number], thread=thread, at=at)))
+        self._rows_of(inprocess.drain_read())
+
+    def _rows_of(self, reads: list[Read]) -> None:
+        """A reading probe's records, queued as rows to evaluate (against the registers and bytes each
+        holds) when handed over."""
+        for read in reads:
+            site, layout = read.placed.key, read.placed.layout
+            assert layout is not None
+            self._rows.extend((site, Pending(layout, record, thread, at))
+                              for record, thread, at in zip(read.records, read.threads, read.seconds.tolist()))
+
+    def _next_row(self) -> Reading:
+        site, row = self._rows.popleft()
+        if isinstance(row, Reading):
+            return row
+        assert site is not None and site.address is not None and self.memory is not None
+        registers, snapshot = row.layout.decode(row.record)
+        return site.recorded(self.memory, Recorded(site.address, registers), snapshot, row.thread, row.at)
 
     def _take_inprocess_out(self) -> list[str]:
         """At detach, while the tracer holds the threads: every jump out, the counts read; what the
@@ -503,7 +592,7 @@ class PtraceBackend:
         inprocess = self.inprocess
         if inprocess is None:
             return []
-        unwritten = Counter(reading.values for reading in self._rows)
+        unwritten = Counter(id(site) for site, _ in self._rows if site is not None)
         self._rows.clear()
         try:
             inprocess.take_out()
@@ -511,11 +600,12 @@ class PtraceBackend:
             inprocess.left = (f"the in-process probes' jumps could not be taken out of process {self.config.pid} "
                               f"({e}): they keep counting; sampler repair --pid {self.config.pid} takes them out")
         drained = inprocess.drain()
+        read = Counter(id(r.placed.key) for r in inprocess.drain_read() for _ in range(len(r.records)))
         said = []
         for placed in inprocess.placed:
             site = placed.key
             counts = inprocess.counts[placed.number]
-            late = unwritten[site.counted()]
+            late = unwritten[id(site)] + read[id(site)]
             if drained is not None:
                 late += int((drained.numbers == placed.number).sum())
             rows = counts.recorded - late
@@ -606,6 +696,34 @@ class Company:
     guardian: Guardian | None = None
     adopt: Callable[[PtraceBackend, int], bool] | None = None
     """--follow-forks: offered each child a process of the run forks (Fleet._adopt)."""
+
+
+@dataclass(frozen=True)
+class AsProgram:
+    """The target's memory as its program has it: each of sampler's int3s read as the byte it covers."""
+
+    memory: Memory
+    originals: dict[int, int]
+
+    def read(self, address: int, size: int) -> bytes:
+        data = self.memory.read(address, size)
+        covered = [(at, byte) for at, byte in self.originals.items() if address <= at < address + size]
+        if not covered:
+            return data
+        out = bytearray(data)
+        for at, byte in covered:
+            out[at - address] = byte
+        return bytes(out)
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A reading probe's record, to be evaluated into its row."""
+
+    layout: Layout
+    record: np.void
+    thread: str
+    at: float
 
 
 @dataclass

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
@@ -39,9 +39,10 @@ from sampler.errors import SamplerError
 from sampler.evaluation.reads import UnreadableMemory
 from sampler.inprocess import ring
 from sampler.inprocess.clock import TscClock
+from sampler.inprocess.reads import Layout
 from sampler.inprocess.relocate import Displaced, Refused
 from sampler.inprocess.ring import Ring
-from sampler.inprocess.trampoline import jump, recording
+from sampler.inprocess.trampoline import jump, reading, recording
 from sampler.target import procfs
 
 Hold = Callable[[list[int] | None], AbstractContextManager[list[int]]]
@@ -82,6 +83,11 @@ class Placed(Generic[K]):
     trampoline: int
     moved_at: int
     """Where in the trampoline the displaced instructions start."""
+    layout: Layout | None = None
+    """A reading probe's record and reads (reads.py); None: it counts."""
+    ring: Ring | None = None
+    """A reading probe's own ring, in its own data area (``area``)."""
+    area: Area | None = None
 
 
 @dataclass
@@ -92,6 +98,16 @@ class Drained:
     threads: list[str]
     seconds: np.ndarray
     """CLOCK_MONOTONIC seconds of each hit."""
+
+
+@dataclass
+class Read:
+    """A reading probe's records read out of its ring."""
+
+    placed: Placed[Any]
+    records: np.ndarray
+    threads: list[str]
+    seconds: np.ndarray
 
 
 @dataclass
@@ -131,15 +147,22 @@ class Inprocess(Generic[K]):
         self.counts: dict[int, Counts] = {}
         self._last: Drained | None = None
         """The records drained as the data area went (the ring's last)."""
+        self._last_read: list[Read] = []
+        """The same of the reading probes' rings."""
         """Probe number -> what was counted (read at each drain, and at the end)."""
         self.left = ""
         """What stayed in the target when sampler let go (said in the summary); '' when nothing."""
 
     # -- in --------------------------------------------------------------------------------------
 
-    def put(self, wanted: Sequence[tuple[K, Displaced, bool]]) -> dict[K, str]:
+    def put(self, wanted: Sequence[tuple[K, Displaced, bool]], layouts: dict[K, Layout] | None = None,
+            swap: Callable[[K, bool], None] | None = None) -> dict[K, str]:
         """Each (key, displaced instructions, whether the site is a function's entry) in place, all
-        with the threads held once; {key: why not} for each that could not be (it gets an int3)."""
+        with the threads held once; {key: why not} for each that could not be (it gets an int3).
+        ``layouts``: the keys whose probes read (a reading probe each, with its own data area); their
+        sites have an int3, so no thread may stand just past one (its trap not yet reported), and
+        ``swap(key, True)`` takes it out with the threads held, right before the jump goes in
+        (``swap(key, False)`` puts it back if the jump cannot): no call passes between the two."""
         refused: dict[K, str] = {}
         if not wanted:
             return refused
@@ -147,15 +170,23 @@ class Inprocess(Generic[K]):
             self.clock = TscClock()
         for _ in range(PUT_TRIES):
             try:
-                return self._put(wanted)
+                return self._put(wanted, layouts or {}, swap)
             except NoThreadReady:
                 self.wait(0.001)  # (a thread in a system call's event stop: the tracer serves it)
         raise NoThreadReady(f"no thread of process {self.pid} stopped where it could make a system call for "
                             f"sampler in {PUT_TRIES} tries (each was inside one of its own)")
 
-    def _put(self, wanted: Sequence[tuple[K, Displaced, bool]]) -> dict[K, str]:
+    def _put(self, wanted: Sequence[tuple[K, Displaced, bool]], layouts: dict[K, Layout],
+             swap: Callable[[K, bool], None] | None) -> dict[K, str]:
         refused: dict[K, str] = {}
         with self.hold(None) as tids:
+            trapped = {displaced.site + 1 for key, displaced, _ in wanted if key in layouts}
+            for tid in tids if trapped else []:
+                rip = 0
+                with contextlib.suppress(SamplerError):
+                    rip = int(calls.get_registers(tid).rip)
+                if rip in trapped:  # (let go, its trap is served: rewound onto the site)
+                    raise NoThreadReady(f"thread {tid} stands just past a site's int3")
             areas = self._areas(tids)
             self._learn(tids)
             try:
@@ -165,10 +196,15 @@ class Inprocess(Generic[K]):
                     self.ring = Ring(self.data.local)
                     self.ring.initialise()
                 for key, displaced, entry in wanted:
+                    swapped = swap is not None and key in layouts
+                    if swap is not None and swapped:
+                        swap(key, True)
                     try:
-                        self._place(key, displaced, entry, tids, areas)
+                        self._place(key, displaced, entry, tids, areas, layouts.get(key))
                     except (Refused, InjectionError, ValueError) as e:
                         refused[key] = str(e)
+                        if swap is not None and swapped:
+                            swap(key, False)
             finally:
                 areas.close()  # (the scratch page of the names)
         return refused
@@ -188,11 +224,39 @@ class Inprocess(Generic[K]):
         self.areas.injector = injector
         return self.areas
 
-    def _place(self, key: K, displaced: Displaced, entry: bool, tids: list[int], areas: Areas) -> None:
+    def _place(self, key: K, displaced: Displaced, entry: bool, tids: list[int], areas: Areas,
+               layout: Layout | None = None) -> None:
         assert self.data is not None
         number = len(self.placed)
         ring.hits_at(number)  # (ValueError past the last)
-        size = len(recording(displaced, displaced.site, self.data.address, number, entry, self.fsgsbase)[0])
+        own: Area | None = None
+        if layout is not None:
+            own = areas.data_area(displaced.site, layout.size)
+            assert own.local is not None
+            probe_ring = Ring(own.local, layout.record_type, layout.slots)
+            probe_ring.initialise()
+            pid = procfs.own_pid(self.pid)
+
+            def made(at: int) -> tuple[bytes, int]:
+                assert own is not None and layout is not None
+                return reading(displaced, at, own.address, number, entry, layout, pid, self.fsgsbase)
+        else:
+            def made(at: int) -> tuple[bytes, int]:
+                assert self.data is not None
+                return recording(displaced, at, self.data.address, number, entry, self.fsgsbase)
+        try:
+            self._place_code(key, displaced, number, made, tids, areas)
+        except BaseException:
+            if own is not None:
+                with contextlib.suppress(InjectionError):
+                    areas.remove(own)
+            raise
+        if own is not None:
+            self.placed[-1].layout, self.placed[-1].ring, self.placed[-1].area = layout, probe_ring, own
+
+    def _place_code(self, key: K, displaced: Displaced, number: int, made: Callable[[int], tuple[bytes, int]],
+                    tids: list[int], areas: Areas) -> None:
+        size = len(made(displaced.site)[0])
         code = next((c for c in self.codes if abs(c.address - displaced.site) < REACH
                      and self._used[c.address] + size <= c.size), None)
         if code is None:
@@ -200,7 +264,7 @@ class Inprocess(Generic[K]):
             self.codes.append(code)
             self._used[code.address] = 0
         at = code.address + self._used[code.address]
-        body, moved_at = recording(displaced, at, self.data.address, number, entry, self.fsgsbase)
+        body, moved_at = made(at)
         assert code.local is not None
         code.local[at - code.address:at - code.address + len(body)] = body
         self._used[code.address] += (len(body) + 15) // 16 * 16
@@ -247,10 +311,31 @@ class Inprocess(Generic[K]):
                 self.counts[int(number)].recorded += int(recorded)
         return Drained(records["probe"], threads, self.clock.seconds(records["tsc"]))
 
+    def drain_read(self) -> list[Read]:
+        """The reading probes' records written since the last drain (threads as ``drain`` names them)."""
+        if self.ring is None or self.clock is None:
+            last, self._last_read = self._last_read, []
+            return last
+        out = []
+        for placed in self.placed:
+            if placed.ring is None:
+                continue
+            records = placed.ring.drain()
+            if not len(records):
+                continue
+            self.clock.update()
+            self.counts[placed.number].recorded += len(records)
+            names = {base: str(tid) for base, tid in self.threads.items()}
+            threads = [names.get(int(base), f"fs {int(base):#x}") for base in records["fs"]]
+            out.append(Read(placed, records, threads, self.clock.seconds(records["tsc"])))
+        return out
+
     def _count(self) -> None:
         if self.ring is not None:
-            for number, counts in self.counts.items():
-                counts.hits, counts.dropped = self.ring.hits(number), self.ring.drops(number)
+            for placed in self.placed:
+                counts, counted = self.counts[placed.number], placed.ring or self.ring
+                number = 0 if placed.ring is not None else placed.number
+                counts.hits, counts.dropped = counted.hits(number), counted.drops(number)
 
     def key_of(self, number: int) -> K:
         return self.placed[number].key
@@ -343,29 +428,42 @@ class Inprocess(Generic[K]):
 
     def _unmap(self, tids: list[int]) -> None:
         self._last = self.drain()  # (what the threads wrote since the last drain: drain() gives it once more)
+        self._last_read = self.drain_read()
         self.ring = None  # (its view of the data area goes first: a mapping with a view cannot close)
+        for placed in self.placed:
+            placed.ring = None
         try:
             areas = self._areas(tids)
-            for area in [*self.codes, *([self.data] if self.data is not None else [])]:
+            for area in self._areas_made():
                 areas.remove(area)
         except InjectionError as e:
             self.left = (f"the in-process probes' pages could not be unmapped in process {self.pid} ({e}): "
                          f"{self._pages()} stay, unused")
             return
         self.codes, self.data, self.ring = [], None, None
+        for placed in self.placed:
+            placed.area = None
+
+    def _areas_made(self) -> list[Area]:
+        return [*self.codes, *([self.data] if self.data is not None else []),
+                *(placed.area for placed in self.placed if placed.area is not None)]
 
     def _pages(self) -> str:
-        areas = [*self.codes, *([self.data] if self.data is not None else [])]
+        areas = self._areas_made()
         return ", ".join(f"{a.size >> 10} KiB at {a.address:#x}" for a in areas)
 
     def close(self) -> None:
         """Sampler's own views of the pages closed (the target's stay as ``take_out`` left them)."""
         self.ring = None
-        for area in [*self.codes, *([self.data] if self.data is not None else [])]:
+        for placed in self.placed:
+            placed.ring = None
+        for area in self._areas_made():
             if area.local is not None:
                 with contextlib.suppress(BufferError):
                     area.local.close()
         self.codes, self.data, self.ring = [], None, None
+        for placed in self.placed:
+            placed.area = None
 
 
 GO_STAYS = ("the in-process probes' pages stay mapped in process {pid} ({pages}), unused: a goroutine Go "
@@ -393,6 +491,10 @@ def _stopped_by_interrupt(tid: int) -> bool:
     return bool(signo == signal.SIGTRAP and code == INTERRUPTED)
 
 
+class Reader(Protocol):
+    def read(self, address: int, size: int) -> bytes: ...
+
+
 @dataclass
 class Plan:
     """Whether a site can take an in-process probe, decided before anything is held."""
@@ -403,7 +505,7 @@ class Plan:
     notes: list[str] = field(default_factory=list)
 
 
-def plan(memory: Memory, start: int, size: int, site: int) -> Plan:
+def plan(memory: Memory | Reader, start: int, size: int, site: int) -> Plan:
     """The instructions a jump at ``site`` displaces, in the function at ``start`` (``size`` bytes),
     or why it cannot take one."""
     from sampler.inprocess.relocate import MAX_FUNCTION, displace

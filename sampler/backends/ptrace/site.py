@@ -19,7 +19,7 @@ from sampler.backends.ptrace.stackcopy import Copy, StackCopier
 from sampler.backends.ptrace.tasks import Hit
 from sampler.debuginfo.locate import Place
 from sampler.evaluation.plan import PlanMiss, ReadPlan, Recorder, Snapshot, Step
-from sampler.evaluation.reads import Read, UnreadableMemory
+from sampler.evaluation.reads import Read, Stop, UnreadableMemory
 from sampler.evaluation.scope import Scope
 from sampler.language.expr import Expression, ustack_depth
 from sampler.sample import Reading, Value
@@ -141,6 +141,20 @@ class Site:
         return Reading(self._laid_out(list(values)), thread=thread, pause_us=(hit.resumed - hit.seen) * 1e6,
                        wait_us=(hit.seen - since) * 1e6, error="; ".join(errors))
 
+    def recorded(self, memory: Memory, hit: Stop, snapshot: Snapshot, thread: str, at: float) -> Reading:
+        """The row of an in-process probe's hit: each expression evaluated against the registers and
+        bytes the probe recorded (a read it did not make is the row's error, as a plan's miss is)."""
+        results: list[tuple[Value, str] | None] = [self.evaluate_one(memory, hit, index, snapshot.read)
+                                                   for index in range(len(self.expressions))]
+        values, errors = joined(self.expressions, results)
+        if self.scope.goid_offset is not None:
+            try:
+                g = int(hit.registers.r14)
+                thread = str(int.from_bytes(snapshot.read(g + self.scope.goid_offset, 8), "little"))
+            except (UnreadableMemory, PlanMiss):
+                pass
+        return Reading(self._laid_out(list(values)), thread=thread, at=at, error="; ".join(errors))
+
     def counted(self) -> tuple[Value, ...]:
         """The values of a row of a hit with nothing read (an in-process probe's: its probe column)."""
         return self._laid_out([])
@@ -203,7 +217,7 @@ class Site:
         values, errors = joined(self.expressions, results)
         return self._laid_out(list(values)), errors
 
-    def evaluate_one(self, memory: Memory, hit: Hit | None, index: int, read: Read | None = None,
+    def evaluate_one(self, memory: Memory, hit: Stop | None, index: int, read: Read | None = None,
                      on_branch: Callable[[], None] | None = None) -> tuple[Value, str]:
         if index in self.stack_depths:  # ustack outside read_hit: the thread still waits, read it live
             if hit is None or self.stacks is None:

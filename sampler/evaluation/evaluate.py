@@ -110,6 +110,14 @@ class Evaluator:
         except OverflowError:
             raise SampleError("a number too large for a float") from None
 
+    def number(self, node: ast.AST) -> Num:
+        """The number a part of an expression is (its width and sign with it); the errors as ``_eval``'s."""
+        return self._num(self._eval(node))
+
+    def operand(self, node: ast.AST) -> Object | Num | Text:
+        """What a part of an expression is before it is loaded (an object: its type and location)."""
+        return self._eval(node)
+
     # -- the tree ---------------------------------------------------------------
 
     def _eval(self, node: ast.AST) -> Object | Num | Text:

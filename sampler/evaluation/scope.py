@@ -93,6 +93,14 @@ class Scope:
                  on_branch: Callable[[], None] | None = None) -> tuple[Value, str]:
         """One expression: (value, '') or (None, why not). ``on_branch`` is told when the
         evaluation took a way the data chose (an interface's dynamic type, a C string's end)."""
+        evaluator = self.evaluator(hit, read, on_branch)
+        try:
+            return evaluator.value(self.expressions[index].tree), ""
+        except SampleError as e:
+            return None, str(e)
+
+    def evaluator(self, hit: Stop | None, read: Read, on_branch: Callable[[], None] | None = None) -> Evaluator:
+        """What evaluates the expressions at the hit (None: globals only), reading through ``read``."""
         scope, _ = self._locals(hit, read, on_branch)
 
         def resolve(name: str) -> Object | None:
@@ -111,12 +119,8 @@ class Scope:
                 raise SampleError("registers are only known at a breakpoint")
             return int(getattr(hit.registers, name))
 
-        evaluator = Evaluator(resolve, read, register, self._where(), self.name_hint,
-                              self._go_types.dynamic if self._go_types is not None else None, on_branch)
-        try:
-            return evaluator.value(self.expressions[index].tree), ""
-        except SampleError as e:
-            return None, str(e)
+        return Evaluator(resolve, read, register, self._where(), self.name_hint,
+                         self._go_types.dynamic if self._go_types is not None else None, on_branch)
 
     def global_object(self, name: str) -> Object | None:
         """A global by name (the lookup is done once; its address does not move)."""

@@ -22,8 +22,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 
-import numpy as np
-
 from sampler import notice
 from sampler.backends.base import columns_of
 from sampler.backends.cycle import miss
@@ -32,6 +30,7 @@ from sampler.backends.ptrace.guard import TIMEOUT_S, Guard
 from sampler.backends.ptrace.inprocess import Inprocess, Plan, Read, plan
 from sampler.backends.ptrace.instructions import MAX_FUNCTION, starts_instruction
 from sampler.backends.ptrace.memory import Memory, MemoryHang
+from sampler.backends.ptrace.readrows import Pending, Rows
 from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.router import Router
 from sampler.backends.ptrace.site import Site
@@ -46,7 +45,7 @@ from sampler.errors import DebuggerError, LocationNotFound, SamplerError, UsageE
 from sampler.evaluation.plan import Snapshot
 from sampler.evaluation.reads import UnreadableMemory
 from sampler.evaluation.scope import Scope
-from sampler.inprocess.reads import Layout, Recorded, Unfit
+from sampler.inprocess.reads import Layout, Unfit
 from sampler.language.expr import ustack_depth
 from sampler.safety.guardian import Guardian, Ward
 from sampler.safety.journal import Journal
@@ -131,6 +130,8 @@ class PtraceBackend:
         self._rows: deque[tuple[Site | None, Reading | Pending]] = deque()
         """In-process probes' rows read out of their ring (with their site), not yet handed over; a
         reading probe's evaluated as it is handed over (a drain holds thousands)."""
+        self._readers: dict[int, Rows] = {}
+        """Each reading probe's rows (by its site's id)."""
         self._learning: list[Site] = []
         """Sites whose in-process probe reads: an int3 until their first hits make their read plan."""
 
@@ -570,21 +571,19 @@ class PtraceBackend:
         self._rows_of(inprocess.drain_read())
 
     def _rows_of(self, reads: list[Read]) -> None:
-        """A reading probe's records, queued as rows to evaluate (against the registers and bytes each
-        holds) when handed over."""
+        """A reading probe's records as rows (readrows.py): made in bulk, or queued to evaluate one by
+        one as they are handed over."""
         for read in reads:
             site, layout = read.placed.key, read.placed.layout
-            assert layout is not None
-            self._rows.extend((site, Pending(layout, record, thread, at))
-                              for record, thread, at in zip(read.records, read.threads, read.seconds.tolist()))
+            assert layout is not None and self.memory is not None
+            rows = self._readers.get(id(site))
+            if rows is None:
+                rows = self._readers[id(site)] = Rows(site, layout, self.memory)
+            self._rows.extend((site, row) for row in rows.of(read))
 
     def _next_row(self) -> Reading:
-        site, row = self._rows.popleft()
-        if isinstance(row, Reading):
-            return row
-        assert site is not None and site.address is not None and self.memory is not None
-        registers, snapshot = row.layout.decode(row.record)
-        return site.recorded(self.memory, Recorded(site.address, registers), snapshot, row.thread, row.at)
+        _, row = self._rows.popleft()
+        return row if isinstance(row, Reading) else row.reading()
 
     def _take_inprocess_out(self) -> list[str]:
         """At detach, while the tracer holds the threads: every jump out, the counts read; what the
@@ -714,16 +713,6 @@ class AsProgram:
         for at, byte in covered:
             out[at - address] = byte
         return bytes(out)
-
-
-@dataclass(frozen=True)
-class Pending:
-    """A reading probe's record, to be evaluated into its row."""
-
-    layout: Layout
-    record: np.void
-    thread: str
-    at: float
 
 
 @dataclass

@@ -155,6 +155,10 @@ class Site:
                 pass
         return Reading(self._laid_out(list(values)), thread=thread, at=at, error="; ".join(errors))
 
+    def recorded_values(self, values: list[Value], thread: str, at: float) -> Reading:
+        """The row of an in-process probe's hit whose values were made in bulk (columns.py)."""
+        return Reading(self._laid_out(values), thread=thread, at=at)
+
     def counted(self) -> tuple[Value, ...]:
         """The values of a row of a hit with nothing read (an in-process probe's: its probe column)."""
         return self._laid_out([])

@@ -21,6 +21,10 @@ class LogHistogram:
         self._zeros = 0
         self._buckets: dict[int, int] = {}
 
+    def add_zeros(self, count: int) -> None:
+        self.count += count
+        self._zeros += count
+
     def add(self, value: float) -> None:
         self.count += 1
         if value <= 0 or not math.isfinite(value):

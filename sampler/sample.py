@@ -48,6 +48,17 @@ class Reading:
 
 
 @dataclass(frozen=True)
+class Bulk:
+    """Rows of in-process probes' hits made at once, for writers that count (--count-by, --hist): each
+    of a run's value columns as an array of the rows' values, or as one value every row has (a probe's
+    label; None: no such expression at that probe). Every row's values were read (no errors)."""
+
+    count: int
+    columns: Sequence[Any]
+    threads: Sequence[str]
+
+
+@dataclass(frozen=True)
 class Sample:
     """One row of output."""
 

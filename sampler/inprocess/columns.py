@@ -22,6 +22,7 @@ import numpy as np
 from sampler.debuginfo.locations import InMemory, InRegister
 from sampler.evaluation.evaluate import Evaluator, Num, Object
 from sampler.inprocess.reads import REGISTERS, Layout
+from sampler.language.expr import REGISTER_PREFIX, register_name
 
 CHECKED = 16
 """Records whose values a learnt column must give as the evaluator does (spread over the batch)."""
@@ -86,8 +87,8 @@ def learn(tree: ast.Expression, layout: Layout, records: np.ndarray, evaluators:
         got, ok = evaluate(column, raw)
     except Exception:  # NotAColumn, or the evaluator's own error at record 0: rows one at a time say it
         return None
-    rows = np.unique(np.linspace(0, len(records) - 1, min(CHECKED, len(records))).astype(int))
-    for row in rows.tolist():
+    rows = sorted(set(np.linspace(0, len(records) - 1, min(CHECKED, len(records))).astype(int).tolist()))
+    for row in rows:
         if bool(ok[row]) and values(row) != int(got[row]):
             return None
     return column
@@ -147,6 +148,11 @@ def _learn(node: ast.AST, layout: Layout, raw: np.ndarray, evaluators: Evaluator
                   _learn(node.right, layout, raw, evaluators), num.bits, num.signed)
     if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.IfExp, ast.Constant)):
         raise NotAColumn("an operation not made over a column")
+    if isinstance(node, ast.Name) and node.id.startswith(REGISTER_PREFIX):  # $rdi: all of it, unsigned
+        name = register_name(node.id)
+        if name not in REGISTERS:
+            raise NotAColumn("a register the record does not hold")
+        return Load(32 + 8 * REGISTERS.index(name), 8, False)
     reads: list[tuple[int, int]] = []
     evaluator = evaluators(0, reads)
     operand = evaluator.operand(node)

@@ -34,7 +34,7 @@ ticket and the two iovecs of the system call (40)."""
 ENTRY = 48
 MAX_READS = 32
 MAX_RECORD = 2048
-RING_BYTES = 2 << 20
+RING_BYTES = 16 << 20
 """Bytes of a reading probe's ring (its slots: the power of two that fits)."""
 NOT_MADE = -1000
 """The result of a read whose pointer could not be read (probe.S)."""

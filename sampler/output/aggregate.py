@@ -11,10 +11,12 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import Any, TextIO
+
+import numpy as np
 
 from sampler.output import hist
-from sampler.sample import PROBE, Sample, Value
+from sampler.sample import PROBE, Bulk, Sample, Value
 
 MAX_KEYS = 10_000
 """Distinct values counted per column; beyond them, one ``(other)`` count."""
@@ -100,6 +102,43 @@ class Aggregate:
                 self.buckets[name][bucket] = self.buckets[name].get(bucket, 0) + 1
             else:
                 self.not_numbers[name] += 1
+
+    def write_bulk(self, bulk: Bulk, pid: int) -> None:
+        """Many rows at once (in-process probes' hits: hist.py's buckets and the counts made by numpy)."""
+        self.samples += bulk.count
+        self.pids.add(pid)
+        for name in self.count_by:
+            values = self._bulk_values(bulk, name, pid)
+            if values is None:
+                self.absent[name] += bulk.count
+                continue
+            counted = self.counts[name]
+            found = [(values, bulk.count)] if not isinstance(values, np.ndarray) else \
+                zip(*(part.tolist() for part in np.unique(values, return_counts=True)))
+            for value, n in found:
+                key = key_of(value)
+                if key not in counted and len(counted) >= MAX_KEYS:
+                    key = OTHER
+                counted[key] = counted.get(key, 0) + n
+        for name in self.hists:
+            values = self._bulk_values(bulk, name, pid)
+            if values is None:
+                self.absent[name] += bulk.count
+                continue
+            if not isinstance(values, np.ndarray) or values.dtype.kind not in "iu":
+                self.not_numbers[name] += bulk.count
+                continue
+            buckets = self.buckets[name]
+            for key, n in zip(*(part.tolist() for part in np.unique(hist.power_of_two_keys(values),
+                                                                       return_counts=True))):
+                buckets[key] = buckets.get(key, 0) + n
+
+    def _bulk_values(self, bulk: Bulk, name: str, pid: int) -> Any:
+        if name == "thread":
+            return np.asarray(bulk.threads)
+        if name == "pid":
+            return pid
+        return bulk.columns[self._index[name]]
 
     def _absent(self, sample: Sample, name: str) -> bool:
         """The column is an expression of another probe (its value None with no error of its

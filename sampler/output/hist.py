@@ -6,6 +6,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from sampler.printable import printable
 
 BAR = 52
@@ -27,6 +29,20 @@ def power_of_two_key(value: float) -> int:
     if value < 1:
         return 0
     return int(value).bit_length()  # 1 -> 1, 2-3 -> 2, 4-7 -> 3
+
+
+def power_of_two_keys(values: np.ndarray) -> np.ndarray:
+    """power_of_two_key of each of an array of integers (exact: no float near 2^64 is asked)."""
+    negative = values < 0 if values.dtype.kind == "i" else np.zeros(len(values), bool)
+    rest = np.where(negative, 0, values).astype(np.uint64)
+    keys = np.zeros(len(values), np.int64)
+    for shift in (32, 16, 8, 4, 2, 1):
+        high = rest >= np.uint64(1 << shift)
+        keys[high] += shift
+        rest[high] >>= np.uint64(shift)
+    keys += (rest > 0).astype(np.int64)  # 1 -> 1, 2-3 -> 2, 4-7 -> 3
+    keys[negative] = -1
+    return keys
 
 
 def power_of_two(values: Iterable[float]) -> list[tuple[str, int]]:

@@ -1,7 +1,7 @@
 /* callers: threads that call one function at the same moment, counting their calls, to
  * check that an every-hit trace counts exactly what the program counts itself.
  *
- *   callers THREADS CALLS FUNCTION
+ *   callers THREADS CALLS FUNCTION [RATE]
  *
  * FUNCTION is hot or warm (plain functions of this program; warm's first instructions take a 5-byte
  * jump), paired (given a pointer to {i, 3 * i} and i, on the caller's stack; at every i % 1000 == 999
@@ -10,7 +10,8 @@
  * send, recv, close, openat, malloc, free. THREADS threads are made and wait at a
  * barrier; the main thread waits until FUNCTION's first 64 bytes change (a tracer
  * wrote its breakpoint there; at most 30 s), then lets them go. Each thread calls
- * FUNCTION CALLS times. Then it prints "done calls=N" (N: the calls of FUNCTION made by
+ * FUNCTION CALLS times (at most RATE times a second, where RATE is given: it sleeps 0.1 ms whenever
+ * it is ahead, and never runs more than 1 ms of calls at once to catch up). Then it prints "done calls=N" (N: the calls of FUNCTION made by
  * the threads) and waits to be killed. The program's own output is written with the raw
  * system call, so that it never calls a traced wrapper itself. */
 #define _GNU_SOURCE
@@ -27,6 +28,7 @@
 
 static pthread_barrier_t barrier;
 static long per_thread;
+static long rate;
 static const char *function;
 static long total;
 volatile long sink;
@@ -76,7 +78,27 @@ static void *caller(void *arg)
     char byte = 'x';
     long made = 0;
     pthread_barrier_wait(&barrier);
+    struct timespec began, now, nap = {0, 100000};
+    long paced_from = 0;
+    clock_gettime(CLOCK_MONOTONIC, &began);
     for (long i = 0; i < per_thread; i++) {
+        while (rate && i % 256 == 0) {  /* paced: RATE a second, never catching up more than 1 ms */
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            double elapsed = (now.tv_sec - began.tv_sec) + (now.tv_nsec - began.tv_nsec) / 1e9;
+            if (elapsed * rate - (i - paced_from) > rate / 1000.0) {  /* behind (it was stopped): from here on */
+                began = now;
+                began.tv_nsec -= 1000000;
+                if (began.tv_nsec < 0) {
+                    began.tv_sec -= 1;
+                    began.tv_nsec += 1000000000;
+                }
+                paced_from = i - rate / 1000;
+                elapsed = 0.001;
+            }
+            if (i - paced_from <= elapsed * rate)
+                break;
+            syscall(SYS_nanosleep, &nap, NULL);
+        }
         if (strcmp(function, "hot") == 0) {
             sink += hot(i);
         } else if (strcmp(function, "warm") == 0) {
@@ -116,13 +138,14 @@ static void *caller(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        say("usage: callers THREADS CALLS FUNCTION\n");
+    if (argc != 4 && argc != 5) {
+        say("usage: callers THREADS CALLS FUNCTION [RATE]\n");
         return 2;
     }
     int threads = atoi(argv[1]);
     per_thread = atol(argv[2]);
     function = argv[3];
+    rate = argc == 5 ? atol(argv[4]) : 0;
     void *address = strcmp(function, "hot") == 0 ? (void *)hot : strcmp(function, "warm") == 0 ? (void *)warm
         : strcmp(function, "paired") == 0 ? (void *)paired : dlsym(RTLD_DEFAULT, function);
     if (address == NULL) {

@@ -25,7 +25,8 @@ READ_FS = bytes.fromhex("f3480faec0" "c3")  # rdfsbase rax; ret
 def test_the_templates_are_what_probe_s_assembles_to() -> None:
     if shutil.which("as") is None:
         pytest.fail("binutils' as is missing: make setup installs it")
-    assert assembled_now() == {"entry": templates.ENTRY, "anywhere": templates.ANYWHERE}
+    assert assembled_now() == {"entry": templates.ENTRY, "anywhere": templates.ANYWHERE,
+                               "reads_entry": templates.READS_ENTRY, "reads_anywhere": templates.READS_ANYWHERE}
 
 
 def assembled_now() -> dict[str, bytes]:

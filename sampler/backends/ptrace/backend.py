@@ -49,7 +49,7 @@ from sampler.inprocess.reads import Layout, Unfit
 from sampler.language.expr import ustack_depth
 from sampler.safety.guardian import Guardian, Ward
 from sampler.safety.journal import Journal
-from sampler.sample import Reading
+from sampler.sample import Bulk, Reading
 from sampler.stop import StopFlag
 from sampler.target import procfs
 from sampler.target.process import TargetProcess
@@ -568,7 +568,7 @@ class PtraceBackend:
             sites = {p.number: p.key for p in inprocess.placed}
             for number, thread, at in zip(drained.numbers.tolist(), drained.threads, drained.seconds.tolist()):
                 rows.append((sites[number], Reading(values[number], thread=thread, at=at)))
-        self._rows_of(inprocess.drain_read())
+        self._rows_of(inprocess.drain_read(lambda: sorted(tracer.threads)))
 
     def _rows_of(self, reads: list[Read]) -> None:
         """A reading probe's records as rows (readrows.py): made in bulk, or queued to evaluate one by
@@ -580,6 +580,40 @@ class PtraceBackend:
             if rows is None:
                 rows = self._readers[id(site)] = Rows(site, layout, self.memory)
             self._rows.extend((site, row) for row in rows.of(read))
+
+    def trace_bulk(self, stop: StopFlag, until: float) -> list[Reading | Bulk]:
+        """As trace() where every site is in-process and the rows are only counted (session.py): the
+        records of a drain as Bulks (numpy), those of a reading probe whose values are no columns as
+        rows; [] when none came by ``until``."""
+        tracer, inprocess = self.tracer, self.inprocess
+        assert tracer is not None and inprocess is not None and self.memory is not None
+        if self._rows:
+            return [self._next_row() for _ in range(len(self._rows))]
+        while True:
+            out: list[Reading | Bulk] = []
+            drained = inprocess.drain(lambda: sorted(tracer.threads))
+            if drained is not None:
+                for placed in inprocess.placed:
+                    if placed.layout is None:
+                        mine = drained.numbers == placed.number
+                        count = int(mine.sum())
+                        if count:
+                            threads = [t for t, m in zip(drained.threads, mine.tolist()) if m]
+                            out.append(Bulk(count, list(placed.key.counted()), threads))
+            for read in inprocess.drain_read(lambda: sorted(tracer.threads)):
+                site, layout = read.placed.key, read.placed.layout
+                assert layout is not None
+                rows = self._readers.get(id(site))
+                if rows is None:
+                    rows = self._readers[id(site)] = Rows(site, layout, self.memory)
+                bulk, alone = rows.bulk(read)
+                out.extend(alone)
+                if bulk is not None:
+                    out.append(bulk)
+            now = time.monotonic()
+            if out or now >= until or stop.is_set():
+                return out
+            tracer.serve_until(min(until, now + DRAIN_S), stop)
 
     def _next_row(self) -> Reading:
         _, row = self._rows.popleft()
@@ -599,7 +633,9 @@ class PtraceBackend:
             inprocess.left = (f"the in-process probes' jumps could not be taken out of process {self.config.pid} "
                               f"({e}): they keep counting; sampler repair --pid {self.config.pid} takes them out")
         drained = inprocess.drain()
-        read = Counter(id(r.placed.key) for r in inprocess.drain_read() for _ in range(len(r.records)))
+        read: Counter[int] = Counter()
+        for r in inprocess.drain_read():
+            read[id(r.placed.key)] += len(r.records)
         said = []
         for placed in inprocess.placed:
             site = placed.key

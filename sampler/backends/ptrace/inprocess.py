@@ -149,6 +149,8 @@ class Inprocess(Generic[K]):
         """The records drained as the data area went (the ring's last)."""
         self._last_read: list[Read] = []
         """The same of the reading probes' rings."""
+        self._open = False
+        """Probes are in, or their pages still mapped (their rings readable)."""
         """Probe number -> what was counted (read at each drain, and at the end)."""
         self.left = ""
         """What stayed in the target when sampler let go (said in the summary); '' when nothing."""
@@ -190,8 +192,9 @@ class Inprocess(Generic[K]):
             areas = self._areas(tids)
             self._learn(tids)
             try:
-                if self.data is None:
-                    self.data = areas.data_area(wanted[0][1].site, ring.SIZE)
+                counting = [displaced.site for key, displaced, _ in wanted if key not in layouts]
+                if self.data is None and counting:
+                    self.data = areas.data_area(counting[0], ring.SIZE)
                     assert self.data.local is not None
                     self.ring = Ring(self.data.local)
                     self.ring.initialise()
@@ -207,6 +210,7 @@ class Inprocess(Generic[K]):
                             swap(key, False)
             finally:
                 areas.close()  # (the scratch page of the names)
+                self._open = self._open or bool(self.placed)
         return refused
 
     def _areas(self, tids: list[int]) -> Areas:
@@ -226,7 +230,6 @@ class Inprocess(Generic[K]):
 
     def _place(self, key: K, displaced: Displaced, entry: bool, tids: list[int], areas: Areas,
                layout: Layout | None = None) -> None:
-        assert self.data is not None
         number = len(self.placed)
         ring.hits_at(number)  # (ValueError past the last)
         own: Area | None = None
@@ -296,27 +299,34 @@ class Inprocess(Generic[K]):
         if not len(records):
             return None
         self.clock.update()
-        bases = records["fs"]
-        unknown = {int(base) for base in np.unique(bases)} - set(self.threads)
-        if unknown and live is not None:
-            known = set(self.threads.values())
-            new = [tid for tid in live() if tid not in known]
-            if new:
-                with contextlib.suppress(SamplerError), self.hold(new) as tids:
-                    self._learn(tids)
-        names = {base: str(tid) for base, tid in self.threads.items()}
-        threads = [names.get(int(base), f"fs {int(base):#x}") for base in bases]
+        threads = self._names(records["fs"], live)
         for number, recorded in zip(*np.unique(records["probe"], return_counts=True)):
             if int(number) in self.counts:
                 self.counts[int(number)].recorded += int(recorded)
         return Drained(records["probe"], threads, self.clock.seconds(records["tsc"]))
 
-    def drain_read(self) -> list[Read]:
+    def _names(self, bases: np.ndarray, live: Callable[[], list[int]] | None) -> list[str]:
+        """The thread of each fs base (its id; one not known yet learnt by holding the threads ``live``
+        gives that are new)."""
+        unique, inverse = np.unique(bases, return_inverse=True)
+        if set(unique.tolist()) - set(self.threads) and live is not None:
+            known = set(self.threads.values())
+            new = [tid for tid in live() if tid not in known]
+            if new:
+                with contextlib.suppress(SamplerError), self.hold(new) as tids:
+                    self._learn(tids)
+        names = np.array([str(self.threads[base]) if base in self.threads else f"fs {base:#x}"
+                          for base in unique.tolist()], dtype=object)
+        threads: list[str] = names[inverse].tolist()
+        return threads
+
+    def drain_read(self, live: Callable[[], list[int]] | None = None) -> list[Read]:
         """The reading probes' records written since the last drain (threads as ``drain`` names them)."""
-        if self.ring is None or self.clock is None:
+        if not self._open or self.clock is None:
             last, self._last_read = self._last_read, []
             return last
         out = []
+        self._count()
         for placed in self.placed:
             if placed.ring is None:
                 continue
@@ -325,16 +335,15 @@ class Inprocess(Generic[K]):
                 continue
             self.clock.update()
             self.counts[placed.number].recorded += len(records)
-            names = {base: str(tid) for base, tid in self.threads.items()}
-            threads = [names.get(int(base), f"fs {int(base):#x}") for base in records["fs"]]
-            out.append(Read(placed, records, threads, self.clock.seconds(records["tsc"])))
+            out.append(Read(placed, records, self._names(records["fs"], live), self.clock.seconds(records["tsc"])))
         return out
 
     def _count(self) -> None:
-        if self.ring is not None:
-            for placed in self.placed:
-                counts, counted = self.counts[placed.number], placed.ring or self.ring
+        for placed in self.placed:
+            counted = placed.ring or self.ring
+            if counted is not None:
                 number = 0 if placed.ring is not None else placed.number
+                counts = self.counts[placed.number]
                 counts.hits, counts.dropped = counted.hits(number), counted.drops(number)
 
     def key_of(self, number: int) -> K:
@@ -429,6 +438,7 @@ class Inprocess(Generic[K]):
     def _unmap(self, tids: list[int]) -> None:
         self._last = self.drain()  # (what the threads wrote since the last drain: drain() gives it once more)
         self._last_read = self.drain_read()
+        self._open = False
         self.ring = None  # (its view of the data area goes first: a mapping with a view cannot close)
         for placed in self.placed:
             placed.ring = None
@@ -455,6 +465,7 @@ class Inprocess(Generic[K]):
     def close(self) -> None:
         """Sampler's own views of the pages closed (the target's stay as ``take_out`` left them)."""
         self.ring = None
+        self._open = False
         for placed in self.placed:
             placed.ring = None
         for area in self._areas_made():

@@ -16,7 +16,7 @@ from sampler.evaluation.evaluate import Evaluator
 from sampler.evaluation.plan import Snapshot
 from sampler.inprocess import columns
 from sampler.inprocess.reads import Layout, Recorded
-from sampler.sample import Reading
+from sampler.sample import Bulk, Reading
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class Rows:
         self.columns: list[columns.Column] | None = None
         self.goid: columns.Load | None = None
         self._learnt = False
-        self.bulk = 0
+        self.in_bulk = 0
         """Rows made in bulk (the rest one record at a time)."""
 
     def of(self, read: Read) -> list[Reading | Pending]:
@@ -69,8 +69,34 @@ class Rows:
                 out.append(site.recorded_values(list(row), thread, at))
             else:
                 out.append(Pending(self, records[index], thread, at))
-        self.bulk += int(ok.sum())
+        self.in_bulk += int(ok.sum())
         return out
+
+    def bulk(self, read: Read) -> tuple[Bulk | None, list[Reading]]:
+        """The rows of a drain's records for writers that count: those the columns hold as one Bulk,
+        the others one by one."""
+        records, threads, seconds = read.records, read.threads, read.seconds.tolist()
+        if not self._learnt:
+            self._learnt = True
+            self.columns, self.goid = self._learn(records)
+        if self.columns is None:
+            return None, [self.one(record, thread, at) for record, thread, at in zip(records, threads, seconds)]
+        raw = columns.as_bytes(records, self.layout)
+        values, ok = [], np.ones(len(records), bool)
+        for column in self.columns:
+            got, held = columns.evaluate(column, raw)
+            values.append(got)
+            ok &= held
+        if self.goid is not None:
+            goids, held = columns.evaluate(self.goid, raw)
+            threads = [str(g) if h else t for g, h, t in zip(goids.tolist(), held.tolist(), threads)]
+        alone = [self.one(records[i], threads[i], seconds[i]) for i in np.flatnonzero(~ok).tolist()]
+        count = int(ok.sum())
+        self.in_bulk += count
+        if not count:
+            return None, alone
+        kept = [t for t, h in zip(threads, ok.tolist()) if h] if len(alone) else threads
+        return Bulk(count, self.site.laid_out_columns([v[ok] if len(alone) else v for v in values]), kept), alone
 
     def one(self, record: np.void, thread: str, at: float) -> Reading:
         registers, snapshot = self.layout.decode(record)

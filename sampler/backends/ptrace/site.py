@@ -159,6 +159,15 @@ class Site:
         """The row of an in-process probe's hit whose values were made in bulk (columns.py)."""
         return Reading(self._laid_out(values), thread=thread, at=at)
 
+    def laid_out_columns(self, columns: Sequence[object]) -> list[object]:
+        """Columns of its expressions' values (arrays: Bulk's) in the run's columns, as _laid_out."""
+        out: list[object] = [None] * self.width
+        if self.label:
+            out[0] = self.label
+        for slot, column in zip(self.slots, columns):
+            out[slot] = column
+        return out
+
     def counted(self) -> tuple[Value, ...]:
         """The values of a row of a hit with nothing read (an in-process probe's: its probe column)."""
         return self._laid_out([])

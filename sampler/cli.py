@@ -240,8 +240,9 @@ def attach(ctx: click.Context, /, locations: tuple[str, ...], interval: float | 
 @click.option("--max-events", type=click.IntRange(min=1), help="Stop after N hits.")
 @click.option("--probe", type=click.Choice(["auto", "inprocess", "int3"]), default="auto", show_default=True,
               help="inprocess: a jump into code sampler puts in the target counts and records each call, and no "
-                   "thread stops (ptrace, count-only: no --expr yet); auto: in-process at each count-only site that "
-                   "allows it, an int3 elsewhere (the start line says which); int3: a breakpoint at every site.")
+                   "thread stops (ptrace; an --expr is read in the target once a site's first hits, by an int3, "
+                   "showed what it reads); auto: in-process at each site that allows it, an int3 elsewhere (the "
+                   "start line says which); int3: a breakpoint at every site.")
 @click.pass_context
 def trace(ctx: click.Context, /, locations: tuple[str, ...], max_events: int | None, probe: str,
           **common: Any) -> int:

@@ -23,7 +23,6 @@ from tests.integration.targets import (
     assert_code_matches_files,
     code_differs,
     descendants,
-    one_line_error,
     read_csv,
     redis_cli,
     sampler,
@@ -82,11 +81,107 @@ def test_every_call_is_counted_in_the_target_exactly_and_each_row_names_its_thre
     assert not list(own_journal.glob("*.json"))
 
 
-def test_inprocess_refuses_an_expr_before_attaching(start_target: Callable[..., Target]) -> None:
-    target = start_target("callers", "1", "10", "warm")
-    result = sampler("trace", "--pid", str(target.pid), "--at", "warm", "--expr", "arg0", "--probe", "inprocess")
-    assert result.returncode == 2
-    assert "--probe inprocess reads no --expr yet" in one_line_error(result)
+PAIRED = ("--at", "paired", "--expr", "a=p->a", "--expr", "b=p->b", "--expr", "i=i", "--expr", "s=p->a+p->b-i")
+
+
+def paired_rows(out: Path) -> dict[tuple[str, int], dict[str, str]]:
+    """The rows by (thread, i), each checked against what paired() was given: a == i, b == 3i (the
+    pair on the caller's stack), and at every i % 1000 == 999 (the pointer 16) the reads' errors."""
+    rows = {}
+    for row in read_csv(out):
+        i = int(row["i"])
+        assert (row["thread"], i) not in rows, row  # (one row a call)
+        rows[(row["thread"], i)] = row
+        if i % 1000 == 999:
+            assert row["a"] == row["b"] == row["s"] == "", row
+            assert row["error"] == ("a: cannot read 8 bytes at 0x10; b: cannot read 8 bytes at 0x18; "
+                                    "s: cannot read 8 bytes at 0x10"), row
+        else:
+            assert (int(row["a"]), int(row["b"]), int(row["s"]), row["error"]) == (i, 3 * i, 3 * i, ""), row
+    return rows
+
+
+def test_an_expr_is_read_in_the_target_every_call_exact_and_a_bad_pointer_fails_only_its_row(
+        start_target: Callable[..., Target], tmp_path: Path, own_journal: Path) -> None:
+    # GIVEN 2 threads calling paired(&{i, 3i}, i) 20,000 times each, 10,000 a second each (every
+    # 1000th with the pointer 16)
+    target = start_target("callers", "2", "20000", "paired", "10000")
+    out = tmp_path / "paired.csv"
+    # WHEN sampler traces it with four expressions through the pointer and the argument
+    result = sampler("trace", "--pid", str(target.pid), *PAIRED, "--duration", "5s", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    # THEN the site's first hits were an int3's, then the reads ran in the target (the line says so)
+    assert re.search(r"probes: --at paired \(0x[0-9a-f]+\): in-process from now on .* 1 read\(s\) in the "
+                     r"target at each call", result.stderr), result.stderr
+    summary = SUMMARY.search(result.stderr)
+    assert summary is not None, result.stderr
+    rows = paired_rows(out)
+    calls = done_calls(target)
+    # and every call is a row, each exact (the calls before the jump were int3 rows: the target counted
+    # the rest), the 40 bad pointers 40 rows with their errors, and the target is as it was
+    assert calls == 40_000 == len(rows) == int(summary["calls"]) + sum(row["pause_us"] != "0" for row in rows.values())
+    assert not summary["dropped"] and not summary["late"], result.stderr
+    for thread in {thread for thread, _ in rows}:
+        assert sorted(i for t, i in rows if t == thread) == list(range(20_000))
+    assert sum(row["error"] != "" for row in rows.values()) == 40
+    assert_code_matches_files(target.pid)
+    assert no_pages_of_sampler(target.pid)
+    assert target.status()["TracerPid"].strip() == "0"
+    assert not list(own_journal.glob("*.json"))
+    # AND the int3 path on another run of it gives the same rows for the same calls
+    other = start_target("callers", "2", "300", "paired")
+    int3 = tmp_path / "int3.csv"
+    result = sampler("trace", "--pid", str(other.pid), *PAIRED, "--probe", "int3", "--duration", "60s",
+                     "--max-events", "600", "--out", str(int3))
+    assert result.returncode == 0, result.stderr
+    by_int3 = paired_rows(int3)
+    assert len(by_int3) == 600
+    columns = ("a", "b", "i", "s", "error")
+    assert {tuple(row[c] for c in columns) for row in by_int3.values()} == \
+        {tuple(row[c] for c in columns) for (_, i), row in rows.items() if i < 300}
+
+
+def test_an_expr_at_5_million_calls_a_second_is_counted_by_hist_in_bulk(
+        start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN one thread calling paired() 5 million times a second, 15 million times
+    target = start_target("callers", "1", "15000000", "paired", "5000000")
+    # WHEN sampler makes a histogram of its argument (a register: no read, no system call)
+    result = sampler("trace", "--pid", str(target.pid), "--at", "paired", "--expr", "n=i", "--hist", "n",
+                     "--duration", "7s")
+    assert result.returncode == 0, result.stderr
+    calls = done_calls(target)
+    summary = SUMMARY.search(result.stderr)
+    assert summary is not None, result.stderr
+    buckets = [int(n) for n in re.findall(r"^[\[(].*?\s(\d+) \|", result.stdout, re.M)]
+    counted = sum(buckets)
+    dropped = int(summary["dropped"] or 0)
+    # THEN the histogram counts every row, the rows and those the ring had no room for are the calls
+    # (the first hits were an int3's), and at most 2 % had no room (bench/results/INPROCESS.md)
+    assert counted == int(re.search(r"(\d+) samples", result.stderr)[1])  # type: ignore[index]
+    assert calls == 15_000_000
+    assert int(summary["calls"]) + 2 == calls
+    assert counted + dropped == calls, (counted, dropped, result.stderr)
+    assert dropped <= calls * 0.02, result.stderr
+    if not dropped:  # (each bucket [2^k, 2^(k+1)) holds 2^k of the values 0..N-1)
+        assert buckets[:20] == [1, 1, *(1 << k for k in range(1, 19))], result.stdout
+    assert_code_matches_files(target.pid)
+
+
+def test_a_go_programs_fields_are_read_in_process_by_goroutine(
+        start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN ringbuf-go, its ring of 20,000 slots read and written by two goroutines
+    target = start_target("ringbuf-go")
+    out = tmp_path / "go.csv"
+    # WHEN sampler reads w - r at every Read for 3 s through the ptrace backend
+    result = sampler("trace", "--pid", str(target.pid), "--backend", "ptrace", "--at", "main.(*Ring).Read",
+                     "--expr", "delta=b.w-b.r", "--duration", "3s", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "in-process from now on" in result.stderr, result.stderr
+    rows = read_csv(out)
+    # THEN rows came in thousands, each a gap the ring can hold, each thread a goroutine's id
+    assert len(rows) > 1000
+    assert all(0 <= int(row["delta"]) <= 20_000 and row["error"] == "" for row in rows)
+    assert len({row["thread"] for row in rows}) <= 2 and all(int(row["thread"]) < 1000 for row in rows)
     assert_code_matches_files(target.pid)
     assert target.status()["TracerPid"].strip() == "0"
 

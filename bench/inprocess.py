@@ -12,11 +12,16 @@ In-process probes are measured twice: a burst of a million calls a thread (the r
 fills within the burst: most calls are counted and their record dropped, the cheaper path), and bursts
 of 60,000 calls in all, 100 ms apart (each fits in the ring: most calls write their record; sampler
 then writes rows at about 100,000 a second, so it drops records still between bursts, but fewer).
-Count only: in-process probes read no --expr yet.
+Then the same with a read plan of two fields through the argument (a->n and a->sum; Go: a.n, a.sum),
+for the tracers that read them: sampler in-process (the plan runs in the target: one process_vm_readv
+of 16 bytes a call; sampler counts the rows with --hist, in bulk), sampler int3, and bpftrace (two
+user-memory reads in the uprobe). The in-process reads are measured in bursts of 20,000 calls, which
+the probe's ring (65,536 records) holds: every call reads (rows / calls says so). A reading tracer's
+bursts are counted from 2 s after it starts (its first hits are an int3's, learning the plan).
 
 Results: bench/results/inprocess.csv and INPROCESS.md.
 
-    .venv/bin/python bench/inprocess.py [--rounds 3] [--quick] [--results DIR]
+    .venv/bin/python bench/inprocess.py [--rounds 3] [--quick] [--only TEXT] [--results DIR]
 """
 
 from __future__ import annotations
@@ -51,11 +56,19 @@ class Tracer:
     name: str
     calls: int
     """Calls in one burst, in all (shared by the threads)."""
+    reads: bool = False
+    """It reads a->n and a->sum at each call."""
 
 
 TRACERS = (Tracer("sampler in-process", 1_000_000), Tracer("sampler in-process, short bursts", 60_000),
            Tracer("sampler int3", 2_000), Tracer("reference tracer (C, int3)", 20_000),
-           Tracer("bpftrace uprobe", 100_000))
+           Tracer("bpftrace uprobe", 100_000),
+           Tracer("sampler in-process, 2 fields", 20_000, reads=True),
+           Tracer("sampler int3, 2 fields", 2_000, reads=True),
+           Tracer("bpftrace uprobe, 2 fields", 100_000, reads=True))
+FIELDS = {"C": ("a->n", "a->sum"), "Go": ("a.n", "a.sum")}
+LEARN_S = 2.0
+"""A reading tracer's bursts count from this long after it starts (its plan learnt by an int3 first)."""
 
 
 def bpftrace_ready() -> str:
@@ -67,19 +80,24 @@ def bpftrace_ready() -> str:
     return ""
 
 
-def start_tracer(tracer: Tracer, target: RunningTarget, binary: str, function: str, register: str,
+def start_tracer(tracer: Tracer, target: RunningTarget, program: str, function: str, register: str,
                  folder: Path) -> subprocess.Popen[str]:
     pid = str(target.pid)
+    binary = PROGRAMS[program][0]
     if tracer.name.startswith("sampler"):
         probe = "int3" if "int3" in tracer.name else "inprocess"
-        return subprocess.Popen([*SAMPLER, "trace", "--pid", pid, "--at", function, "--probe", probe,
-                                 "--out", str(folder / "rows.csv"), "--quiet"], cwd=ROOT, text=True,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        reads = ["--expr", f"n={FIELDS[program][0]}", "--expr", f"sum={FIELDS[program][1]}", "--hist", "n"] \
+            if tracer.reads else ["--out", str(folder / "rows.csv")]
+        return subprocess.Popen([*SAMPLER, "trace", "--pid", pid, "--at", function, "--probe", probe, *reads,
+                                 "--quiet"], cwd=ROOT, text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     if tracer.name.startswith("reference"):
         return subprocess.Popen([str(REFERENCE), "everyhit", pid, f"{entry_of(target.pid, function):x}", register,
                                  "3600"], text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    program = ROOT / "targets" / "bin" / binary
-    return subprocess.Popen(["bpftrace", "-e", f"uprobe:{program}:{function} {{ @calls = count(); }}"], text=True,
+    path = ROOT / "targets" / "bin" / binary
+    arg = f'reg("{register[1:]}")'
+    body = (f"@n = sum(*(uint64 *)({arg})); @sum = sum(*(uint64 *)({arg} + 8));" if tracer.reads else
+            "@calls = count();")
+    return subprocess.Popen(["bpftrace", "-e", f"uprobe:{path}:{function} {{ {body} }}"], text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -115,7 +133,9 @@ def measure(program: str, threads: int, tracer: Tracer, rounds: int, per_window:
     try:
         for _ in range(rounds):
             untraced += bursts(target, time.monotonic(), "0", per_window, 120)
-            proc = start_tracer(tracer, target, binary, function, register, folder)
+            proc = start_tracer(tracer, target, program, function, register, folder)
+            if tracer.reads:
+                time.sleep(LEARN_S)
             got = bursts(target, time.monotonic(), "1", per_window, 240)
             stderr = stop_tracer(proc)
             if not got:
@@ -163,6 +183,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="one round, C, one thread")
     parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument("--only", default="", help="the tracers whose name holds this text")
     options = parser.parse_args()
     build_reference()
     rounds = 1 if options.quick else options.rounds
@@ -174,6 +195,8 @@ def main() -> int:
     cases = [("C", 1)] if options.quick else [("C", 1), ("C", 8), ("Go", 1), ("Go", 8)]
     for program, threads in cases:
         for tracer in TRACERS:
+            if options.only not in tracer.name:
+                continue
             if tracer.name.startswith("bpftrace") and why_no_bpftrace:
                 rows.append({"program": program, "threads": threads, "tracer": tracer.name, "calls_per_burst": 0,
                              "untraced_ns": "", "traced_ns": "", "cost_ns": "", "bursts": "", "recorded": "",

@@ -67,6 +67,21 @@ def seccomp(pid: int) -> int:
     return int(status(pid).get("Seccomp", "0") or 0)
 
 
+def has_userfaultfd(pid: int) -> bool:
+    """The process holds a userfaultfd (its faults on some pages wait for a thread of its own)."""
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for name in names:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{name}") == "anon_inode:[userfaultfd]":
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def tracer_pid(pid: int) -> int:
     """The PID of the process tracing ``pid`` (0: none); ProcessNotFound when it is gone."""
     return tracer_in(status(pid))

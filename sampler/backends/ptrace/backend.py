@@ -509,6 +509,11 @@ class PtraceBackend:
         if site.expressions and procfs.seccomp(self.config.pid):
             return ("the process has a seccomp filter: the system call an in-process probe reads with "
                     "(process_vm_readv) could be refused, or kill it")
+        if site.expressions and (self.zero_stop_guard.on or (self.tracer is not None and self.tracer.guard.on)):
+            return ("the process's mounts hold a FUSE or network file system: a read of a page of its files "
+                    "could wait in the kernel for good, and the target's thread with it")
+        if site.expressions and procfs.has_userfaultfd(self.config.pid):
+            return "the process uses userfaultfd: a read of a page it serves could wait for good"
         if self._stopped is None:
             tids = procfs.tasks(self.config.pid)
             self._stopped = any(procfs.thread_state(self.config.pid, tid) in ("T", "t") for tid in tids)

@@ -20,6 +20,7 @@ there): then they stay, and the summary says so.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import struct
 import time
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
+from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
 from sampler.backends.ptrace import calls
 from sampler.backends.ptrace.areas import PAGE, REACH, Area, Areas
@@ -272,10 +274,15 @@ class Inprocess(Generic[K]):
         code.local[at - code.address:at - code.address + len(body)] = body
         self._used[code.address] += (len(body) + 15) // 16 * 16
         for tid in tids:  # a thread inside the bytes the jump takes: on to its instruction's copy
-            regs = calls.get_registers(tid)
-            if displaced.site < int(regs.rip) < displaced.back:
-                regs.rip = at + moved_at + (int(regs.rip) - displaced.site)
-                calls.set_registers(tid, regs)
+            try:
+                regs = calls.get_registers(tid)
+                if displaced.site < int(regs.rip) < displaced.back:
+                    regs.rip = at + moved_at + (int(regs.rip) - displaced.site)
+                    calls.set_registers(tid, regs)
+            except (SamplerError, PtraceError) as e:
+                if self._alive(tid):  # (not one that ended meanwhile)
+                    raise InjectionError(f"thread {tid} of process {self.pid} cannot be looked at ({e}): "
+                                         "no jump goes in while it could stand in its bytes") from None
         self.table.write_jump(displaced.site, jump(displaced.site, at))
         self.placed.append(Placed(key, number, displaced, at, moved_at))
         self.counts[number] = Counts()
@@ -382,7 +389,8 @@ class Inprocess(Generic[K]):
         for tid in tids:
             try:
                 regs = calls.get_registers(tid)
-            except SamplerError:
+            except (SamplerError, PtraceError):
+                clear = clear and not self._alive(tid)  # (alive and not held: where it is is not known)
                 continue
             pc = int(regs.rip)
             for placed in self.placed:
@@ -391,8 +399,14 @@ class Inprocess(Generic[K]):
                     clear = False
                 elif start <= pc <= start + placed.displaced.size:
                     regs.rip = placed.displaced.site + (pc - start)  # (its end: the jump back's target)
-                    calls.set_registers(tid, regs)
+                    try:
+                        calls.set_registers(tid, regs)
+                    except (SamplerError, PtraceError):
+                        clear = False
         return clear
+
+    def _alive(self, tid: int) -> bool:
+        return os.path.exists(f"/proc/{self.pid}/task/{tid}")
 
     def _returns_into_pages(self, tids: list[int]) -> str:
         """Why the pages must stay: a word on a thread's stack that points into a code area (a

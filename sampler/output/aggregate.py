@@ -13,8 +13,6 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-import numpy as np
-
 from sampler.output import hist
 from sampler.sample import PROBE, Bulk, Sample, Value
 
@@ -104,7 +102,10 @@ class Aggregate:
                 self.not_numbers[name] += 1
 
     def write_bulk(self, bulk: Bulk, pid: int) -> None:
-        """Many rows at once (in-process probes' hits: hist.py's buckets and the counts made by numpy)."""
+        """Many rows at once (in-process probes' hits: hist.py's buckets and the counts made by numpy,
+        which only a ptrace run that makes Bulks needs: the report reads no numpy)."""
+        import numpy as np
+
         self.samples += bulk.count
         self.pids.add(pid)
         for name in self.count_by:
@@ -134,6 +135,8 @@ class Aggregate:
                 buckets[key] = buckets.get(key, 0) + n
 
     def _bulk_values(self, bulk: Bulk, name: str, pid: int) -> Any:
+        import numpy as np
+
         if name == "thread":
             return np.asarray(bulk.threads)
         if name == "pid":

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from sampler.printable import printable
 
@@ -33,6 +34,8 @@ def power_of_two_key(value: float) -> int:
 
 def power_of_two_keys(values: np.ndarray) -> np.ndarray:
     """power_of_two_key of each of an array of integers (exact: no float near 2^64 is asked)."""
+    import numpy as np
+
     negative = values < 0 if values.dtype.kind == "i" else np.zeros(len(values), bool)
     rest = np.where(negative, 0, values).astype(np.uint64)
     keys = np.zeros(len(values), np.int64)

@@ -22,8 +22,9 @@ F_SETPIPE_SZ = 1031
 
 
 def _trace(target: Target, *args: str, queue: int = 500) -> subprocess.Popen[bytes]:
+    """The int3 path, whose threads wait at every hit (an in-process probe's never do)."""
     return subprocess.Popen([sys.executable, "-m", "sampler", "trace", "--backend", "ptrace", "--pid", str(target.pid),
-                             "--at", "ring_read", "--expr", "d=b->w - b->r", *args], cwd=ROOT,
+                             "--at", "ring_read", "--expr", "d=b->w - b->r", "--probe", "int3", *args], cwd=ROOT,
                             env={**SAMPLER_ENV, "SAMPLER_QUEUE_LINES": str(queue)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 

@@ -654,6 +654,8 @@ class PtraceBackend:
                 line += f"; {counts.dropped} not recorded (the ring was full: sampler read it too slowly)"
             if late:
                 line += f"; {late} recorded after the run's end (not written)"
+            if placed.layout is not None:
+                line += " (from the jump on: the calls before it were its int3's rows)"
             said.append(line)
         if inprocess.left:
             said.append(inprocess.left)

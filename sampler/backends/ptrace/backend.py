@@ -30,6 +30,7 @@ from sampler.backends.ptrace.guard import TIMEOUT_S, Guard
 from sampler.backends.ptrace.inprocess import Inprocess, Plan, Read, plan
 from sampler.backends.ptrace.instructions import MAX_FUNCTION, starts_instruction
 from sampler.backends.ptrace.memory import Memory, MemoryHang
+from sampler.backends.ptrace.parked import Parked
 from sampler.backends.ptrace.readrows import Pending, Rows
 from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.router import Router
@@ -455,8 +456,13 @@ class PtraceBackend:
     def _new_inprocess(self) -> Inprocess[Site]:
         tracer, memory = self.tracer, self.memory
         assert tracer is not None and memory is not None
+        parked = None
+        if self.is_go:
+            goroutines = Parked(self.modules, memory.read)
+            parked = goroutines.inside
         return Inprocess(self.config.pid, memory, tracer.probes, self._hold,
-                         lambda seconds: tracer.serve_until(time.monotonic() + seconds, StopFlag()), self.is_go)
+                         lambda seconds: tracer.serve_until(time.monotonic() + seconds, StopFlag()), self.is_go,
+                         parked)
 
     def _promote(self) -> None:
         """Each learning site whose read plan is made: its int3 out, a reading probe in at the same

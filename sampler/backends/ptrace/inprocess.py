@@ -125,9 +125,13 @@ class Inprocess(Generic[K]):
     """The in-process probes of one process, each known by the caller's key (K: the backend's Site)."""
 
     def __init__(self, pid: int, memory: Memory, table: ProbeTable, hold: Hold,
-                 wait: Callable[[float], None] = time.sleep, go: bool = False) -> None:
+                 wait: Callable[[float], None] = time.sleep, go: bool = False,
+                 parked: Callable[[int, int], str] | None = None) -> None:
         self.pid = pid
         self.go = go
+        self.parked = parked
+        """Go: why a jump may not go over (start, end) now (a goroutine parked with a return into
+        them: parked.py); '' when it may."""
         """A Go program: a thread's stack is its goroutine's (``_stack_top``)."""
         self.memory = memory
         self.table = table
@@ -172,13 +176,14 @@ class Inprocess(Generic[K]):
             return refused
         if self.clock is None:
             self.clock = TscClock()
+        last = ""
         for _ in range(PUT_TRIES):
             try:
                 return self._put(wanted, layouts or {}, swap)
-            except NoThreadReady:
+            except NoThreadReady as e:
+                last = str(e)
                 self.wait(0.001)  # (a thread in a system call's event stop: the tracer serves it)
-        raise NoThreadReady(f"no thread of process {self.pid} stopped where it could make a system call for "
-                            f"sampler in {PUT_TRIES} tries (each was inside one of its own)")
+        raise NoThreadReady(f"{last} ({PUT_TRIES} tries)")
 
     def _put(self, wanted: Sequence[tuple[K, Displaced, bool]], layouts: dict[K, Layout],
              swap: Callable[[K, bool], None] | None) -> dict[K, str]:
@@ -191,6 +196,11 @@ class Inprocess(Generic[K]):
                     rip = int(calls.get_registers(tid).rip)
                 if rip in trapped:  # (let go, its trap is served: rewound onto the site)
                     raise NoThreadReady(f"thread {tid} stands just past a site's int3")
+            for _, displaced, _ in wanted if self.parked is not None else []:
+                assert self.parked is not None
+                why = self.parked(displaced.site, displaced.back)
+                if why:  # (let go: the goroutine may run on out of there)
+                    raise NoThreadReady(f"no jump at {displaced.site:#x} in process {self.pid}: {why}")
             areas = self._areas(tids)
             self._learn(tids)
             try:

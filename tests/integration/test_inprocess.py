@@ -186,6 +186,25 @@ def test_a_go_programs_fields_are_read_in_process_by_goroutine(
     assert target.status()["TracerPid"].strip() == "0"
 
 
+def test_a_go_program_survives_reading_probes_put_in_and_taken_out_again_and_again(
+        start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN burst-go: 8 goroutines, each on its own thread, calling touch(&pair) in bursts, Go's
+    # preemption parking them wherever it may (the jump once went in while one was parked with a
+    # return into its bytes: it died at the site + 4 when it ran again, at the 4th of 6 runs)
+    target = start_target("burst-go", "8", "2500")
+    for run in range(8):
+        # WHEN a reading probe goes in at touch (past its prologue) and out, 8 times
+        result = sampler("trace", "--pid", str(target.pid), "--at", "main.touch", "--probe", "inprocess",
+                         "--expr", "n=a.n", "--expr", "sum=a.sum", "--hist", "n", "--duration", "1s")
+        # THEN each run read in the target, and the program goes on bursting
+        assert result.returncode == 0, (run, result.stderr)
+        assert "in-process from now on" in result.stderr, result.stderr
+        assert target.proc.poll() is None, target.lines[-20:]
+    seen = len(target.lines)
+    target.wait_for(lambda: any(line.startswith("burst ") for line in target.lines[seen:]), 30, "no burst after")
+    assert_code_matches_files(target.pid)
+
+
 def test_auto_puts_an_int3_where_no_jump_can_go_and_says_which_each_site_got(
         start_target: Callable[..., Target], tmp_path: Path) -> None:
     # GIVEN warm(), whose last 5 bytes hold its ret (no jump fits there), called 300 times by one thread

@@ -131,6 +131,8 @@ class PtraceBackend:
         self._rows: deque[tuple[Site | None, Reading | Pending]] = deque()
         """In-process probes' rows read out of their ring (with their site), not yet handed over; a
         reading probe's evaluated as it is handed over (a drain holds thousands)."""
+        self._parked: Parked | None = None
+        """Go: the goroutines, looked at for returns into a jump's bytes (parked.py)."""
         self._readers: dict[int, Rows] = {}
         """Each reading probe's rows (by its site's id)."""
         self._learning: list[Site] = []
@@ -456,10 +458,7 @@ class PtraceBackend:
     def _new_inprocess(self) -> Inprocess[Site]:
         tracer, memory = self.tracer, self.memory
         assert tracer is not None and memory is not None
-        parked = None
-        if self.is_go:
-            goroutines = Parked(self.modules, memory.read)
-            parked = goroutines.inside
+        parked = self._goroutines().inside if self.is_go else None
         return Inprocess(self.config.pid, memory, tracer.probes, self._hold,
                          lambda seconds: tracer.serve_until(time.monotonic() + seconds, StopFlag()), self.is_go,
                          parked)
@@ -509,7 +508,15 @@ class PtraceBackend:
         say = notice.quiet if self.config.quiet else notice.say
         say(f"probes: {self._where(site)}: an int3 (its reads cannot run in the target: {why})")
 
+    def _goroutines(self) -> Parked:
+        if self._parked is None:
+            assert self.memory is not None
+            self._parked = Parked(self.modules, self.memory.read)
+        return self._parked
+
     def _why_no_inprocess(self, site: Site) -> str:
+        if self.is_go and self._goroutines().why_not:
+            return f"a goroutine parked inside a jump's bytes could not be seen: {self._goroutines().why_not}"
         if site.expressions and site.stack_depths:
             return "ustack is read by copying the thread's stack at each hit"
         if site.expressions and procfs.seccomp(self.config.pid):

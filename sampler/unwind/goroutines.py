@@ -151,6 +151,10 @@ class Reader:
                 raws.append((g, raw))
         return raws, total == length
 
+    def status(self, raw: bytes) -> int:
+        """A g's status (its bytes as ``snapshot`` gives them), the scan bit cleared."""
+        return self._int(raw, self.layout.status) & ~0x1000
+
     def goroutines(self, code: CodeMap, running: dict[int, tuple[int, Stack]], max_depth: int,
                    raws: list[tuple[int, bytes]] | None = None, complete: bool = True
                    ) -> tuple[list[Goroutine], bool]:

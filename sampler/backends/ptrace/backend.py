@@ -442,7 +442,7 @@ class PtraceBackend:
                 inprocess.close()
                 if kind == "inprocess":
                     raise
-                refused = {site: str(e) for site, _, _ in wanted}
+                refused = {site: e.message for site, _, _ in wanted}
             placed = [site for site, _, _ in wanted if site not in refused]
             if placed:
                 self.inprocess = inprocess
@@ -490,7 +490,7 @@ class PtraceBackend:
             try:
                 refused = inprocess.put([(site, planned.displaced, planned.entry)], {site: layout}, swap)
             except SamplerError as e:
-                refused = {site: str(e)}
+                refused = {site: e.message}
             if site in refused:
                 if self.inprocess is None:
                     inprocess.close()
@@ -511,7 +511,7 @@ class PtraceBackend:
     def _goroutines(self) -> Parked:
         if self._parked is None:
             assert self.memory is not None
-            self._parked = Parked(self.modules, self.memory.read)
+            self._parked = Parked(self.config.pid, self.modules, self.memory.read)
         return self._parked
 
     def _why_no_inprocess(self, site: Site) -> str:

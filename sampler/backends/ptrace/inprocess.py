@@ -126,12 +126,12 @@ class Inprocess(Generic[K]):
 
     def __init__(self, pid: int, memory: Memory, table: ProbeTable, hold: Hold,
                  wait: Callable[[float], None] = time.sleep, go: bool = False,
-                 parked: Callable[[int, int], str] | None = None) -> None:
+                 parked: Callable[[int, int, list[Any]], str] | None = None) -> None:
         self.pid = pid
         self.go = go
         self.parked = parked
-        """Go: why a jump may not go over (start, end) now (a goroutine parked with a return into
-        them: parked.py); '' when it may."""
+        """Go: why a jump may not go over (start, end) now (a goroutine parked, or one of the held
+        threads, with a return into them: parked.py); '' when it may."""
         """A Go program: a thread's stack is its goroutine's (``_stack_top``)."""
         self.memory = memory
         self.table = table
@@ -181,26 +181,20 @@ class Inprocess(Generic[K]):
             try:
                 return self._put(wanted, layouts or {}, swap)
             except NoThreadReady as e:
-                last = str(e)
-                self.wait(0.001)  # (a thread in a system call's event stop: the tracer serves it)
+                last = e.message
+                self.wait(e.wait_s)  # (a thread in a system call's event stop: the tracer serves it)
         raise NoThreadReady(f"{last} ({PUT_TRIES} tries)")
 
     def _put(self, wanted: Sequence[tuple[K, Displaced, bool]], layouts: dict[K, Layout],
              swap: Callable[[K, bool], None] | None) -> dict[K, str]:
         refused: dict[K, str] = {}
         with self.hold(None) as tids:
-            trapped = {displaced.site + 1 for key, displaced, _ in wanted if key in layouts}
-            for tid in tids if trapped else []:
-                rip = 0
-                with contextlib.suppress(SamplerError):
-                    rip = int(calls.get_registers(tid).rip)
-                if rip in trapped:  # (let go, its trap is served: rewound onto the site)
-                    raise NoThreadReady(f"thread {tid} stands just past a site's int3")
             for _, displaced, _ in wanted if self.parked is not None else []:
                 assert self.parked is not None
-                why = self.parked(displaced.site, displaced.back)
-                if why:  # (let go: the goroutine may run on out of there)
-                    raise NoThreadReady(f"no jump at {displaced.site:#x} in process {self.pid}: {why}")
+                why = self.parked(displaced.site, displaced.back, self._registers(tids))
+                if why:  # (let go: the goroutine may run on out of there, once it has a thread again)
+                    raise NoThreadReady(f"no jump at {displaced.site:#x} in process {self.pid}: {why}",
+                                        wait_s=PARKED_WAIT_S)
             areas = self._areas(tids)
             self._learn(tids)
             try:
@@ -215,9 +209,9 @@ class Inprocess(Generic[K]):
                     if swap is not None and swapped:
                         swap(key, True)
                     try:
-                        self._place(key, displaced, entry, tids, areas, layouts.get(key))
+                        self._place(key, displaced, entry, tids, areas, layouts.get(key), key in layouts)
                     except (Refused, InjectionError, ValueError) as e:
-                        refused[key] = str(e)
+                        refused[key] = e.message if isinstance(e, InjectionError) else str(e)
                         if swap is not None and swapped:
                             swap(key, False)
             finally:
@@ -241,7 +235,10 @@ class Inprocess(Generic[K]):
         return self.areas
 
     def _place(self, key: K, displaced: Displaced, entry: bool, tids: list[int], areas: Areas,
-               layout: Layout | None = None) -> None:
+               layout: Layout | None = None, trapped: bool = False) -> None:
+        """``trapped``: the site has had an int3 until now; a thread one byte past it has just run it
+        (no other way leads there while it is in) and its trap is still to be served: it stays, and
+        the tracer rewinds it onto the site, where the jump then is (its call counted there)."""
         number = len(self.placed)
         ring.hits_at(number)  # (ValueError past the last)
         own: Area | None = None
@@ -260,7 +257,7 @@ class Inprocess(Generic[K]):
                 assert self.data is not None
                 return recording(displaced, at, self.data.address, number, entry, self.fsgsbase)
         try:
-            self._place_code(key, displaced, number, made, tids, areas)
+            self._place_code(key, displaced, number, made, tids, areas, displaced.site + 1 if trapped else None)
         except BaseException:
             if own is not None:
                 with contextlib.suppress(InjectionError):
@@ -270,7 +267,7 @@ class Inprocess(Generic[K]):
             self.placed[-1].layout, self.placed[-1].ring, self.placed[-1].area = layout, probe_ring, own
 
     def _place_code(self, key: K, displaced: Displaced, number: int, made: Callable[[int], tuple[bytes, int]],
-                    tids: list[int], areas: Areas) -> None:
+                    tids: list[int], areas: Areas, past_int3: int | None = None) -> None:
         size = len(made(displaced.site)[0])
         code = next((c for c in self.codes if abs(c.address - displaced.site) < REACH
                      and self._used[c.address] + size <= c.size), None)
@@ -286,7 +283,7 @@ class Inprocess(Generic[K]):
         for tid in tids:  # a thread inside the bytes the jump takes: on to its instruction's copy
             try:
                 regs = calls.get_registers(tid)
-                if displaced.site < int(regs.rip) < displaced.back:
+                if displaced.site < int(regs.rip) < displaced.back and int(regs.rip) != past_int3:
                     regs.rip = at + moved_at + (int(regs.rip) - displaced.site)
                     calls.set_registers(tid, regs)
             except (SamplerError, PtraceError) as e:
@@ -415,6 +412,14 @@ class Inprocess(Generic[K]):
                         clear = False
         return clear
 
+    def _registers(self, tids: list[int]) -> list[Any]:
+        """The registers of each held thread that can be read."""
+        found = []
+        for tid in tids:
+            with contextlib.suppress(SamplerError, PtraceError):
+                found.append(calls.get_registers(tid))
+        return found
+
     def _alive(self, tid: int) -> bool:
         return os.path.exists(f"/proc/{self.pid}/task/{tid}")
 
@@ -512,7 +517,17 @@ INTERRUPTED = signal.SIGTRAP | (0x80 << 8)
 
 
 class NoThreadReady(InjectionError):
-    """Every held thread was stopped inside a system call of its own (an event's stop)."""
+    """Every held thread was stopped inside a system call of its own (an event's stop), or a Go
+    goroutine is parked inside a site's bytes: the threads are let go ``wait_s`` and held again."""
+
+    def __init__(self, message: str, hint: str | None = None, wait_s: float = 0.001) -> None:
+        super().__init__(message, hint)
+        self.wait_s = wait_s
+
+
+PARKED_WAIT_S = 0.02
+"""Between tries while a goroutine is parked inside a site's bytes: Go gives a goroutine 10 ms a turn,
+and on 2 cores 8 busy goroutines each wait their turn for 30 ms and more."""
 
 
 def _stopped_by_interrupt(tid: int) -> bool:

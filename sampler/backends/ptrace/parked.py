@@ -1,34 +1,39 @@
 """Go: is a goroutine parked with a return into the bytes a jump would take? (in-process probes)
 
 Go's asynchronous preemption (SIGURG) stops a goroutine wherever it is safe to, pushes the pc it
-interrupted onto the goroutine's own stack and parks it; it may run again much later, on any
-thread, and return there. A jump written over bytes that such a goroutine returns into the middle
-of runs half an instruction when it does: burst-go died so (a fault at the site + 4, the tail of
-the jump's rel32 run as code). No thread shows it (the goroutine is not on one), so the stacks of
-the goroutines that are not running are looked at, from runtime.allgs (unwind/goroutines.py), for
-a word inside the bytes: any is taken to be such a return (a stale word too: the jump waits).
+interrupted onto the goroutine's own stack (asyncPreempt's frame) and parks it; it may run again
+much later, on any thread, and return there. A jump written over bytes that such a goroutine
+returns into the middle of runs half an instruction when it does: burst-go died so (a fault at the
+site + 4, the tail of the jump's rel32 run as code). No thread shows it (the goroutine is not on
+one), so every goroutine that is not on a thread is unwound from where it stopped (runtime.allgs,
+unwind/goroutines.py: Go's own tables, not a scan of stale words, which found "returns" that never
+came), and so is each held thread (the goroutine it runs may be inside asyncPreempt): a frame whose
+pc lies inside the bytes, past their first, keeps the jump out for now.
 """
 
 from __future__ import annotations
 
-import struct
-from collections.abc import Callable
-
-import numpy as np
+from typing import Any
 
 from sampler.debuginfo.dies import Malformed
 from sampler.debuginfo.modules import Modules
 from sampler.evaluation.reads import Read, UnreadableMemory
+from sampler.target import procfs
 from sampler.unwind import goroutines
+from sampler.unwind.code import CodeMap
+from sampler.unwind.frames import Stack
+from sampler.unwind.walk import RBP, RIP, RSP, unwind
 
-SCAN = 256 << 10
-"""Bytes of a goroutine's stack looked at, from its saved stack pointer up, at most."""
+DEPTH = 64
+"""Frames of a stack looked at (an interrupted frame is within the first few above asyncPreempt)."""
 
 
 class Parked:
     """The goroutines of one Go program, looked at for returns into a range."""
 
-    def __init__(self, modules: Modules, read: Read) -> None:
+    def __init__(self, pid: int, modules: Modules, read: Read) -> None:
+        self.pid = pid
+        self.modules = modules
         self.read = read
         self.reader: goroutines.Reader | None = None
         self.why_not = ""
@@ -46,40 +51,42 @@ class Parked:
         except (ValueError, UnreadableMemory, Malformed) as e:
             self.why_not = f"its goroutines cannot be read ({e})"
 
-    def inside(self, start: int, end: int) -> str:
-        """Why not: a goroutine keeps a word in (start, end) on its stack, or they cannot be read;
-        '' when none does. Called with every thread held (no goroutine moves meanwhile)."""
+    def inside(self, start: int, end: int, threads: list[Any] | None = None) -> str:
+        """Why not: a goroutine (or a held thread, by its registers ``threads``) would return into
+        (start, end), or the goroutines cannot be read; '' when none would. Called with every thread
+        held (no goroutine moves meanwhile)."""
         if self.reader is None:
             return self.why_not
-        layout = self.reader.layout
+        code = self._code()
+        for registers in threads or []:
+            stack = unwind({RIP: int(registers.rip), RSP: int(registers.rsp), RBP: int(registers.rbp)}, code,
+                           self.read, DEPTH)
+            if _returns_into(stack, start, end):
+                return f"a held thread's goroutine would return to {start:#x} + {_into(stack, start, end)}"
         try:
             raws, complete = self.reader.snapshot()
+            parked = [(g, raw) for g, raw in raws
+                      if self.reader.status(raw) not in (goroutines.RUNNING, goroutines.SYSCALL)]
+            found, complete = self.reader.goroutines(code, {}, DEPTH, parked, complete)
         except UnreadableMemory as e:
             return f"its goroutines cannot be read ({e})"
         if not complete:
             return "it has more goroutines than are read in time"
-        for g, raw in raws:
-            low, high = struct.unpack_from("<QQ", raw, 0)  # g.stack
-            sp = _field(raw, layout.sched_sp)
-            base = sp if low <= sp < high else low
-            if not low <= base < high:
-                continue
-            size = min(high - base, SCAN) // 8 * 8
-            try:
-                words = np.frombuffer(self.read(base, size), "<u8")
-            except UnreadableMemory:
-                continue
-            if bool(((words > start) & (words < end)).any()):
-                return (f"goroutine g {g:#x} keeps a word inside the bytes at {start:#x} on its stack (a return "
-                        "there of Go's preemption?)")
+        for goroutine in found:
+            if goroutine.stack is not None and _returns_into(goroutine.stack, start, end):
+                return (f"goroutine {goroutine.goid} is parked with a return to {start:#x} + "
+                        f"{_into(goroutine.stack, start, end)} (Go's preemption)")
         return ""
 
-
-def _field(raw: bytes, at: tuple[int, int] | None) -> int:
-    if at is None:
-        return 0
-    offset, size = at
-    return int.from_bytes(raw[offset:offset + size], "little")
+    def _code(self) -> CodeMap:
+        maps = procfs.maps(self.pid)
+        by_path = {module.path: module for module in self.modules.everything()}
+        return CodeMap([(m.start, m.end, by_path.get(m.path), m.path) for m in maps if m.executable], self.read)
 
 
-Check = Callable[[int, int], str]
+def _returns_into(stack: Stack, start: int, end: int) -> bool:
+    return any(start < frame.pc < end for frame in stack.frames[1:])
+
+
+def _into(stack: Stack, start: int, end: int) -> int:
+    return next(frame.pc - start for frame in stack.frames[1:] if start < frame.pc < end)

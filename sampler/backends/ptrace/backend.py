@@ -515,7 +515,7 @@ class PtraceBackend:
         return self._parked
 
     def _why_no_inprocess(self, site: Site) -> str:
-        if self.is_go and self._goroutines().why_not:
+        if self.is_go and site.expressions and self._goroutines().why_not:  # (a count goes at an entry)
             return f"a goroutine parked inside a jump's bytes could not be seen: {self._goroutines().why_not}"
         if site.expressions and site.stack_depths:
             return "ustack is read by copying the thread's stack at each hit"

@@ -189,9 +189,10 @@ class Inprocess(Generic[K]):
              swap: Callable[[K, bool], None] | None) -> dict[K, str]:
         refused: dict[K, str] = {}
         with self.hold(None) as tids:
-            for _, displaced, _ in wanted if self.parked is not None else []:
+            # (Go: not at a function's entry, whose stack check Go never preempts in: an unsafe point)
+            for _, displaced, entry in wanted if self.parked is not None else []:
                 assert self.parked is not None
-                why = self.parked(displaced.site, displaced.back, self._registers(tids))
+                why = "" if entry else self.parked(displaced.site, displaced.back, self._registers(tids))
                 if why:  # (let go: the goroutine may run on out of there, once it has a thread again)
                     raise NoThreadReady(f"no jump at {displaced.site:#x} in process {self.pid}: {why}",
                                         wait_s=PARKED_WAIT_S)

@@ -36,6 +36,7 @@ from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.router import Router
 from sampler.backends.ptrace.site import Site
 from sampler.backends.ptrace.stackcopy import StackCopier
+from sampler.backends.ptrace.stepover import HOLD_ALL_TIMEOUT_S, NotHeld
 from sampler.backends.ptrace.tasks import PTRACE_EVENT_STOP, Hit
 from sampler.backends.ptrace.tracer import DETACH_TIMEOUT_S, Tracer
 from sampler.config import Probe, SessionConfig
@@ -58,6 +59,11 @@ from sampler.target.process import TargetProcess
 DRAIN_S = 0.01
 """How often the in-process probes' ring is read while nothing else happens: 65,536 records in 10 ms
 is 6.5 million calls a second before one is dropped."""
+PROMOTE_HOLD_S = 0.05
+"""How long the threads may take to stop for a learning site's jump: a vfork's parent does not stop
+until its child execs (forker: a hold of 2 s stalled it, the row came after the run's end); the site
+is tried again after its next hit, PROMOTE_TRIES times."""
+PROMOTE_TRIES = 20
 SERVE_S = 0.0005
 """How long a thread's stop (a signal) may wait at most while in-process rows are written."""
 
@@ -131,6 +137,10 @@ class PtraceBackend:
         self._rows: deque[tuple[Site | None, Reading | Pending]] = deque()
         """In-process probes' rows read out of their ring (with their site), not yet handed over; a
         reading probe's evaluated as it is handed over (a drain holds thousands)."""
+        self._hold_timeout_s = HOLD_ALL_TIMEOUT_S
+        """How long every thread may take to stop for a jump (shorter while a site is promoted)."""
+        self._promotions: dict[int, int] = {}
+        """Tries of each learning site's promotion that found a thread that would not stop."""
         self._parked: Parked | None = None
         """Go: the goroutines, looked at for returns into a jump's bytes (parked.py)."""
         self._readers: dict[int, Rows] = {}
@@ -469,6 +479,10 @@ class PtraceBackend:
         ready = [site for site in self._learning if site.runner is not None and site.merged is not None]
         if not ready or self.tracer is None:
             return
+        if self.tracer.sharing or self.tracer.probes.suspended:
+            # a vfork child runs in the memory: its parent waits in vfork() and stops for no
+            # interrupt until the child execs or exits (forker's hold waited 2 s): after the next hit
+            return
         say = notice.quiet if self.config.quiet else notice.say
         for site in ready:
             self._learning.remove(site)
@@ -487,10 +501,21 @@ class PtraceBackend:
             def swap(site: Site, out: bool, tracer: Tracer = self.tracer) -> None:  # (threads held: no call
                 assert site.address is not None                                   # passes in between)
                 (tracer.disarm if out else tracer.arm)(site.address)
+            self._hold_timeout_s = PROMOTE_HOLD_S
             try:
                 refused = inprocess.put([(site, planned.displaced, planned.entry)], {site: layout}, swap)
+            except NotHeld as e:  # (a vfork's parent, waiting for its child: after the next hit)
+                tries = self._promotions[id(site)] = self._promotions.get(id(site), 0) + 1
+                if tries < PROMOTE_TRIES:
+                    if self.inprocess is None:
+                        inprocess.close()
+                    self._learning.append(site)
+                    continue
+                refused = {site: e.message}
             except SamplerError as e:
                 refused = {site: e.message}
+            finally:
+                self._hold_timeout_s = HOLD_ALL_TIMEOUT_S
             if site in refused:
                 if self.inprocess is None:
                     inprocess.close()
@@ -563,7 +588,7 @@ class PtraceBackend:
         """Every thread (or ``tids``) stopped by the tracer, those stopped by its interrupt first
         (the best for an injected system call)."""
         assert self.tracer is not None
-        held = self.tracer.hold(tids)
+        held = self.tracer.hold(tids, self._hold_timeout_s)
         try:
             if not held:
                 raise DebuggerError(f"no thread of process {self.config.pid} could be held")

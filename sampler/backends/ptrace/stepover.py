@@ -46,6 +46,10 @@ LATE = -1
 """_wait_for: no status by the deadline."""
 
 
+class NotHeld(DebuggerError):
+    """A thread did not stop for ``hold`` in time (the others were let go)."""
+
+
 class Stepping(Tasks):
     """Every-hit mode's way over the instruction under a breakpoint, the breakpoint kept."""
 
@@ -217,7 +221,7 @@ class Stepping(Tasks):
                     self._sleep(0.0005)
         return held
 
-    def hold(self, tids: list[int] | None = None) -> list[tuple[int, int]]:
+    def hold(self, tids: list[int] | None = None, timeout: float = HOLD_ALL_TIMEOUT_S) -> list[tuple[int, int]]:
         """Every thread (or ``tids``) stopped, the ones asleep in a system call too: for bytes that
         no thread may run half-written (an in-process probe's jump). (thread, status) of each held;
         a call the interrupt ended with EINTR is made again when it goes on (``let_go``). A thread
@@ -230,7 +234,7 @@ class Stepping(Tasks):
             if tid not in stopped and tid in self.threads and self._request(PTRACE_INTERRUPT, tid):
                 waiting.add(tid)
         held: list[tuple[int, int]] = []
-        deadline = time.monotonic() + HOLD_ALL_TIMEOUT_S
+        deadline = time.monotonic() + timeout
         polls = 0
         while waiting:
             got, status = self._poll()
@@ -246,8 +250,8 @@ class Stepping(Tasks):
                 continue
             if time.monotonic() > deadline:
                 self.let_go(held)
-                raise DebuggerError(f"thread(s) {sorted(waiting)} of process {self.pid} did not stop within "
-                                    f"{HOLD_ALL_TIMEOUT_S:g} s (an uninterruptible sleep?)")
+                raise NotHeld(f"thread(s) {sorted(waiting)} of process {self.pid} did not stop within "
+                              f"{timeout:g} s (an uninterruptible sleep? a vfork() waiting for its child?)")
             polls += 1
             if polls > 64:
                 self._sleep(0.0005)

@@ -101,7 +101,8 @@ def run_sampler(pid: int, address: int, target: Target, mode: Mode, scratch: Pat
     common = ["--pid", str(pid), "--backend", "ptrace", "--at", f"*{address:#x}", "--expr", f"delta={target.delta}",
               "--out", str(out), "--quiet"]
     if mode.rate == 0:
-        argv = [sys.executable, "-m", "sampler", "trace", *common, "--duration", f"{mode.seconds:g}s"]
+        argv = [sys.executable, "-m", "sampler", "trace", *common, "--probe", "int3", "--duration",
+                f"{mode.seconds:g}s"]  # (the int3's every hit: bench/inprocess.py measures the in-process one)
     else:
         argv = [sys.executable, "-m", "sampler", "attach", *common, "--rate", str(mode.rate),
                 "--count", str(mode.count)]

@@ -86,8 +86,8 @@ def sampler_command(target: Target, mode: Mode, rate: float | None, pid: int, ou
         return [*command, "trace", "--probe", "inprocess", "--pid", str(pid), "--at", target.hot,
                 "--out", str(out), "--quiet"]
     if mode.kind == "every-hit":
-        return [*command, "trace", "--backend", mode.backend, "--pid", str(pid), "--at", target.hot,
-                "--expr", f"d={target.delta}", "--out", str(out), "--quiet"]
+        return [*command, "trace", "--backend", mode.backend, "--probe", "int3", "--pid", str(pid), "--at",
+                target.hot, "--expr", f"d={target.delta}", "--out", str(out), "--quiet"]
     command += ["attach", "--backend", mode.backend, "--pid", str(pid), "--rate", f"{rate:g}",
                 "--out", str(out), "--quiet"]
     if mode.kind == "zero-stop":

@@ -617,12 +617,7 @@ class PtraceBackend:
         """A reading probe's records as rows (readrows.py): made in bulk, or queued to evaluate one by
         one as they are handed over."""
         for read in reads:
-            site, layout = read.placed.key, read.placed.layout
-            assert layout is not None and self.memory is not None
-            rows = self._readers.get(id(site))
-            if rows is None:
-                rows = self._readers[id(site)] = Rows(site, layout, self.memory)
-            self._rows.extend((site, row) for row in rows.of(read))
+            self._rows.extend((read.placed.key, row) for row in self._rows_for(read).of(read))
 
     def trace_bulk(self, stop: StopFlag, until: float) -> list[Reading | Bulk]:
         """As trace() where every site is in-process and the rows are only counted (session.py): the
@@ -644,12 +639,7 @@ class PtraceBackend:
                             threads = [t for t, m in zip(drained.threads, mine.tolist()) if m]
                             out.append(Bulk(count, list(placed.key.counted()), threads))
             for read in inprocess.drain_read(lambda: sorted(tracer.threads)):
-                site, layout = read.placed.key, read.placed.layout
-                assert layout is not None
-                rows = self._readers.get(id(site))
-                if rows is None:
-                    rows = self._readers[id(site)] = Rows(site, layout, self.memory)
-                bulk, alone = rows.bulk(read)
+                bulk, alone = self._rows_for(read).bulk(read)
                 out.extend(alone)
                 if bulk is not None:
                     out.append(bulk)
@@ -657,6 +647,15 @@ class PtraceBackend:
             if out or now >= until or stop.is_set():
                 return out
             tracer.serve_until(min(until, now + DRAIN_S), stop)
+
+    def _rows_for(self, read: Read) -> Rows:
+        """The rows of a reading probe (by its site), made at its first records."""
+        site, layout = read.placed.key, read.placed.layout
+        assert layout is not None and self.memory is not None
+        rows = self._readers.get(id(site))
+        if rows is None:
+            rows = self._readers[id(site)] = Rows(site, layout, self.memory)
+        return rows
 
     def _next_row(self) -> Reading:
         _, row = self._rows.popleft()

@@ -42,45 +42,43 @@ class Rows:
         self.columns: list[columns.Column] | None = None
         self.goid: columns.Load | None = None
         self._learnt = False
-        self.in_bulk = 0
-        """Rows made in bulk (the rest one record at a time)."""
 
     def of(self, read: Read) -> list[Reading | Pending]:
         """The rows of a drain's records: made at once where the columns hold, else pending."""
-        records, threads, seconds = read.records, read.threads, read.seconds.tolist()
-        if not self._learnt:
-            self._learnt = True
-            self.columns, self.goid = self._learn(records)
-        if self.columns is None:
-            return [Pending(self, record, thread, at) for record, thread, at in zip(records, threads, seconds)]
-        raw = columns.as_bytes(records, self.layout)
-        values, ok = [], np.ones(len(records), bool)
-        for column in self.columns:
-            got, held = columns.evaluate(column, raw)
-            values.append(got.tolist())
-            ok &= held
-        if self.goid is not None:
-            goids, held = columns.evaluate(self.goid, raw)
-            threads = [str(g) if h else t for g, h, t in zip(goids.tolist(), held.tolist(), threads)]
-        out: list[Reading | Pending] = []
+        records, seconds = read.records, read.seconds.tolist()
+        evaluated = self._evaluated(read)
+        if evaluated is None:
+            return [Pending(self, record, thread, at) for record, thread, at in zip(records, read.threads, seconds)]
+        values, ok, threads = evaluated
         site = self.site
-        for index, (row, holds, thread, at) in enumerate(zip(zip(*values), ok.tolist(), threads, seconds)):
-            if holds:
-                out.append(site.recorded_values(list(row), thread, at))
-            else:
-                out.append(Pending(self, records[index], thread, at))
-        self.in_bulk += int(ok.sum())
-        return out
+        return [site.recorded_values(list(row), thread, at) if holds else Pending(self, records[index], thread, at)
+                for index, (row, holds, thread, at) in
+                enumerate(zip(zip(*(v.tolist() for v in values)), ok.tolist(), threads, seconds))]
 
     def bulk(self, read: Read) -> tuple[Bulk | None, list[Reading]]:
         """The rows of a drain's records for writers that count: those the columns hold as one Bulk,
         the others one by one."""
-        records, threads, seconds = read.records, read.threads, read.seconds.tolist()
+        records, seconds = read.records, read.seconds.tolist()
+        evaluated = self._evaluated(read)
+        if evaluated is None:
+            return None, [self.one(record, thread, at) for record, thread, at in zip(records, read.threads, seconds)]
+        values, ok, threads = evaluated
+        alone = [self.one(records[i], threads[i], seconds[i]) for i in np.flatnonzero(~ok).tolist()]
+        count = int(ok.sum())
+        if not count:
+            return None, alone
+        kept = [t for t, h in zip(threads, ok.tolist()) if h] if len(alone) else threads
+        return Bulk(count, self.site.laid_out_columns([v[ok] if len(alone) else v for v in values]), kept), alone
+
+    def _evaluated(self, read: Read) -> tuple[list[np.ndarray], np.ndarray, list[str]] | None:
+        """Each expression's column over the records, where every read of a record's columns was
+        made, and the thread of each (Go: its goroutine's id); None: the expressions are no columns."""
+        records, threads = read.records, read.threads
         if not self._learnt:
             self._learnt = True
             self.columns, self.goid = self._learn(records)
         if self.columns is None:
-            return None, [self.one(record, thread, at) for record, thread, at in zip(records, threads, seconds)]
+            return None
         raw = columns.as_bytes(records, self.layout)
         values, ok = [], np.ones(len(records), bool)
         for column in self.columns:
@@ -90,13 +88,7 @@ class Rows:
         if self.goid is not None:
             goids, held = columns.evaluate(self.goid, raw)
             threads = [str(g) if h else t for g, h, t in zip(goids.tolist(), held.tolist(), threads)]
-        alone = [self.one(records[i], threads[i], seconds[i]) for i in np.flatnonzero(~ok).tolist()]
-        count = int(ok.sum())
-        self.in_bulk += count
-        if not count:
-            return None, alone
-        kept = [t for t, h in zip(threads, ok.tolist()) if h] if len(alone) else threads
-        return Bulk(count, self.site.laid_out_columns([v[ok] if len(alone) else v for v in values]), kept), alone
+        return values, ok, threads
 
     def one(self, record: np.void, thread: str, at: float) -> Reading:
         registers, snapshot = self.layout.decode(record)

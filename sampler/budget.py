@@ -18,7 +18,11 @@ nothing.
   back as the cost falls. Said once when it first happens, and in the summary.
 - trace: after each hit, when the run's cost so far is over the budget of its time so far,
   the breakpoints are taken out until it is back within it: calls made then are not traced,
-  and the summary says for how long that was.
+  and the summary says for how long that was. An in-process probe stops nothing: its cost is
+  its own time in the target, which a reading probe clocks itself in each record (TSC ticks
+  from its first instruction to its last); while the budget rests it only counts (no record,
+  no read: a few nanoseconds), so its count stays exact and its line says how many calls it
+  only counted.
 
 The figure the summary gives is sampler's estimate; bench/stall.py compares it with what
 the target clocked itself (docs/cost.md).
@@ -66,6 +70,9 @@ class Budget:
     out_s: float = 0.0
     """How long the breakpoints were out to keep the budget (trace)."""
     outs: int = 0
+    inside_s: float = 0.0
+    """Of ``stopped_s``: the in-process probes' own time in the target (their records' clock; a
+    counting probe's hit estimated), not a stop."""
 
     def cost_s(self, pause_us: float) -> float:
         """The stall one sample cost the thread it stopped: its pause and two wake-ups."""

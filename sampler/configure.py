@@ -190,22 +190,20 @@ def _probe_kind(options: Options, expressions: Sequence[expr.Expression], probes
                 many: bool) -> str:
     """The kind of probe the run puts: --probe inprocess refuses before attaching what in-process
     probes do not do yet; auto (the default) is int3 where no site could have one (Delve's backends,
-    several processes, --max-overhead), else each site's own choice."""
+    several processes), else each site's own choice."""
     if options.probe not in PROBE_KINDS:
         raise UsageError(f"--probe {options.probe}: no such kind", f"give one of {', '.join(PROBE_KINDS)}")
     if options.probe == "int3" or options.command != "trace":
         return "int3"
     if options.probe == "auto":
-        fits = not many and options.max_overhead is None and options.backend not in DELVE
+        fits = not many and options.backend not in DELVE
         return "auto" if fits else "int3"
     if options.backend in DELVE:
         raise UsageError(f"--probe {options.probe} needs the ptrace backend (--backend {options.backend} puts "
                          "Delve's breakpoints)", "give --backend ptrace, or --probe int3")
-    reason = ("traces one process (not --follow-forks, --exe or several)" if many else
-              "keeps no --max-overhead budget yet" if options.max_overhead is not None else "")
-    if reason:
-        raise UsageError(f"--probe inprocess {reason}", "give --probe auto (an int3 where in-process cannot go), "
-                         "or --probe int3")
+    if many:
+        raise UsageError("--probe inprocess traces one process (not --follow-forks, --exe or several)",
+                         "give --probe auto (an int3 where in-process cannot go), or --probe int3")
     return "inprocess"
 
 

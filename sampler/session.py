@@ -27,6 +27,7 @@ from sampler.ticks import Schedule
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 TRACE_POLL_S = 0.5
+"""In trace mode, how long one wait for a hit lasts before the loop checks its limits."""
 QUIET_LINE_S = 10.0
 """Tracing: a line after this long without a hit (a header alone for minutes says nothing)."""
 ON_TIME_SPIN_S = 0.0015
@@ -34,7 +35,8 @@ ON_TIME_SPIN_S = 0.0015
 2-vCPU VM came a median 0.9-1.5 ms late at 1 Hz (a halted virtual CPU is slow to wake)."""
 SPIN_FROM_INTERVAL_S = 0.2
 """Only at 5 Hz and slower: the awake wait costs at most 0.75 % of a core."""
-"""In trace mode, how long one wait for a hit lasts before the loop checks its limits."""
+PROBE_TIME_S = 0.005
+"""--max-overhead with in-process probes: their time in the target read this often at most."""
 
 
 @dataclass
@@ -70,6 +72,8 @@ class Session:
         self._tick_cost_s: dict[int, float] = {}
         """The tick's estimated stall of each process (a run of many: each loses only its own)."""
         self._stretch_said = False
+        self._probe_time_at = 0.0
+        self._resting_until = 0.0
 
     def run(self) -> Summary:
         """Attach, sample until count/duration/signal, detach. Errors propagate after detach.
@@ -98,14 +102,27 @@ class Session:
 
     def _overhead(self, budget: Budget, elapsed_s: float) -> str:
         """The summary's line on --max-overhead."""
-        said = (f"--max-overhead {budget.share:.2%}: the samples stopped the target about "
-                f"{budget.reached(elapsed_s):.2%} of the time (estimated: each pause, a wake-up of "
-                f"{budget.wake_s * 1e6:.0f} us and the lateness of sampler's own wake-ups, "
-                f"{(budget.late_s or 0.0) * 1e6:.0f} us at the end)")
+        estimated = (f"estimated: each pause, a wake-up of {budget.wake_s * 1e6:.0f} us and the lateness of "
+                     f"sampler's own wake-ups, {(budget.late_s or 0.0) * 1e6:.0f} us at the end")
+        if budget.inside_s:
+            said = (f"--max-overhead {budget.share:.2%}: the probes took about {budget.reached(elapsed_s):.2%} "
+                    f"of the target's time: {budget.inside_s * 1e3:.1f} ms of {elapsed_s:.1f} s in the in-process "
+                    "probes (a reading probe's time clocked in the target, a counting one's estimated)")
+            stops_s = budget.stopped_s - budget.inside_s
+            if stops_s > 0:
+                said += f", {stops_s * 1e3:.1f} ms stopped at int3s ({estimated})"
+        else:
+            said = (f"--max-overhead {budget.share:.2%}: the samples stopped the target about "
+                    f"{budget.reached(elapsed_s):.2%} of the time ({estimated})")
         if budget.stretched_to_s:
             said += (f"; sampled every {format_duration(budget.stretched_to_s)} at the most, where every "
                      f"{format_duration(self.config.interval_s)} was asked")
-        if budget.outs:
+        if budget.outs and budget.inside_s:
+            said += (f"; the probes rested {budget.outs} time(s), {budget.out_s:.1f} s of {elapsed_s:.1f} s in "
+                     "all: the in-process probes only counted the calls made then (each one's line says how many)")
+            if not getattr(self.backend, "nothing_stops", False):
+                said += ", the int3s missed them"
+        elif budget.outs:
             said += (f"; the breakpoints were out {budget.outs} time(s), {budget.out_s:.1f} s of "
                      f"{elapsed_s:.1f} s in all: calls made then were not traced (missed)")
         return said
@@ -238,17 +255,32 @@ class Session:
             self.on_ready = None
 
     def _rest(self, budget: Budget, reading: Reading, start: float, end: float | None) -> None:
-        """After a traced hit: the breakpoints out for as long as the budget needs."""
+        """After a traced hit: the breakpoints out (the in-process probes only counting) for as long
+        as the budget needs."""
         now = self.clock()
-        rest = budget.rest_after(budget.cost_s(reading.pause_us), now - start)
+        if now < self._resting_until:
+            return  # (resting: in-process probes rest while their rows are written)
+        inside = 0.0
+        if now >= self._probe_time_at:  # (its counters read at most every PROBE_TIME_S: rows come by the 100,000/s)
+            self._probe_time_at = now + PROBE_TIME_S
+            inside = self._probe_time_s() - budget.inside_s
+            budget.inside_s += inside
+        rest = budget.rest_after(budget.cost_s(reading.pause_us) + inside, now - start)
         if end is not None:
             rest = min(rest, end - now)
         if rest > 0 and not self.stop.is_set():
             budget.outs += 1
             budget.out_s += rest
+            self._resting_until = now + rest
             self.backend.idle(rest, self.stop)
-            if not self.stop.is_set():
-                budget.observe_late(max(0.0, self.clock() - now - rest))
+            waited = self.clock() - now
+            if not self.stop.is_set() and waited >= rest:  # (an in-process probe's rest returns at once)
+                budget.observe_late(waited - rest)
+
+    def _probe_time_s(self) -> float:
+        """The in-process probes' own time in the target so far (a backend without: 0)."""
+        probe_time = getattr(self.backend, "probe_time_s", None)
+        return float(probe_time()) if probe_time is not None else 0.0
 
     def _emit(self, reading: Reading, late_s: float, started_wall: datetime, since_start: float) -> None:
         """A row; ``since_start``: its tick's deadline from the start (the row's time adds how late it was)."""

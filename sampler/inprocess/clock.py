@@ -63,6 +63,11 @@ class TscClock:
         self._segments.append((tsc, ns + (tsc - start) * rate, (pair[1] - ns0) / max(1, tsc - tsc0)))
         del self._segments[:-MAX_SEGMENTS]
 
+    @property
+    def ns_per_tick(self) -> float:
+        """The TSC's rate now, nanoseconds a tick."""
+        return self._segments[-1][2]
+
     def seconds(self, tsc: npt.NDArray[np.uint64]) -> npt.NDArray[np.float64]:
         """Monotonic seconds of each TSC reading."""
         starts = np.array([segment[0] for segment in self._segments], dtype=np.uint64)

@@ -5,8 +5,9 @@
  * probe is placed; the displaced instructions and the jump back follow the template's bytes.
  *
  * The data area (ring.py says the same in Python): the probe's counters at DATA + PROBE (hits, then
- * drops), the producers' ticket at DATA + 0x40, the ring of records at DATA + 0x1000, 2^16 slots of
- * 32 bytes. A record: its sequence word (the slot's ticket + 1 once written), the probe's number, the
+ * drops), the producers' ticket at DATA + 0x40, a byte at DATA + 0x48 that, non-zero, has the
+ * probes only count (sampler sets it while --max-overhead's budget rests), the ring of records at
+ * DATA + 0x1000, 2^16 slots of 32 bytes. A record: its sequence word (the slot's ticket + 1 once written), the probe's number, the
  * thread's fs base (rdfsbase; `mov rdx, fs:0` where the kernel does not allow it), the TSC.
  *
  * The ring is Vyukov's bounded queue with many producers (the target's threads) and one consumer
@@ -25,8 +26,9 @@
  * SLOT bytes), the same queue. Into its record go the thread's general registers (at 32, in
  * sampler.debuginfo.locations.REGISTERS' order, rsp as it was at the site), then each read of the
  * read plan's table (at TABLE, 48 bytes an entry, kind 0 ending it): its address, the system call's
- * result and the bytes. A read is a process_vm_readv of the process's own memory, which returns
- * EFAULT where a plain load would fault: no pointer the target holds can make the probe crash it.
+ * result and the bytes; last, at 12, the probe's own time from its first TSC read to its last (ticks,
+ * at most 2^32 - 1: what the budget counts). The byte at +0x48 is the counting probes' own. A read
+ * is a process_vm_readv of the process's own memory, which returns EFAULT where a plain load would fault: no pointer the target holds can make the probe crash it.
  * The stack holds the same 40 bytes as the counting probe (the registers go into the record, whose
  * slot is the probe's own until its sequence word is written).
  */
@@ -36,6 +38,7 @@
         .set DROPS, 0x0dd5c0de          /* the probe's count of records dropped (the ring full) */
         .set PROBE, 0x5eed1d00          /* the probe's number, in its records */
         .set HEAD, 0x40
+        .set OFF, 0x48                  /* non-zero: the probe only counts (--max-overhead's rest) */
         .set RING, 0x1000
         .set MASK, 0xffff
 
@@ -47,6 +50,8 @@
         push    rdi
         movabs  rdi, DATA
         lock inc qword ptr [rdi + HITS]
+        cmp     byte ptr [rdi + OFF], 0
+        jne     4f
         mov     rax, qword ptr [rdi + HEAD]
 1:      mov     rsi, rax
         and     esi, MASK
@@ -104,6 +109,8 @@
         push    rdi
         movabs  rdi, RDATA
         lock inc qword ptr [rdi + R_HITS]
+        cmp     byte ptr [rdi + OFF], 0
+        jne     4f
         mov     rax, qword ptr [rdi + HEAD]
 1:      mov     rsi, rax
         and     esi, SLOTMASK
@@ -191,6 +198,14 @@
 12:     add     rbx, 48
         jmp     5b
 9:      mov     rsi, r12
+        rdtsc
+        shl     rdx, 32
+        or      rax, rdx
+        sub     rax, qword ptr [rsi + 24]
+        mov     edx, 0xffffffff
+        cmp     rax, rdx
+        cmova   rax, rdx
+        mov     dword ptr [rsi + 12], eax          /* the probe's own time so far, in TSC ticks */
         mov     rbx, qword ptr [rsi + 56]
         mov     rbp, qword ptr [rsi + 80]
         mov     r8, qword ptr [rsi + 96]

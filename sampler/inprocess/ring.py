@@ -16,6 +16,9 @@ import numpy.ma  # (np.unique imports it at its first call: 18 ms, at the first 
 import numpy.typing as npt
 
 HEAD = 0x40
+OFF = 0x48
+"""A byte: non-zero, the probes of the area only count their hits (no record, no read): set while
+--max-overhead's budget rests."""
 PROBES = 0x80
 PROBE_STRIDE = 0x40
 """Each probe's counters on a cache line of their own: hits, then drops."""
@@ -69,6 +72,10 @@ class Ring:
 
     def drops(self, probe: int) -> int:
         return self.counter(drops_at(probe))
+
+    def only_count(self, on: bool) -> None:
+        """The probes of the area only count (``on``), or count and record again."""
+        self.view[OFF] = int(on)
 
     def head(self) -> int:
         """Tickets taken by the target's threads so far."""

@@ -145,6 +145,8 @@ class PtraceBackend:
         """Go: the goroutines, looked at for returns into a jump's bytes (parked.py)."""
         self._readers: dict[int, Rows] = {}
         """Each reading probe's rows (by its site's id)."""
+        self._counting_until = 0.0
+        """--max-overhead: the in-process probes only count until then (monotonic; 0: they record)."""
         self._learning: list[Site] = []
         """Sites whose in-process probe reads: an int3 until their first hits make their read plan."""
 
@@ -358,6 +360,7 @@ class PtraceBackend:
         if not self._placed:
             self._placed = True
             self._put_inprocess()
+        self._end_rest()
         if self._rows:
             now = time.monotonic()
             if self.inprocess is not None and now >= self._serve_at:
@@ -377,6 +380,7 @@ class PtraceBackend:
                     if now >= until or stop.is_set():
                         return None
                     tracer.serve_until(min(until, now + DRAIN_S), stop)
+                    self._end_rest()
             until = min(until, time.monotonic() + DRAIN_S)
             reading = self._trace_int3(stop, until)
             self._drain()
@@ -557,8 +561,6 @@ class PtraceBackend:
             self._stopped = any(procfs.thread_state(self.config.pid, tid) in ("T", "t") for tid in tids)
         if self._stopped:
             return "the process is stopped (SIGSTOP): a jump goes in only while its threads run"
-        if self.config.max_overhead is not None:
-            return "in-process probes keep no --max-overhead budget yet"
         if self.company is not None:
             return "in-process probes trace one process (not --follow-forks, --exe or several) yet"
         return ""
@@ -689,8 +691,14 @@ class PtraceBackend:
             line = f"in-process at {self._where(site)}: {counts.hits} call(s), counted in the target; {rows} row(s)"
             if counts.dropped:
                 line += f"; {counts.dropped} not recorded (the ring was full: sampler read it too slowly)"
+            if counts.only_counted:
+                line += (f"; {counts.only_counted} only counted (--max-overhead: the probe rested, "
+                         f"{'no read, ' if placed.layout is not None else ''}no record)")
             if late:
                 line += f"; {late} recorded after the run's end (not written)"
+            own = inprocess.read_ns(placed.number) if placed.layout is not None else None
+            if own is not None:
+                line += f"; {own / 1e3:.2f} us a recorded call in the probe (its reads: clocked in the target)"
             if placed.layout is not None:
                 line += " (from the jump on: the calls before it were its int3's rows)"
             said.append(line)
@@ -707,14 +715,33 @@ class PtraceBackend:
 
     def idle(self, seconds: float, stop: StopFlag) -> None:
         """Between samples (attach), or with the breakpoints out for a while (trace under
-        --max-overhead: the next trace() puts them back)."""
+        --max-overhead: the next trace() puts them back; an in-process probe only counts meanwhile)."""
         if self.tracer is None:
             stop.wait(seconds)
-        else:
-            if self.config.every_hit:
-                for site in self.sites:
-                    self.tracer.disarm(site.address)  # type: ignore[arg-type]
-            self.tracer.serve_until(time.monotonic() + seconds, stop)
+            return
+        if self.config.every_hit:
+            for site in self.sites:
+                self.tracer.disarm(site.address)  # type: ignore[arg-type]  # (none where a jump is)
+        if self.inprocess is not None and self.config.every_hit:
+            self.inprocess.only_count(True)
+            self._counting_until = time.monotonic() + seconds
+            if self.nothing_stops:
+                return  # (the rows recorded before go on being written meanwhile: trace() ends the rest)
+            self.tracer.serve_until(self._counting_until, stop)
+            self._end_rest(force=True)
+            return
+        self.tracer.serve_until(time.monotonic() + seconds, stop)
+
+    def _end_rest(self, force: bool = False) -> None:
+        """The in-process probes record and read again once --max-overhead's rest is over."""
+        if self._counting_until and (force or time.monotonic() >= self._counting_until):
+            self._counting_until = 0.0
+            if self.inprocess is not None:
+                self.inprocess.only_count(False)
+
+    def probe_time_s(self) -> float:
+        """The in-process probes' own time in the target so far (inprocess.py's spent_s); 0 without."""
+        return self.inprocess.spent_s() if self.inprocess is not None else 0.0
 
     def notes(self) -> list[str]:
         return self.tally.notes(self.config.every_hit)

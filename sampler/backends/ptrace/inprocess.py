@@ -119,6 +119,14 @@ class Counts:
     recorded: int = 0
     dropped: int = 0
     """Records not written: the ring was full."""
+    ticks: int = 0
+    """A reading probe's own time in the target, its records' TSC ticks summed."""
+
+    @property
+    def only_counted(self) -> int:
+        """Calls counted, neither recorded nor dropped: the probe only counted them (--max-overhead's
+        rests), once every record is read."""
+        return max(0, self.hits - self.recorded - self.dropped)
 
 
 class Inprocess(Generic[K]):
@@ -350,6 +358,7 @@ class Inprocess(Generic[K]):
                 continue
             self.clock.update()
             self.counts[placed.number].recorded += len(records)
+            self.counts[placed.number].ticks += int(records["flags"].sum(dtype=np.uint64))
             out.append(Read(placed, records, self._names(records["fs"], live), self.clock.seconds(records["tsc"])))
         return out
 
@@ -360,6 +369,39 @@ class Inprocess(Generic[K]):
                 number = 0 if placed.ring is not None else placed.number
                 counts = self.counts[placed.number]
                 counts.hits, counts.dropped = counted.hits(number), counted.drops(number)
+
+    def only_count(self, on: bool) -> None:
+        """Every probe only counts its hits (``on``: no record, no read: the cheapest they can be), or
+        records and reads again."""
+        for counted in [self.ring, *(placed.ring for placed in self.placed)]:
+            if counted is not None:
+                counted.only_count(on)
+
+    def spent_s(self) -> float:
+        """The probes' own time in the target so far: a reading probe's from its records (each clocks
+        itself with the TSC; those not read yet at the mean of those read, READ_NS before any), a
+        counting probe's estimated (RECORDED_NS, COUNTED_NS a hit)."""
+        if self.clock is None:
+            return 0.0
+        self._count()
+        ns = 0.0
+        for placed in self.placed:
+            counts = self.counts[placed.number]
+            if placed.ring is not None:
+                pending = max(0, placed.ring.head() - placed.ring.tail)
+                own = counts.ticks * self.clock.ns_per_tick
+                mean = own / counts.recorded if counts.recorded else READ_NS
+                ns += own + pending * mean + max(0, counts.hits - counts.recorded - pending) * COUNTED_NS
+            else:
+                ns += counts.recorded * RECORDED_NS + max(0, counts.hits - counts.recorded) * COUNTED_NS
+        return ns / 1e9
+
+    def read_ns(self, number: int) -> float | None:
+        """A reading probe's mean time a recorded call, clocked in the target (None: none recorded)."""
+        counts = self.counts[number]
+        if not counts.recorded or self.clock is None:
+            return None
+        return counts.ticks * self.clock.ns_per_tick / counts.recorded
 
     def key_of(self, number: int) -> K:
         return self.placed[number].key
@@ -513,6 +555,14 @@ GO_STAYS = ("the in-process probes' pages stay mapped in process {pid} ({pages})
 """Go's asynchronous preemption (SIGURG) pushes the interrupted pc onto the goroutine's stack and parks the
 goroutine: burst-go, its pages unmapped, died at a trampoline's address when one ran again."""
 PUT_TRIES = 50
+RECORDED_NS = 17.0
+COUNTED_NS = 5.0
+"""A counting probe's hit, recorded or only counted (the ring full, or the budget resting): the most
+bench/inprocess.py measured (docs/cost.md: 6-17 ns recorded, 3 ns counted, 1 and 8 threads); a hit
+only counted while the budget rests cost burst's calls 4.9 ns (1 thread, 2026-12-05)."""
+READ_NS = 3000.0
+"""A reading probe's hit before any of its records is read (then: their mean): the most bench/inprocess.py
+measured of two fields (1.2-2.8 us)."""
 INTERRUPTED = signal.SIGTRAP | (0x80 << 8)
 """si_code of a stop by PTRACE_INTERRUPT (PTRACE_EVENT_STOP)."""
 

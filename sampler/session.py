@@ -190,8 +190,7 @@ class Session:
         started_wall = datetime.now(timezone.utc)
         end = start + config.duration_s if config.duration_s is not None else None
         first = self.backend.trace(self.stop, start)  # a deadline passed: the breakpoints in, no wait
-        if getattr(self.backend, "nothing_stops", False):  # (in-process probes alone: the ptrace backend's)
-            outlet.wait_for_room(self.stop.is_set)
+        patient = self._patient(False)
         self._ready()
         if first is not None:
             self._row(first, started_wall, max(0.0, (first.at or self.clock()) - start), late_s=0.0)
@@ -217,11 +216,21 @@ class Session:
                         self._row(item, started_wall, max(0.0, (item.at or last) - start), late_s=0.0)
                 continue
             reading = self.backend.trace(self.stop, until)
+            patient = self._patient(patient)
             if reading is not None:
                 last = self.clock()
                 self._row(reading, started_wall, max(0.0, (reading.at or last) - start), late_s=0.0)
                 if self.budget is not None:
                     self._rest(self.budget, reading, start, end)
+
+    def _patient(self, already: bool) -> bool:
+        """Once nothing of the target waits for sampler (in-process probes alone: the ptrace backend's,
+        from the start or once the last reading probe's int3 made way for its jump), the outputs are
+        waited for rather than dropping rows: the ring counts what is not recorded meanwhile."""
+        if already or not getattr(self.backend, "nothing_stops", False):
+            return already
+        outlet.wait_for_room(self.stop.is_set)
+        return True
 
     def _bulk_source(self) -> Callable[[StopFlag, float], Sequence[Reading | Bulk]] | None:
         """The backend's rows in bulk, where nothing stops and every writer counts (--count-by, --hist

@@ -31,7 +31,7 @@ from tests.integration.targets import (
 
 SUMMARY = re.compile(r"in-process at --at (?P<at>\S+) \(0x[0-9a-f]+\): (?P<calls>\d+) call\(s\), counted in the "
                      r"target; (?P<rows>\d+) row\(s\)(?:; (?P<dropped>\d+) not recorded[^;\n]*)?"
-                     r"(?:; (?P<late>\d+) recorded after the run's end)?")
+                     r"(?:; (?P<only>\d+) only counted[^;\n]*)?(?:; (?P<late>\d+) recorded after the run's end)?")
 
 
 @pytest.fixture(autouse=True)
@@ -165,6 +165,38 @@ def test_an_expr_at_5_million_calls_a_second_is_counted_by_hist_in_bulk(
     if not dropped:  # (each bucket [2^k, 2^(k+1)) holds 2^k of the values 0..N-1)
         assert buckets[:20] == [1, 1, *(1 << k for k in range(1, 19))], result.stdout
     assert_code_matches_files(target.pid)
+
+
+def test_max_overhead_rests_a_reading_probe_which_then_only_counts_and_every_call_is_accounted_for(
+        start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN one thread calling paired() 200,000 times a second, 600,000 times: a reading probe at
+    # every call would take about a quarter of its time (1.2 us a call, docs/cost.md)
+    target = start_target("callers", "1", "600000", "paired", "200000")
+    out = tmp_path / "budget.csv"
+    # WHEN sampler reads two values at each call under a budget of 1 %, until the program ends
+    result = sampler("trace", "--pid", str(target.pid), "--at", "paired", "--expr", "a=p->a", "--expr", "i=i",
+                     "--max-overhead", "1%", "--duration", "7s", "--out", str(out), "--quiet")
+    assert result.returncode == 0, result.stderr
+    calls = done_calls(target)
+    summary = SUMMARY.search(result.stderr)
+    assert summary is not None, result.stderr
+    rows = read_csv(out)
+    only, dropped, late = (int(summary[name] or 0) for name in ("only", "dropped", "late"))
+    # THEN every call is a row (the first two an int3's), a call the resting probe only counted, or a
+    # record not written: none is lost, and most were only counted
+    assert calls == 600_000 == int(summary["calls"]) + 2
+    assert int(summary["rows"]) + only + dropped + late == int(summary["calls"]), result.stderr
+    assert len(rows) == int(summary["rows"]) + 2
+    assert 0 < len(rows) < calls * 0.2 < calls * 0.5 < only, result.stderr
+    # and each row is its call's (a == i; every 1000th call's pointer is bad: its row has the error)
+    for row in rows:
+        i = int(row["i"])
+        assert (row["a"], bool(row["error"])) == (("", True) if i % 1000 == 999 else (str(i), False)), row
+    # and by sampler's account (the probe's time clocked in the target) the budget held
+    reached = re.search(r"--max-overhead 1\.00%: the probes took about ([\d.]+)% of the target's time", result.stderr)
+    assert reached is not None, result.stderr
+    assert float(reached[1]) < 2.0, result.stderr
+    assert re.search(r"[\d.]+ us a recorded call in the probe", result.stderr), result.stderr
 
 
 def test_a_go_programs_fields_are_read_in_process_by_goroutine(

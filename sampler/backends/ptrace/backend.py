@@ -719,18 +719,20 @@ class PtraceBackend:
         if self.tracer is None:
             stop.wait(seconds)
             return
-        if self.config.every_hit:
-            for site in self.sites:
-                self.tracer.disarm(site.address)  # type: ignore[arg-type]  # (none where a jump is)
-        if self.inprocess is not None and self.config.every_hit:
-            self.inprocess.only_count(True)
-            self._counting_until = time.monotonic() + seconds
-            if self.nothing_stops:
-                return  # (the rows recorded before go on being written meanwhile: trace() ends the rest)
-            self.tracer.serve_until(self._counting_until, stop)
-            self._end_rest(force=True)
+        if not self.config.every_hit:
+            self.tracer.serve_until(time.monotonic() + seconds, stop)
             return
-        self.tracer.serve_until(time.monotonic() + seconds, stop)
+        # a site learning its read plan keeps its int3 (two hits, then its jump goes in: it rests then)
+        resting = [site for site in self.trapped if site not in self._learning]
+        for site in resting:
+            self.tracer.disarm(site.address)  # type: ignore[arg-type]
+        if self.inprocess is not None:
+            self.inprocess.only_count(True)
+        self._counting_until = time.monotonic() + seconds
+        if not resting:
+            return  # (nothing waits: the rows recorded before go on being written, trace() ends the rest)
+        self.tracer.serve_until(self._counting_until, stop)
+        self._end_rest(force=True)
 
     def _end_rest(self, force: bool = False) -> None:
         """The in-process probes record and read again once --max-overhead's rest is over."""

@@ -168,6 +168,8 @@ class Inprocess(Generic[K]):
         """Probe number -> what was counted (read at each drain, and at the end)."""
         self.left = ""
         """What stayed in the target when sampler let go (said in the summary); '' when nothing."""
+        self._only_counting = False
+        """--max-overhead's rest: the probes only count (probes put in meanwhile too)."""
 
     # -- in --------------------------------------------------------------------------------------
 
@@ -213,6 +215,7 @@ class Inprocess(Generic[K]):
                     assert self.data.local is not None
                     self.ring = Ring(self.data.local)
                     self.ring.initialise()
+                    self.ring.only_count(self._only_counting)
                 for key, displaced, entry in wanted:
                     swapped = swap is not None and key in layouts
                     if swap is not None and swapped:
@@ -256,6 +259,7 @@ class Inprocess(Generic[K]):
             assert own.local is not None
             probe_ring = Ring(own.local, layout.record_type, layout.slots)
             probe_ring.initialise()
+            probe_ring.only_count(self._only_counting)  # (put in while the budget rests: it rests too)
             pid = procfs.own_pid(self.pid)
 
             def made(at: int) -> tuple[bytes, int]:
@@ -373,6 +377,7 @@ class Inprocess(Generic[K]):
     def only_count(self, on: bool) -> None:
         """Every probe only counts its hits (``on``: no record, no read: the cheapest they can be), or
         records and reads again."""
+        self._only_counting = on
         for counted in [self.ring, *(placed.ring for placed in self.placed)]:
             if counted is not None:
                 counted.only_count(on)

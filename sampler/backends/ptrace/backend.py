@@ -698,10 +698,14 @@ class PtraceBackend:
                 line += f"; {late} recorded after the run's end (not written)"
             own = inprocess.read_ns(placed.number) if placed.layout is not None else None
             if own is not None:
-                line += f"; {own / 1e3:.2f} us a recorded call in the probe (its reads: clocked in the target)"
+                line += f"; {own / 1e3:.2f} us a recorded call in the probe (clocked in the target)"
             if placed.layout is not None:
                 line += " (from the jump on: the calls before it were its int3's rows)"
             said.append(line)
+        if self.tracer is not None and self.tracer.shared_children:
+            said.append(f"{self.tracer.shared_children} child process(es) ran in the target's memory (vfork, or "
+                        "clone with CLONE_VM) during the run: the in-process probes counted the calls they made "
+                        "before their exec as the calls of the thread that started them")
         if inprocess.left:
             said.append(inprocess.left)
         inprocess.close()

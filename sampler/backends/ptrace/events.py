@@ -138,6 +138,7 @@ class Dispatch(Tasks):
             return None
         elif event == PTRACE_EVENT_VFORK or shares_memory(self.pid, child):  # clone(CLONE_VM|SIGCHLD) is a "fork"
             self.sharing.add(child)
+            self.shared_children += 1
         else:
             early = self._early.pop(child, None)
             if self.adopt is None or self._detaching:

@@ -99,6 +99,9 @@ class Tasks:
         self.sharing: set[int] = set()
         """Child processes that run in the target's memory (vfork): traced like its threads
         until they exec or exit."""
+        self.shared_children = 0
+        """Children seen that ran in the target's memory (vfork, clone with CLONE_VM): an in-process
+        probe counts their calls as the parent's thread's."""
         self.children = ChildReleaser(guardian, journal is not None)
         self._early: dict[int, int] = {}
         """New processes whose first stop came before their parent's fork event: held."""

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install, from Debian's packages, whatever sampler needs that this machine lacks.
 # Safe to run twice: it installs nothing when everything is there.
-# With the argument "bench" it also installs bpftrace.
+# With the argument "bench" it also installs perf.
 set -euo pipefail
 need=()
 command -v go >/dev/null 2>&1 || need+=(golang-go)
@@ -33,8 +33,10 @@ command -v prometheus-node-exporter >/dev/null 2>&1 || need+=(prometheus-node-ex
 command -v eu-stack >/dev/null 2>&1 || need+=(elfutils)
 # the flame graph test opens sampler's SVG in a real headless browser
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
-if [ "${1:-}" = bench ]; then  # the eBPF reference of bench/overhead.py
-  command -v bpftrace >/dev/null 2>&1 || need+=(bpftrace)
+# bpftrace beside sampler on the same process (a kernel uprobe where sampler would probe; the same
+# calls read by both), and the eBPF reference of the benches
+command -v bpftrace >/dev/null 2>&1 || need+=(bpftrace)
+if [ "${1:-}" = bench ]; then
   command -v perf >/dev/null 2>&1 || need+=(linux-perf)  # bench/profile.py's reference
 fi
 if [ ${#need[@]} -eq 0 ]; then

@@ -184,6 +184,21 @@ class ElfFile:
     def _read_first_load(self) -> int:
         return min(seg["p_vaddr"] for seg in self.elf.iter_segments() if seg["p_type"] == "PT_LOAD")
 
+    def byte_at(self, vaddr: int) -> int | None:
+        """The file's byte that a loadable segment maps at ``vaddr`` (None: no segment's file bytes hold it)."""
+        try:
+            return self._byte_at(vaddr)
+        except BadFile:
+            return None
+
+    @_guarded
+    def _byte_at(self, vaddr: int) -> int | None:
+        for seg in self.elf.iter_segments():
+            if seg["p_type"] == "PT_LOAD" and seg["p_vaddr"] <= vaddr < seg["p_vaddr"] + seg["p_filesz"]:
+                data = os.pread(self._file.fileno(), 1, seg["p_offset"] + vaddr - seg["p_vaddr"])
+                return data[0] if data else None
+        return None
+
     @_guarded
     def is_position_independent(self) -> bool:
         return bool(self.elf["e_type"] == "ET_DYN")

@@ -245,12 +245,24 @@ class PtraceBackend:
             code = self.memory.read(begin, address - begin + 16)
         except UnreadableMemory as e:
             raise LocationNotFound(f"--at {where}: the code at {begin:#x} cannot be read ({e})") from None
+        if code[address - begin] == 0xCC and not self._own_int3(address) and \
+                module.file.byte_at(address - module.bias) != 0xCC:
+            raise LocationNotFound(f"--at {where}: an int3 is at {address:#x} already, not sampler's: another "
+                                   "tool's breakpoint (a kernel uprobe of bpftrace or perf probe, a debugger's) takes "
+                                   "the hits there and sampler would see none; no breakpoint was written",
+                                   "stop the other tool, or give a place past it (--at '*ADDR' of a later "
+                                   "instruction, or FILE:LINE); one left by a killed debugger: sampler repair "
+                                   "--pid PID --code-from-file puts the file's byte back")
         if not starts_instruction(code, begin, address):
             raise LocationNotFound(f"--at {where}: {address:#x} is not the start of an instruction (decoded "
                                    f"from its function at {begin:#x}); no breakpoint was written",
                                    "give the address of an instruction (objdump -d)" if where and
                                    where.lstrip().startswith("*") else "the debug info's line table may be "
                                    "corrupted: give a function name, another line, or *ADDR of an instruction")
+
+    def _own_int3(self, address: int) -> bool:
+        """The int3 at ``address`` is one sampler knows (a forked child's copy of its own)."""
+        return bool(self.tracer is not None and address in self.tracer.patches)
 
     def sample(self, stop: StopFlag) -> Reading:
         if self.tracer is None or self.address is None:

@@ -267,14 +267,16 @@ class Session:
         """After a traced hit: the breakpoints out (the in-process probes only counting) for as long
         as the budget needs."""
         now = self.clock()
-        if now < self._resting_until:
-            return  # (resting: in-process probes rest while their rows are written)
         inside = 0.0
         if now >= self._probe_time_at:  # (its counters read at most every PROBE_TIME_S: rows come by the 100,000/s)
             self._probe_time_at = now + PROBE_TIME_S
             inside = self._probe_time_s() - budget.inside_s
             budget.inside_s += inside
-        rest = budget.rest_after(budget.cost_s(reading.pause_us) + inside, now - start)
+        cost = budget.cost_s(reading.pause_us) + inside
+        if now < self._resting_until:  # (resting: in-process probes rest while their rows are written)
+            budget.stopped_s += cost
+            return
+        rest = budget.rest_after(cost, now - start)
         if end is not None:
             rest = min(rest, end - now)
         if rest > 0 and not self.stop.is_set():

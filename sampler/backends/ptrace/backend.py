@@ -128,7 +128,8 @@ class PtraceBackend:
         self.trapped: list[Site] = self.sites
         """The sites with an int3 (every-hit mode: those without an in-process probe)."""
         self.inprocess: Inprocess[Site] | None = None
-        self._stopped: bool | None = None
+        self._stopped = False
+        """The process was stopped (SIGSTOP) when sampler came: no jump goes in (its threads must run)."""
         self._serve_at = 0.0
         """When the tracer's events are next served while in-process rows go out."""
         """A thread of the process in a stop not sampler's (SIGSTOP), seen as in-process probes go in."""
@@ -224,6 +225,9 @@ class PtraceBackend:
         adopt = self.company.adopt if self.company is not None else None
         self.tracer = Tracer(self.config.pid, self.memory, journal, guardian, go=self.is_go, router=self.router,
                              switches=self.config.switches, adopt=partial(adopt, self) if adopt is not None else None)
+        if not forked:  # (stopped by SIGSTOP, seen before sampler's own stops can look alike: "t")
+            self._stopped = any(procfs.thread_state(self.config.pid, tid) == "T"
+                                for tid in procfs.tasks(self.config.pid))
         self.tracer.take_over() if forked else self.tracer.seize()
 
     def _check_instruction(self, site: Site) -> None:
@@ -568,9 +572,6 @@ class PtraceBackend:
                     "could wait in the kernel for good, and the target's thread with it")
         if site.expressions and procfs.has_userfaultfd(self.config.pid):
             return "the process uses userfaultfd: a read of a page it serves could wait for good"
-        if self._stopped is None:
-            tids = procfs.tasks(self.config.pid)
-            self._stopped = any(procfs.thread_state(self.config.pid, tid) in ("T", "t") for tid in tids)
         if self._stopped:
             return "the process is stopped (SIGSTOP): a jump goes in only while its threads run"
         if self.company is not None:

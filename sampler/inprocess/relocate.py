@@ -90,7 +90,7 @@ def displace(code: bytes, start: int, site: int) -> Displaced:
     address ``start``; Refused with the reason when the site cannot take one."""
     if not start <= site < start + len(code):
         raise Refused(f"{site:#x} is not in the function's code")
-    instructions = _decode(code[:MAX_FUNCTION], start)
+    instructions = decode(code[:MAX_FUNCTION], start)
     by_address = {i.address: i for i in instructions}
     if site not in by_address:
         raise Refused(f"{site:#x} is not the start of an instruction of its function")
@@ -119,7 +119,7 @@ def displace(code: bytes, start: int, site: int) -> Displaced:
     return Displaced(site, tuple(moved))
 
 
-def _decode(code: bytes, start: int) -> list:  # type: ignore[type-arg]
+def decode(code: bytes, start: int) -> list:  # type: ignore[type-arg]
     """Every instruction of the function, in order; Refused when a byte cannot be decoded."""
     try:
         found = list(_DECODER.disasm(code, start))

@@ -313,17 +313,23 @@ def wait_until_patched(pid: int, timeout: float = 30) -> None:
         time.sleep(0.02)
 
 
-def read_counter(target: Target, symbol: str) -> int:
-    """The 64-bit global SYMBOL of the target's own program, read from the test (not by sampler):
-    its progress without waiting for the thread that prints it."""
-    exe = os.readlink(f"/proc/{target.pid}/exe")
+def symbol_address(pid: int, symbol: str) -> int:
+    """The run-time address of SYMBOL of the process's own program (nm's value and where the file is
+    mapped), found by the test, not by sampler."""
+    exe = os.readlink(f"/proc/{pid}/exe")
     value = next(int(line.split()[0], 16) for line in subprocess.run(
         ["nm", exe], capture_output=True, text=True, check=True).stdout.splitlines()
         if line.split()[-1] == symbol and len(line.split()) == 3)
-    base = next(int(line.split("-")[0], 16) for line in Path(f"/proc/{target.pid}/maps").read_text().splitlines()
+    base = next(int(line.split("-")[0], 16) for line in Path(f"/proc/{pid}/maps").read_text().splitlines()
                 if line.split()[-1] == exe and int(line.split()[2], 16) == 0)
+    return base + value
+
+
+def read_counter(target: Target, symbol: str) -> int:
+    """The 64-bit global SYMBOL of the target's own program, read from the test (not by sampler):
+    its progress without waiting for the thread that prints it."""
     with open(f"/proc/{target.pid}/mem", "rb") as mem:
-        mem.seek(base + value)
+        mem.seek(symbol_address(target.pid, symbol))
         return int.from_bytes(mem.read(8), "little")
 
 

@@ -16,7 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.targets import ROOT, Target, assert_code_matches_files, one_line_error, read_csv, sampler
+from tests.integration.targets import (
+    ROOT,
+    Target,
+    assert_code_matches_files,
+    one_line_error,
+    read_csv,
+    sampler,
+    symbol_address,
+)
 
 CALLS = 3000
 
@@ -60,11 +68,7 @@ def test_beside_a_bpftrace_uprobe_sampler_refuses_its_place_and_reads_the_same_c
     bpftrace, said, reader = bpftrace_on(program)
     try:
         target = start_target(str(program), "1", str(CALLS), "paired", "1000", binary=False)
-        exe = os.readlink(f"/proc/{target.pid}/exe")
-        base = next(int(line.split("-")[0], 16) for line in Path(f"/proc/{target.pid}/maps").read_text().splitlines()
-                    if line.endswith(exe) and int(line.split()[2], 16) == 0)
-        symbols = subprocess.run(["nm", exe], capture_output=True, text=True, check=True).stdout
-        paired = base + int(next(line.split()[0] for line in symbols.splitlines() if line.endswith(" paired")), 16)
+        paired = symbol_address(target.pid, "paired")
         with open(f"/proc/{target.pid}/mem", "rb") as mem:
             mem.seek(paired)
             assert mem.read(1) == b"\xcc"  # (the uprobe's)

@@ -27,6 +27,7 @@ from tests.integration.targets import (
     redis_cli,
     sampler,
     start_redis,
+    symbol_address,
 )
 
 SUMMARY = re.compile(r"in-process at --at (?P<at>\S+) \(0x[0-9a-f]+\): (?P<calls>\d+) call\(s\), counted in the "
@@ -241,14 +242,10 @@ def test_auto_puts_an_int3_where_no_jump_can_go_and_says_which_each_site_got(
         start_target: Callable[..., Target], tmp_path: Path) -> None:
     # GIVEN warm(), whose last 5 bytes hold its ret (no jump fits there), called 300 times by one thread
     target = start_target("callers", "1", "300", "warm")
-    symbols = subprocess.run(["nm", os.readlink(f"/proc/{target.pid}/exe")], capture_output=True, text=True,
-                             check=True).stdout
-    warm = int(next(line.split()[0] for line in symbols.splitlines() if line.endswith(" warm")), 16)
-    base = next(int(line.split("-")[0], 16) for line in Path(f"/proc/{target.pid}/maps").read_text().splitlines()
-                if line.endswith(os.readlink(f"/proc/{target.pid}/exe")) and int(line.split()[2], 16) == 0)
+    warm = symbol_address(target.pid, "warm")
     out = tmp_path / "auto.csv"
     # WHEN sampler traces its last instruction but one with --probe auto
-    result = sampler("trace", "--pid", str(target.pid), "--at", f"*{base + warm + 0xb:#x}", "--probe", "auto",
+    result = sampler("trace", "--pid", str(target.pid), "--at", f"*{warm + 0xb:#x}", "--probe", "auto",
                      "--duration", "3s", "--out", str(out))
     # THEN that site gets an int3 (and the line says why), which counts every call as a row
     assert result.returncode == 0, result.stderr

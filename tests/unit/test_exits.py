@@ -4,18 +4,15 @@ decoding (another decoder than capstone): the same returns, the same jumps out, 
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections import defaultdict
 
 import pytest
 
-from sampler.debuginfo.elffile import ElfFile
 from sampler.debuginfo.exits import exits
 from sampler.inprocess.relocate import Refused
+from tests.unit.real_programs import PROGRAMS, text_functions
 
-PROGRAMS = {"libc": "/usr/lib/x86_64-linux-gnu/libc.so.6", "redis-server": "/usr/bin/redis-server",
-            "python3": "/usr/bin/python3.11"}
 PREFIXES = {"repz", "rep", "bnd", "notrack", "ds", "cs", "data16", "lock"}
 
 
@@ -68,16 +65,7 @@ def objdump_exits(path: str) -> tuple[set[int], dict[int, int], set[int]]:
 
 @pytest.mark.parametrize("name", list(PROGRAMS))
 def test_every_function_of_a_real_program_has_the_exits_objdump_decodes(name: str) -> None:
-    path = PROGRAMS[name]
-    if not os.path.exists(path):
-        if os.environ.get("CI"):
-            pytest.fail(f"{path} is missing: make setup installs it")
-        pytest.skip(f"{path} is missing")
-    with ElfFile(path) as elf:
-        text = elf.elf.get_section_by_name(".text")
-        data, base = text.data(), text["sh_addr"]
-        functions = sorted({(s.address, s.size) for s in elf.symbols().values()
-                            if s.is_function and s.size and base <= s.address < base + len(data)})
+    path, data, base, functions = text_functions(name)
     returns, jumps, indirect = objdump_exits(path)
     outcome: defaultdict[str, int] = defaultdict(int)
     for address, size in functions:

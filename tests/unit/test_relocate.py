@@ -5,7 +5,6 @@ operand reaching the same byte) or refused with a reason."""
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from pathlib import Path
 
@@ -13,8 +12,8 @@ import pytest
 from capstone import CS_ARCH_X86, CS_MODE_64, Cs  # type: ignore[import-untyped]
 from capstone import x86_const as X
 
-from sampler.debuginfo.elffile import ElfFile
 from sampler.inprocess.relocate import JUMP_SIZE, Refused, displace
+from tests.unit.real_programs import PROGRAMS, text_functions
 
 DECODER = Cs(CS_ARCH_X86, CS_MODE_64)
 DECODER.detail = True
@@ -63,22 +62,9 @@ def test_a_site_past_the_entry_in_a_function_with_a_table_is_refused() -> None:
         displace(code, 0x1000, 0x1003)
 
 
-PROGRAMS = {"libc": "/usr/lib/x86_64-linux-gnu/libc.so.6", "redis-server": "/usr/bin/redis-server",
-            "python3": "/usr/bin/python3.11"}
-
-
 @pytest.mark.parametrize("name", list(PROGRAMS))
 def test_every_function_entry_of_a_real_program_is_displaced_exactly_or_refused(name: str) -> None:
-    path = PROGRAMS[name]
-    if not os.path.exists(path):
-        if os.environ.get("CI"):
-            pytest.fail(f"{path} is missing: make setup installs it")
-        pytest.skip(f"{path} is missing")
-    with ElfFile(path) as elf:
-        text = elf.elf.get_section_by_name(".text")
-        data, base = text.data(), text["sh_addr"]
-        functions = sorted({(s.address, s.size) for s in elf.symbols().values()
-                            if s.is_function and s.size and base <= s.address < base + len(data)})
+    _, data, base, functions = text_functions(name)
     outcome: Counter[str] = Counter()
     for address, size in functions:
         code = data[address - base:address - base + size]

@@ -132,7 +132,6 @@ class PtraceBackend:
         """The process was stopped (SIGSTOP) when sampler came: no jump goes in (its threads must run)."""
         self._serve_at = 0.0
         """When the tracer's events are next served while in-process rows go out."""
-        """A thread of the process in a stop not sampler's (SIGSTOP), seen as in-process probes go in."""
         """The in-process probes (trace --probe auto|inprocess), once placed."""
         self._placed = False
         self._rows: deque[tuple[Site | None, Reading | Pending]] = deque()

@@ -144,7 +144,8 @@ targets: targets/bin/ringbuf-go targets/bin/ringbuf-go-stripped targets/bin/http
 	targets/bin/clones targets/bin/clones-cpp targets/bin/stall targets/bin/stall-go targets/bin/pool \
 	targets/bin/execrace targets/bin/ifuncs targets/bin/eintr targets/bin/shortlived \
 	targets/bin/stacks targets/bin/stacks-cpp targets/bin/stacks-rust targets/bin/stacks-go targets/bin/spinners targets/bin/eintr-fp targets/bin/eintr-sockets \
-	targets/bin/burst targets/bin/burst-go
+	targets/bin/burst targets/bin/burst-go targets/bin/latency targets/bin/latency-cpp targets/bin/latency-rust \
+	targets/bin/latency-go
 
 targets/bin/ringbuf-go: targets/ringbuf-go/main.go targets/ringbuf-go/go.mod | system-deps
 	mkdir -p targets/bin
@@ -222,6 +223,25 @@ targets/bin/burst: targets/burst/burst.c | system-deps
 targets/bin/burst-go: targets/burst-go/main.go targets/burst-go/go.mod | system-deps
 	mkdir -p targets/bin
 	cd targets/burst-go && $(GOBUILD) -o ../bin/burst-go .
+
+# calls of known length and result, clocked by the program (trace --latency: test_latency.py)
+targets/bin/latency: targets/latency/latency.c | system-deps
+	mkdir -p targets/bin
+	$(CC) -O2 -g -Wall -o $@ $<
+
+targets/bin/latency-cpp: targets/latency/latency.cpp | system-deps
+	mkdir -p targets/bin
+	$(CXX) -O2 -g -Wall -o $@ $<
+
+targets/bin/latency-rust: targets/latency-rust/main.rs | system-deps
+	mkdir -p targets/bin
+	@if command -v rustc >/dev/null; then echo "rustc -g -C opt-level=1 --edition 2021 -o $@ $<"; \
+		rustc -g -C opt-level=1 --edition 2021 -o $@ $<; \
+	else echo "make: rustc is not installed: targets/bin/latency-rust is not built (apt-get install rustc)" >&2; fi
+
+targets/bin/latency-go: targets/latency-go/main.go targets/latency-go/go.mod | system-deps
+	mkdir -p targets/bin
+	cd targets/latency-go && $(GOBUILD) -o ../bin/latency-go .
 
 # functions gcc -O2 leaves only as clones (ring_gap.isra.0) or inlined copies (ring_used)
 targets/bin/clones: targets/clones/clones.c | system-deps

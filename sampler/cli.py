@@ -78,7 +78,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 SECTIONS = {
     "What to sample": ("--pid", "--pgrep", "--all", "--container", "--exe", "--user", "--follow-forks",
                        "--wait-target", "--expr"),
-    "Where": ("--at", "--backend", "--probe", "--debug-dir", "--symbols"),
+    "Where": ("--at", "--latency", "--to", "--backend", "--probe", "--debug-dir", "--symbols"),
     "When": ("--interval", "--rate", "--count", "--max-events", "--duration", "--hit-timeout", "--stop-when",
              "--max-overhead"),
     "Output": ("--out", "--format", "--quiet", "--live", "--metrics", "--count-by", "--hist"),
@@ -243,9 +243,17 @@ def attach(ctx: click.Context, /, locations: tuple[str, ...], interval: float | 
                    "thread stops (ptrace; an --expr is read in the target once a site's first hits, by an int3, "
                    "showed what it reads); auto: in-process at each site that allows it, an int3 elsewhere (the "
                    "start line says which); int3: a breakpoint at every site.")
+@click.option("--latency", is_flag=True,
+              help="A row per call of the --at function, written when it returns: latency_us (entry to return, "
+                   "sampler's own stops inside taken out) and retval, the value it returned, as a name in --expr "
+                   "(the other expressions are read at the entry). Return probes are int3s.")
+@click.option("--to", "to", metavar="LOCATION",
+              help="A row at each hit of LOCATION with latency_us since the last hit of the --at place on the "
+                   "same thread (goroutine in Go): a request's start and end in two functions. The expressions "
+                   "are read at --at.")
 @click.pass_context
 def trace(ctx: click.Context, /, locations: tuple[str, ...], max_events: int | None, probe: str,
-          **common: Any) -> int:
+          latency: bool, to: str | None, **common: Any) -> int:
     """Attach and write a row for every hit of the breakpoint (every-hit tracing).
 
     \b
@@ -255,8 +263,11 @@ def trace(ctx: click.Context, /, locations: tuple[str, ...], max_events: int | N
       sampler trace --pid 4242 --at ring_read --duration 10s --quiet   # count the calls
       sampler trace --pid 4242 --at ring_push --at ring_pop --duration 5s --count-by probe
       sampler trace --pid 4242 --at ring_read --probe inprocess --duration 10s --count-by thread
+      sampler trace --pid 4242 --at ring_read --latency --expr n=arg1 --expr got=retval --hist latency_us
+      sampler trace --pid 4242 --at request_start --to request_done --duration 10s --hist latency_us
     """
-    return _run(ctx, "trace", locations=locations, max_events=max_events, probe=probe, **common)
+    return _run(ctx, "trace", locations=locations, max_events=max_events, probe=probe, latency=latency, to=to,
+                **common)
 
 
 @cli.command()

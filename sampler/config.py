@@ -85,6 +85,11 @@ class SessionConfig:
     """A run of many processes (--pid given again, --all): every one, ``pid`` first. Empty: ``pid`` alone."""
     switches: Switches = field(default_factory=Switches)
     """What a benchmark or test turned off or on (the environment's SAMPLER_* switches)."""
+    latency: bool = False
+    """--latency (trace, ptrace): each call's row is written at its return, with latency_us and retval."""
+    latency_to: str | None = None
+    """--to (trace, ptrace): a row at each hit of this place, with latency_us from the last hit of the
+    --at place on the same thread (goroutine)."""
     probe_kind: str = "int3"
     """--probe (trace, ptrace): "int3" (a breakpoint, the thread stops at each hit), "inprocess" (a jump
     to code sampler puts in the target: nothing stops) or "auto" (in-process where it can be)."""

@@ -71,6 +71,8 @@ class Options:
     hit_timeout: float = 2.0
     max_events: int | None = None
     probe: str = "auto"
+    latency: bool = False
+    to: str | None = None
 
 
 @dataclass(frozen=True)
@@ -155,8 +157,10 @@ def build(options: Options, finder: Finder | None = None, environ: Mapping[str, 
         what = "--follow-forks needs" if len(pids) == 1 else "several processes need"
         raise UsageError(f"{what} the ptrace backend (--backend {options.backend}: one dlv follows one process)",
                          "give --backend ptrace, or one process")
+    _check_latency(options, expressions)
     probe_kind = _probe_kind(options, expressions, probes, many)
-    columns = [e.name for e in expressions] + ([PROBE] if locations else [])
+    columns = [e.name for e in expressions] + ([PROBE] if locations else []) \
+        + ([LATENCY] if options.latency or options.to is not None else [])
     """The columns the options may name: the backend says once built whether the probe column is there."""
     if tracing:
         specific: dict[str, object] = {"count": options.max_events, "every_hit": True}
@@ -172,6 +176,7 @@ def build(options: Options, finder: Finder | None = None, environ: Mapping[str, 
                            symbols_file=options.symbols_file, quiet=options.quiet,
                            stop_when=_condition(options.stop_when, columns), max_overhead=options.max_overhead,
                            switches=Switches.from_environment(environ), probe_kind=probe_kind,
+                           latency=options.latency, latency_to=options.to,
                            **specific)  # type: ignore[arg-type]
     for option, names, extra in (("--count-by", options.count_by, list(GROUPED_BY)), ("--hist", options.hists, [])):
         for name in names:
@@ -184,6 +189,34 @@ def build(options: Options, finder: Finder | None = None, environ: Mapping[str, 
 
 
 PROBE_KINDS = ("auto", "inprocess", "int3")
+LATENCY = "latency_us"
+
+
+def _check_latency(options: Options, expressions: Sequence[expr.Expression]) -> None:
+    """--latency and --to: what they cannot mean, refused before attaching."""
+    names_retval = [e.text for e in expressions if "retval" in expr.names(e.tree)]
+    timed = options.latency or options.to is not None
+    if names_retval and not options.latency:
+        raise UsageError(f"--expr {names_retval[0]}: retval is the value a function returned, read at its return",
+                         "add --latency (a row per call, written when it returns)")
+    if not timed:
+        return
+    what = "--latency" if options.latency else "--to"
+    if options.latency and options.to is not None:
+        raise UsageError("--latency and --to exclude each other", "--latency times each call of the --at "
+                         "function to its return; --to times from a hit of --at to the next hit of --to")
+    if options.command != "trace":
+        raise UsageError(f"{what} goes with sampler trace (a row per call)", "give sampler trace --at F --latency")
+    if options.backend in DELVE:
+        raise UsageError(f"{what} needs the ptrace backend (--backend {options.backend})", "give --backend ptrace")
+    if options.probe == "inprocess":
+        raise UsageError(f"{what}: return probes are int3s (in-process probes do not time calls yet)",
+                         "give --probe auto or --probe int3")
+    if any(e.name == LATENCY for e in expressions):
+        raise UsageError(f"--expr {LATENCY}: that name is the column {what} adds", "name the expression otherwise")
+    if options.to is not None and not options.to.strip():
+        raise UsageError("--to is empty", "give the place that ends the time: a function, FILE:LINE or *ADDR")
+
 
 
 def _probe_kind(options: Options, expressions: Sequence[expr.Expression], probes: Sequence[Probe],
@@ -193,7 +226,7 @@ def _probe_kind(options: Options, expressions: Sequence[expr.Expression], probes
     several processes), else each site's own choice."""
     if options.probe not in PROBE_KINDS:
         raise UsageError(f"--probe {options.probe}: no such kind", f"give one of {', '.join(PROBE_KINDS)}")
-    if options.probe == "int3" or options.command != "trace":
+    if options.probe == "int3" or options.command != "trace" or options.latency or options.to is not None:
         return "int3"
     if options.probe == "auto":
         fits = not many and options.backend not in DELVE

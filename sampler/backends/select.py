@@ -42,6 +42,8 @@ def pick(config: SessionConfig, target: TargetProcess) -> Choice:
             choice, reason = "ptrace", f"{' and '.join(f'{name}()' for name in own)}: read by the ptrace backend"
         elif config.probes:
             choice, reason = "ptrace", f"{len(config.probes)} --at: the ptrace backend breaks at several places"
+        elif config.latency or config.latency_to is not None:
+            choice, reason = "ptrace", f"{'--latency' if config.latency else '--to'}: the ptrace backend's"
         elif config.probe_kind == "inprocess" or (config.probe_kind == "auto" and _counts(config)):
             choice, reason = "ptrace", f"--probe {config.probe_kind}: the ptrace backend's"
         elif target.is_go and not target.has_debug_info:

@@ -1008,6 +1008,13 @@ class Debug:
     # -- call frame information --------------------------------------------------
 
     @_guarded
+    def cfa_rule(self, pc: int) -> tuple[int, int] | None:
+        """(DWARF register number, offset) of the CFA rule at pc (file address), or None."""
+        rule = self._cfa_rules.get(pc)
+        if rule is None:
+            rule = self._cfa_rules[pc] = self._frames.rule(pc) or (-1, 0)
+        return None if rule[0] < 0 else rule
+
     def cfa(self, pc: int, registers: dict[str, int]) -> int:
         """The canonical frame address at pc (file address), from .eh_frame or .debug_frame."""
         rule = self._cfa_rules.get(pc)

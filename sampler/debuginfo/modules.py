@@ -16,6 +16,7 @@ from sampler.debuginfo.demangle import demangle, last_component, qualified, sign
 from sampler.debuginfo.dies import Malformed
 from sampler.debuginfo.dwarf import Debug
 from sampler.debuginfo.elffile import BadFile, ElfFile, Symbol, open_shared
+from sampler.debuginfo.locations import REGISTERS
 from sampler.errors import ProcessNotFound, UnsupportedTarget
 from sampler.target import procfs
 
@@ -205,6 +206,23 @@ class Module:
         except Exception:  # corrupted unwind tables: no start known
             span = None
         return (span[0], span[1] - span[0]) if span is not None else None
+
+    def cfa_rule(self, address: int) -> tuple[str, int] | None:
+        """(register, offset) of the canonical frame address at ADDRESS (a file address): from the
+        loaded file's .eh_frame, else its DWARF's .debug_frame (Go writes only that); None when
+        neither covers it, or the rule is not a register plus an offset."""
+        if self._frames is None:
+            self._frames = CallFrames(self.file.elf, None)
+        try:
+            rule = self._frames.rule(address)
+            if rule is None:
+                debug = self.debug(remote=False)
+                rule = debug.cfa_rule(address) if debug is not None else None
+        except Exception:  # corrupted unwind tables (the target's): no rule
+            return None
+        if rule is None or not 0 <= rule[0] < len(REGISTERS):
+            return None
+        return REGISTERS[rule[0]], rule[1]
 
     def close(self) -> None:
         if self._source is not None and self._source.file is not self.file:

@@ -189,6 +189,12 @@ def called(tree: ast.AST) -> set[int]:
     return {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
 
 
+def names(tree: ast.AST) -> set[str]:
+    """The variables a tree names, as the user wrote them (not the built-ins it calls)."""
+    calls = called(tree)
+    return {source_name(node.id) for node in ast.walk(tree) if isinstance(node, ast.Name) and id(node) not in calls}
+
+
 def uses(tree: ast.AST, names: frozenset[str]) -> set[str]:
     """Which of the built-ins ``names`` the tree calls (or names: ``ustack`` alone)."""
     return {node.func.id for node in ast.walk(tree)

@@ -29,6 +29,7 @@ from sampler.backends.ptrace.consistent import BUDGET_S, Moment, Torn
 from sampler.backends.ptrace.guard import TIMEOUT_S, Guard
 from sampler.backends.ptrace.inprocess import Inprocess, Plan, Read, plan
 from sampler.backends.ptrace.instructions import MAX_FUNCTION, starts_instruction
+from sampler.backends.ptrace.latency import LATENCY, Latency, names_retval
 from sampler.backends.ptrace.memory import Memory, MemoryHang
 from sampler.backends.ptrace.parked import Parked
 from sampler.backends.ptrace.readrows import Pending, Rows
@@ -48,7 +49,7 @@ from sampler.evaluation.plan import Snapshot
 from sampler.evaluation.reads import UnreadableMemory
 from sampler.evaluation.scope import Scope
 from sampler.inprocess.reads import Layout, Unfit
-from sampler.language.expr import ustack_depth
+from sampler.language.expr import Expression, ustack_depth
 from sampler.safety.guardian import Guardian, Ward
 from sampler.safety.journal import Journal
 from sampler.sample import Bulk, Reading
@@ -86,15 +87,21 @@ class PtraceBackend:
         offset = 1 if self.probe_column else 0
         width = offset + len(config.expressions)
         columns = {e.name: offset + index for index, e in enumerate(config.expressions)}
+        timed = config.latency or config.latency_to is not None
+        at_return: dict[int, list[tuple[int, Expression]]] = {}
+        """--latency: each probe's expressions that name retval (read at the return), with their slot."""
+        if timed:
+            width += 1  # latency_us, last
         self.probes: list[list[Site]] = []
         """The sites of each probe, in the order of the --at options."""
         self.stacks = StackCopier(config.pid, modules) \
             if any(ustack_depth(e.tree) is not None for e in config.expressions) else None
         """What reads the stack of a hit, when an expression is ``ustack``."""
-        for probe, places in placed:
-            scoped = dataclasses.replace(config, location=probe.location, expressions=probe.expressions,
-                                         probes=())
-            slots = [columns[e.name] for e in probe.expressions]
+        for number, (probe, places) in enumerate(placed):
+            at_entry = tuple(e for e in probe.expressions if not names_retval(e))
+            at_return[number] = [(columns[e.name], e) for e in probe.expressions if names_retval(e)]
+            scoped = dataclasses.replace(config, location=probe.location, expressions=at_entry, probes=())
+            slots = [columns[e.name] for e in at_entry]
             self.probes.append([Site(Scope(scoped, modules, place, is_go),
                                      _label(probe, place, len(places)) if self.probe_column else "", slots, width,
                                      self.stacks)
@@ -110,8 +117,13 @@ class PtraceBackend:
         self.sites = [site for sites in self.probes for site in sites]
         self.per_tick = len(self.probes)
         """Samples per tick: one of each probe."""
-        self.columns = columns_of(config.expressions, self.probe_column)
+        self.columns = columns_of(config.expressions, self.probe_column) + [LATENCY] * timed
         """The value columns of its readings (the Backend interface)."""
+        self.latency: Latency | None = None
+        """--latency and --to: the open calls, and where they end (latency.py)."""
+        if timed and probes:
+            self.latency = Latency(width - 1, {site: at_return[number] for number, sites in enumerate(self.probes)
+                                               for site in sites}, is_go, config.latency_to is not None)
         self._at: dict[int, Site] = {}
         """Each breakpoint address's site."""
         self._turn = 0
@@ -208,6 +220,8 @@ class PtraceBackend:
             self._at[site.address] = site
         if len(self._at) < len(self.sites):
             raise UsageError("two --at give the same breakpoint address", "give each place once")
+        if self.latency is not None:
+            self.latency.find_ends(self.config, self.modules, self._at, self._check_instruction)
         if self.stacks is not None:
             self.stacks.refresh(self.memory)  # the modules' code mapped now, before any thread waits
         if not forked:  # (a forked child's parent waits at its fork event meanwhile)
@@ -412,9 +426,16 @@ class PtraceBackend:
     def _trace_int3(self, stop: StopFlag, until: float) -> Reading | None:
         tracer, memory = self.tracer, self.memory
         assert tracer is not None and memory is not None
+        if self.latency is not None:  # (the ends first: a call seen to start must be seen to end)
+            for address in self.latency.ends:
+                tracer.arm(address)
         for site in self.trapped:
             tracer.arm(site.address)  # type: ignore[arg-type]  # stays armed between hits; detach takes it out
         waiting = time.monotonic()
+        if self.latency is not None:
+            hit = tracer.wait_for_hit(until, stop)
+            return self.latency.hit(hit, self._at.get(hit.address), memory, waiting, self._step_over,
+                                    tracer.guard) if hit is not None else None
         holds = _holds(self.trapped)
         if holds is not None:
             caught = tracer.catch(holds, until, stop, keep=True)
@@ -798,7 +819,8 @@ class PtraceBackend:
                                        stats.checked if self.config.switches.check_emulation else None,
                                        list(stats.mismatches), tracer.guard.hangs + self.zero_stop_guard.hangs,
                                        len(stats.waiting_in_kernel), len(stats.given_up),
-                                       len(stats.left_stepping), inprocess=inprocess)
+                                       len(stats.left_stepping), inprocess=inprocess,
+                                       timed=self.latency.notes() if self.latency is not None else [])
             if self.guardian is not None:  # only once every byte is back
                 guardian, self.guardian = self.guardian, None
                 guardian.dismiss()
@@ -872,6 +894,8 @@ class Tally:
     """Times zero-stop rows were read again because a value changed while read."""
     inprocess: list[str] = field(default_factory=list)
     """What the in-process probes counted, and what of them stayed in the target."""
+    timed: list[str] = field(default_factory=list)
+    """--latency and --to: the calls that got no row, and why (latency.py)."""
 
     def __add__(self, other: Tally) -> Tally:
         checked = None if self.checked is None and other.checked is None else \
@@ -881,11 +905,12 @@ class Tally:
                      self.stepped + other.stepped, checked, self.differed + other.differed,
                      self.hangs + other.hangs, self.waiting + other.waiting, self.given_up + other.given_up,
                      self.left_stepping + other.left_stepping, self.torn + other.torn,
-                     self.read_again + other.read_again, self.inprocess + other.inprocess)
+                     self.read_again + other.read_again, self.inprocess + other.inprocess,
+                     self.timed + other.timed)
 
     def notes(self, every_hit: bool, many: bool = False) -> list[str]:
         """``many``: of a run of many processes."""
-        said = list(self.inprocess)
+        said = list(self.inprocess) + list(self.timed)
         if self.released:
             whose = "targets" if many else "target"
             said.append(f"{self.released} child process(es) the {whose} forked were let go with "

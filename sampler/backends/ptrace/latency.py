@@ -1,0 +1,368 @@
+"""How long each call took, and what it returned: trace --latency (and --to) with int3 probes.
+
+At an entry's hit the row's expressions are read as at any hit, except those that name ``retval``;
+the row waits, open (pairing.py), keyed by its owner (the thread; in Go the goroutine, R14) and its
+frame's height (the canonical frame address, CFA; in Go measured from the goroutine's stack top, which
+moves with it when Go grows the stack). At a return's hit (returns.py: every ``ret`` of the function
+and of the functions its tail calls go to) the return's CFA (its stack pointer + 8) finds its entry;
+``retval`` is read from the registers the return left (rax; xmm0 for floating point; a struct of 16
+bytes or less in rax:rdx, a larger one through the pointer in rax; Go's results in its register ABI's
+RAX, RBX, RCX, ... and X0), and the row is written with ``latency_us``.
+
+The clock: the call's time runs from when its thread was let go at the entry to when the return's
+stop was seen; the stops for sampler inside it (a recursive call's entry and return) are taken out.
+What is left in it, and not known here, is the kernel's part of two stops (the thread's wake-up after
+the entry, the trap and the wake-up of sampler at the return): docs/cost.md gives it as measured
+against the target's own clock.
+
+--to B: the time from a hit of the --at place to the next hit of B on the same thread (goroutine).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+
+from ptrace.binding import func as ptrace_func  # type: ignore[import-untyped]
+from ptrace.error import PtraceError  # type: ignore[import-untyped]
+
+from sampler import notice
+from sampler.backends.ptrace.guard import Guard
+from sampler.backends.ptrace.memory import Memory
+from sampler.backends.ptrace.pairing import Calls
+from sampler.backends.ptrace.returns import return_points
+from sampler.backends.ptrace.site import Site
+from sampler.backends.ptrace.tasks import Hit
+from sampler.config import SessionConfig
+from sampler.debuginfo.dies import Malformed
+from sampler.debuginfo.locate import resolve_all
+from sampler.debuginfo.locations import InBytes, InMemory, InRegister
+from sampler.debuginfo.modules import Modules
+from sampler.debuginfo.types import Scalar, Struct, Type
+from sampler.errors import ExpressionError, LocationNotFound, UsageError
+from sampler.evaluation.evaluate import Evaluator, Object, SampleError
+from sampler.evaluation.reads import UnreadableMemory
+from sampler.evaluation.scope import ARGUMENT_TYPE, Scope
+from sampler.language import casts
+from sampler.language.expr import REGISTER_PREFIX, Expression, names, source_name
+from sampler.sample import Reading, Value
+
+RETVAL = "retval"
+AT_ONCE_S = 20e-6
+"""A stop seen this soon after sampler came to wait was there before (it came while sampler was busy)."""
+LATE_S = 10e-6
+"""How much an end's stop may have waited for sampler before its row says its latency_us is a bound."""
+LATENCY = "latency_us"
+GO_RESULTS = ("rax", "rbx", "rcx", "rdi", "rsi", "r8", "r9", "r10", "r11")
+"""The integer results of a Go function, Go's internal register ABI (the same as its arguments)."""
+
+
+def names_retval(expression: Expression) -> bool:
+    return RETVAL in names(expression.tree)
+
+
+class Returned:
+    """What ``retval`` is at a return of one function: typed by its DWARF where known."""
+
+    def __init__(self, site: Site, is_go: bool) -> None:
+        self.site = site
+        self.type: Type | None = None
+        self.go_words: int = 0
+        """Go: how many integer result registers the first result takes (0: not in integer registers)."""
+        self.why_not = ""
+        place = site.place
+        debug = place.module.debug() if place is not None and place.module is not None else None
+        function = site.scope.function
+        if debug is None or function is None:
+            return  # no DWARF: rax as a 64-bit integer, as bpftrace's retval
+        try:
+            if is_go:
+                self._go(debug, function)
+            else:
+                found = debug.type_of(function.die)
+                self.type = found if found.size or found.name != "void" else None
+                if found.name == "void" and not found.size:
+                    self.why_not = f"{function.name} returns nothing (void)"
+        except Malformed as e:
+            self.why_not = f"the debug info is corrupted ({e})"
+
+    def _go(self, debug: object, function: object) -> None:
+        from sampler.debuginfo.dies import children
+
+        results = [child for child in children(function.die)  # type: ignore[attr-defined]
+                   if child.tag == "DW_TAG_formal_parameter" and child.attributes.get("DW_AT_variable_parameter")
+                   and child.attributes["DW_AT_variable_parameter"].value]
+        if not results:
+            self.why_not = f"{function.name} returns nothing"  # type: ignore[attr-defined]
+            return
+        first = debug.type_of(results[0])  # type: ignore[attr-defined]
+        self.type = first
+        if not (isinstance(first, Scalar) and first.kind == "float"):
+            self.go_words = max(1, (first.size + 7) // 8)
+            if self.go_words > len(GO_RESULTS) or _has_float(first):
+                self.why_not = f"its first result ({first.name}) is not in integer registers"
+
+    @property
+    def needs_xmm(self) -> bool:
+        t = self.type
+        return isinstance(t, Scalar) and t.kind == "float"
+
+    def object(self, hit: Hit, xmm0: bytes | None) -> Object:
+        if self.why_not:
+            raise SampleError(f"retval: {self.why_not}")
+        t, registers = self.type, hit.registers
+        if t is None:
+            return Object(ARGUMENT_TYPE, InRegister("rax"))
+        if isinstance(t, Scalar) and t.kind == "float":
+            if xmm0 is None:
+                raise SampleError("retval: the floating-point registers could not be read")
+            return Object(t, InBytes(xmm0[:t.size]))
+        if self.go_words:
+            data = b"".join(int(getattr(registers, r)).to_bytes(8, "little") for r in GO_RESULTS[:self.go_words])
+            return Object(t, InBytes(data[:max(t.size, 1)]))
+        if isinstance(t, Struct):
+            if t.size > 16:  # returned in memory: rax holds its address (System V)
+                return Object(t, InMemory(int(registers.rax)))
+            if _has_float(t):
+                raise SampleError(f"retval: a {t.name} returned in floating-point registers is not read")
+            data = int(registers.rax).to_bytes(8, "little") + int(registers.rdx).to_bytes(8, "little")
+            return Object(t, InBytes(data[:t.size]))
+        return Object(t, InRegister("rax"))
+
+
+def _has_float(t: Type, depth: int = 0) -> bool:
+    if isinstance(t, Scalar):
+        return t.kind == "float"
+    if isinstance(t, Struct) and depth < 8:
+        return any(_has_float(m.type, depth + 1) for m in t.members.values())
+    return False
+
+
+def check_return_expressions(site: Site, expressions: Sequence[Expression]) -> None:
+    """At a return only ``retval``, registers and globals mean something: an argument is read in an
+    expression of its own, at the entry."""
+    for expression in expressions:
+        called = {id(node.func) for node in ast.walk(expression.tree) if isinstance(node, ast.Call)}
+        for node in ast.walk(expression.tree):
+            if not isinstance(node, ast.Name) or id(node) in called or node.id.startswith(casts.PREFIX):
+                continue
+            if node.id.startswith(REGISTER_PREFIX):
+                continue
+            name = source_name(node.id)
+            if name != RETVAL and site.scope.global_object(name) is None:
+                raise ExpressionError(f"--expr {expression.text}: read at the return (it names retval), where "
+                                      f"{name!r} is no global",
+                                      f"read {name} in an expression of its own (read at the entry): "
+                                      f"--expr '{name}={name}'")
+
+
+class Latency:
+    """The open calls of a trace --latency (or --to) run, and the rows their ends make."""
+
+    def __init__(self, column: int, returns: dict[Site, list[tuple[int, Expression]]], is_go: bool,
+                 to: bool) -> None:
+        self.column = column
+        """Where latency_us goes among the row's values."""
+        self.ends: set[int] = set()
+        """Every address whose hit ends a call: the returns (--latency) or --to's places (find_ends)."""
+        self.returns = returns
+        """Each site's expressions that name retval, with the value column each goes to."""
+        self.returned = {site: Returned(site, is_go) for site, expressions in returns.items()} if not to else {}
+        self.needs_xmm = any(r.needs_xmm and returns[site] for site, r in self.returned.items())
+        self.to = to
+        self.is_go = is_go
+        self.calls: Calls[tuple[Site, Reading]] = Calls()
+        self.unsure_frames = 0
+        self.bounded = 0
+        """Rows whose latency_us is an upper bound (their end's stop waited for sampler)."""
+        self._busy_since = 0.0
+        """When sampler last saw a stop: busy with it from then until it waits again."""
+
+    def find_ends(self, config: SessionConfig, modules: Modules, sites: dict[int, Site],
+                  check: Callable[[Site], None]) -> None:
+        """Before any int3: the returns of each site's function (--latency), or --to's places, checked
+        as every breakpoint address is; said on the start line where they are not all a call's end."""
+        for site in self.returns:
+            check_return_expressions(site, [e for _, e in self.returns[site]])
+        if config.latency_to is not None:
+            for place in resolve_all(modules, config.latency_to):
+                end = Site(Scope(dataclasses.replace(config, location=config.latency_to, expressions=(), probes=()),
+                                 modules, place, self.is_go), "", (), 0)
+                check(end)
+                self.ends.add(place.address)
+        else:
+            for site in self.returns:
+                assert site.address is not None
+                found = return_points(modules, site.address)
+                where = f"--at {site.label or config.location} --latency"
+                if found.why_not:
+                    raise LocationNotFound(f"{where}: its returns cannot be found: {found.why_not}",
+                                           "give --to LOCATION, the place that ends what you time")
+                self.ends.update(found.addresses)
+                said = [f"{len(found.addresses)} return(s)"]
+                if found.followed:
+                    said.append(f"those of {', '.join(found.followed[:4])} (its tail call(s) go there: every "
+                                "call of them stops at its return too)")
+                if found.unfollowed:
+                    said.append(f"{found.unfollowed} tail call(s) not followed (a call leaving by one has no row)")
+                if found.indirect:
+                    said.append(f"{found.indirect} jump(s) through a register or memory (a switch's table, or a "
+                                "tail call through a pointer: a call leaving by one has no row)")
+                if not config.quiet:
+                    notice.say(f"{where}: a breakpoint at {'; '.join(said)}")
+        both = self.ends & set(sites)
+        if both:
+            raise UsageError(f"{next(iter(both)):#x} is both where a call starts and where one ends",
+                             "give --to another place" if self.to else "give --to LOCATION instead")
+
+    def hit(self, hit: Hit, site: Site | None, memory: Memory, waiting: float, let_go: Callable[[Hit], None],
+            guard: Guard) -> Reading | None:
+        """A hit of a timed run: an entry's (its row waits, None) or an end's (the row of the call it ends,
+        or None when it ends none)."""
+        busy_since, self._busy_since = self._busy_since, hit.seen
+        if site is None:
+            owner, top = self.owner(None, hit, memory)
+            xmm0 = read_xmm0(hit.tid) if self.needs_xmm else None
+            let_go(hit)
+            hit.resumed = hit.resumed or time.monotonic()
+            # a stop seen at once was there before sampler came to wait: it came after sampler got busy
+            late_since = busy_since if hit.seen - waiting < AT_ONCE_S else None
+            return self.ended(hit, owner, top, memory, xmm0, late_since)
+        owner, top = self.owner(site, hit, memory)
+        reading = site.read_hit(memory, hit, waiting, let_go, guard)
+        self.stalled(owner, hit)  # (inside the calls the owner has open; before its own begins)
+        self.entered(site, hit, owner, top, reading)
+        return None
+
+    # -- at the hits -----------------------------------------------------------------------
+
+    def owner(self, site: Site | None, hit: Hit, memory: Memory) -> tuple[object, int]:
+        """(owner, stack top) of a hit, read while its thread waits: Go's goroutine (R14) and its
+        stack's top (g.stack.hi), else the thread and 0."""
+        if self.is_go and (site is None or site.scope.goid_offset is not None):
+            g = int(hit.registers.r14)
+            try:
+                hi = int.from_bytes(memory.read(g + 8, 8), "little")
+            except UnreadableMemory:
+                return hit.tid, 0
+            if hi > int(hit.registers.rsp):
+                return ("g", g), hi
+        return hit.tid, 0
+
+    def height(self, cfa: int, top: int) -> int:
+        """How deep a frame is: the larger, the deeper (the stack grows down)."""
+        if self.to:
+            return 0
+        return top - cfa if top else -cfa
+
+    def entered(self, site: Site, hit: Hit, owner: object, top: int, reading: Reading) -> None:
+        """An entry's row, read: it waits for its return. (Its own stop is before its time starts.)"""
+        cfa = 0 if self.to else self._entry_cfa(site, hit)
+        if cfa is None:
+            self.unsure_frames += 1
+            return
+        self.calls.enter(owner, self.height(cfa, top), hit.resumed or hit.seen, (site, reading))
+
+    def ended(self, hit: Hit, owner: object, top: int, memory: Memory, xmm0: bytes | None,
+              late_since: float | None = None) -> Reading | None:
+        """A return's (or --to place's) hit, its thread let go already: the row of the call it ends.
+        ``late_since``: the stop was waiting when sampler came to wait, and came after this moment
+        (monotonic seconds): the call's time is known only between the two."""
+        cfa = int(hit.registers.rsp) + 8  # at a ret: the return address on top
+        found = self.calls.leave(owner, self.height(cfa, top))
+        self.calls.stalled(owner, max(0.0, (hit.resumed or hit.seen) - hit.seen))
+        if found is None:
+            return None
+        call, inside = found
+        site, entry = call.what
+        values = list(entry.values)
+        errors = [entry.error] if entry.error else []
+        for slot, expression in self.returns.get(site, ()):
+            value, error = self._read_return(site, expression, hit, memory, xmm0)
+            values[slot] = value
+            if error:
+                errors.append(f"{expression.name}: {error}")
+        latency_s = max(0.0, hit.seen - call.began - inside)
+        values[self.column] = round(latency_s * 1e6, 3)
+        if late_since is not None:
+            least = max(0.0, late_since - call.began - inside)
+            if latency_s - least > LATE_S:
+                self.bounded += 1
+                errors.append(f"{LATENCY} is at most this: the {'end' if self.to else 'return'} came while "
+                              f"sampler was busy, the call took {least * 1e6:.0f}-{latency_s * 1e6:.0f} us")
+        return Reading(tuple(values), thread=entry.thread, pause_us=entry.pause_us + (hit.resumed - hit.seen) * 1e6,
+                       wait_us=entry.wait_us, error="; ".join(errors), at=hit.seen)
+
+    def stalled(self, owner: object, hit: Hit) -> None:
+        """A stop of the owner for sampler at an entry: inside the calls it has open."""
+        self.calls.stalled(owner, max(0.0, (hit.resumed or hit.seen) - hit.seen))
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _entry_cfa(self, site: Site, hit: Hit) -> int | None:
+        place = site.place
+        module = place.module if place is not None else None
+        if module is None:
+            return None
+        rule = module.cfa_rule(hit.address - module.bias)
+        if rule is None:
+            return None
+        register, offset = rule
+        return int(getattr(hit.registers, register)) + offset
+
+    def _read_return(self, site: Site, expression: Expression, hit: Hit, memory: Memory,
+                     xmm0: bytes | None) -> tuple[Value, str]:
+        returned = self.returned.get(site)
+        scope = site.scope
+
+        def resolve(name: str) -> Object | None:
+            if name == RETVAL:
+                if returned is None:
+                    raise SampleError("retval: no return here")
+                return returned.object(hit, xmm0)
+            return scope.global_object(name)
+
+        def register(name: str) -> int:
+            return int(getattr(hit.registers, name))
+
+        evaluator = Evaluator(resolve, memory.read, register, "at the return (retval, registers, globals)")
+        try:
+            return evaluator.value(expression.tree), ""
+        except SampleError as e:
+            return None, str(e)
+
+    def notes(self) -> list[str]:
+        said = []
+        calls = self.calls
+        noun = "end (--to)" if self.to else "return"
+        what = f"an {noun}" if self.to else f"a {noun}"
+        if self.bounded:
+            said.append(f"{self.bounded} row(s)' {LATENCY} are upper bounds: the {noun}'s stop came while "
+                        "sampler was busy with another hit (each row's error gives the range)")
+        if calls.unseen:
+            why = "a later start on the same thread replaced it" if self.to else \
+                "its frame was left without one (longjmp, a C++ exception, a Go panic, a tail call through a " \
+                "pointer)"
+            said.append(f"{calls.unseen} call(s) had no {noun} seen: {why}; no row"
+                        + (f" ({calls.dropped} dropped past the bound of open calls)" if calls.dropped else ""))
+        if calls.before and not self.to:
+            said.append(f"{calls.before} return(s) of calls under way when the trace began: no row")
+        if calls.total:
+            said.append(f"{calls.total} call(s) were still open when the trace ended (under way, or left without "
+                        f"{what}): no row")
+        if self.unsure_frames:
+            said.append(f"{self.unsure_frames} entr(ies) had no call frame information at the breakpoint: no row")
+        return said
+
+
+def read_xmm0(tid: int) -> bytes | None:
+    """xmm0 of a stopped thread (PTRACE_GETFPREGS): a floating-point result."""
+    try:
+        regs = ptrace_func.ptrace_getfpregs(tid)
+    except PtraceError:
+        return None
+    words = regs.xmm_space[0:4]
+    return b"".join(int(w).to_bytes(4, "little") for w in words)
+

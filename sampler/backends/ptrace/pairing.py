@@ -1,0 +1,116 @@
+"""Each call's return matched with its own entry (trace --latency), and each end with its start (--to).
+
+A call is open from its entry's hit until a return's hit of the same owner (a thread; in Go, a
+goroutine, which can move between threads mid-call) at the same frame. The frame is a height: the
+larger, the deeper in the owner's stack (C: minus the canonical frame address, which is the same at
+the entry and at the return; Go: the goroutine's stack top minus that address, which stays the same
+when Go copies the stack elsewhere to grow it). So recursion pairs each return with its own entry.
+
+What can be said without a guess:
+
+- a return at height h closes every open call deeper than h: the stack was unwound past them without
+  their return (a longjmp, a C++ exception, a Go panic recovered above them): "no return seen";
+- an entry at height h closes every open call at h or deeper for the same reason;
+- a return with no open call at its height is of a call under way before the trace began.
+
+An owner's open calls, and the open calls of all owners together, are bounded (a thread that enters
+a million times without returning does not grow sampler): past the bound, the oldest are dropped and
+counted with those whose return was not seen. --to pairs at one height (0): an owner's second start
+before its end replaces the first, as bpftrace's ``@s[tid] = nsecs`` does.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+MAX_DEPTH = 4096
+"""Open calls one owner may have (recursion deeper than this: the outermost are dropped)."""
+MAX_OPEN = 65536
+"""Open calls of every owner together (past it, the owner unseen longest loses its open calls)."""
+
+T = TypeVar("T")
+
+
+@dataclass
+class Open(Generic[T]):
+    height: int
+    began: float
+    """When the call's own time started (monotonic seconds: its thread went on from the entry's stop)."""
+    stalled: float
+    """Its owner's stalls for sampler (seconds) summed up to the entry: the ones after it, until the
+    return, were inside the call and are taken out of its time."""
+    what: T
+    """What the entry read (its row, waiting for the return)."""
+
+
+class Calls(Generic[T]):
+    def __init__(self, max_depth: int = MAX_DEPTH, max_open: int = MAX_OPEN) -> None:
+        self._open: OrderedDict[object, list[Open[T]]] = OrderedDict()
+        self._stalls: dict[object, float] = {}
+        self.max_depth = max_depth
+        self.max_open = max_open
+        self.total = 0
+        self.unseen = 0
+        """Calls whose return was never seen (their frame unwound past, or dropped past a bound)."""
+        self.dropped = 0
+        """Of those, calls dropped past a bound."""
+        self.before = 0
+        """Returns of calls under way when the trace began (no entry seen)."""
+        self.paired = 0
+
+    def stalled(self, owner: object, seconds: float) -> None:
+        """The owner was stopped for sampler this long (an entry's or a return's stop); kept only while
+        the owner has an open call (the stalls inside it are taken out of its time)."""
+        if owner in self._open:
+            self._stalls[owner] = self._stalls.get(owner, 0.0) + seconds
+
+    def enter(self, owner: object, height: int, began: float, what: T) -> None:
+        stack = self._open.get(owner)
+        if stack is None:
+            stack = self._open[owner] = []
+        else:
+            self._open.move_to_end(owner)
+        while stack and stack[-1].height >= height:
+            stack.pop()
+            self.total -= 1
+            self.unseen += 1
+        stack.append(Open(height, began, self._stalls.get(owner, 0.0), what))
+        self.total += 1
+        if len(stack) > self.max_depth:
+            del stack[0]
+            self._lost(1)
+        while self.total > self.max_open:
+            oldest, lost = next(iter(self._open.items()))
+            del self._open[oldest]
+            self._stalls.pop(oldest, None)
+            self._lost(len(lost))
+
+    def leave(self, owner: object, height: int) -> tuple[Open[T], float] | None:
+        """The open call this return ends, and the owner's stalls for sampler inside it (seconds);
+        None when no call of the owner is open at that height."""
+        stack = self._open.get(owner)
+        while stack and stack[-1].height > height:
+            stack.pop()
+            self.total -= 1
+            self.unseen += 1
+        if not stack or stack[-1].height != height:
+            self.before += 1
+            return None
+        call = stack.pop()
+        self.total -= 1
+        self.paired += 1
+        inside = self._stalls.get(owner, 0.0) - call.stalled
+        if not stack:
+            del self._open[owner]
+            self._stalls.pop(owner, None)
+        return call, inside
+
+    def open_calls(self) -> int:
+        return self.total
+
+    def _lost(self, count: int) -> None:
+        self.total -= count
+        self.unseen += count
+        self.dropped += count

@@ -1,0 +1,3 @@
+module latency-go
+
+go 1.19

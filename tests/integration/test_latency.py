@@ -1,0 +1,167 @@
+"""trace --latency and --to on real processes: every call a row at its return, each retval what the
+program got, each latency_us between the time the call was busy and the program's own clock around
+it (which holds sampler's stops too), in C, C++ (an exception through the frame), Rust and Go (a new
+goroutine each call, its stack moved mid-call); recursion 10 deep; longjmp counted, never paired."""
+
+from __future__ import annotations
+
+import csv
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.integration.targets import Target, assert_code_matches_files, finish, start_sampler
+
+
+def timed_rows(target: Target, at: str, out: Path, *options: str, rows: int | None = None
+               ) -> tuple[list[dict[str, str]], str]:
+    """Trace ``at`` with ``options`` until the target says done (and its rows are written); the rows
+    and sampler's stderr."""
+    proc = start_sampler("trace", "--pid", str(target.pid), "--at", at, *options, "--duration", "180s",
+                         "--out", str(out))
+    target.wait_for(lambda: any(line.startswith("done calls=") for line in target.lines), 120,
+                    "the target did not finish its calls")
+    deadline = time.monotonic() + 10
+    while rows is not None and len(out.read_text().splitlines()) - 1 < rows and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = finish(proc)
+    assert proc.returncode == 0, stderr
+    with out.open() as f:
+        return list(csv.DictReader(f)), stderr
+
+
+def assert_left_clean(target: Target) -> None:
+    """Alive, not traced, no thread stopped, its code as in its files (the target waits, idle, once done)."""
+    assert target.proc.poll() is None, target.lines[-5:]
+    assert target.status()["TracerPid"].strip() == "0"
+    assert not [tid for tid, state in target.thread_states().items() if state in "Tt"]
+    assert_code_matches_files(target.pid)
+
+
+def program_calls(target: Target) -> dict[int, tuple[int, float, str]]:
+    """The program's own account: call i -> (k, microseconds around the call, result)."""
+    calls = {}
+    for line in target.lines:
+        if line.startswith("call "):
+            _, i, k, ns, result = line.split()
+            calls[int(i)] = (int(k), int(ns) / 1000, result)
+    return calls
+
+
+def assert_timed(rows: list[dict[str, str]], calls: dict[int, tuple[int, float, str]], busy_us: float = 100) -> None:
+    """Each row is its call's: the result the program got, and a latency no shorter than the call was
+    busy and no longer than the program's own clock around it (sampler's stops included there)."""
+    assert sorted(int(row["i"]) for row in rows) == sorted(calls)
+    for row in rows:
+        k, own_us, result = calls[int(row["i"])]
+        assert row["got"] == result, row
+        latency = float(row["latency_us"])
+        assert k * busy_us <= latency <= own_us, (row, k, own_us)
+
+
+@pytest.mark.parametrize("program, at", [("latency", "work"), ("latency-cpp", "work"), ("latency-rust", "work")])
+def test_each_call_has_its_latency_and_result(start_target: Callable[..., Target], tmp_path: Path,
+                                              program: str, at: str) -> None:
+    # GIVEN a program whose calls are busy k x 100 us and return 1000 i + k, clocked by the program
+    # (C++: every third call throws through work's frame)
+    args = ("work", "16") if program == "latency" else ("16",)  # (C++: call 15 returns after 14 threw)
+    target = start_target(program, *args)
+    # WHEN each call is traced to its return, its argument read at the entry
+    rows, stderr = timed_rows(target, at, tmp_path / "t.csv", "--latency", "--expr", "i=arg0",
+                              "--expr", "got=retval", rows=10)
+    # THEN every call that returned has one row with its own result and time
+    calls = program_calls(target)
+    thrown = sum(line.startswith("threw ") for line in target.lines)
+    assert len(calls) + thrown == 16
+    assert_timed(rows, calls)
+    if thrown:  # the calls an exception left: counted, never paired with another call's return
+        assert thrown == 5
+        assert f"{thrown} call(s) had no return seen" in stderr, stderr
+    assert_left_clean(target)
+
+
+def test_a_double_result_is_read_from_xmm0(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    target = start_target("latency", "half", "8")
+    rows, _ = timed_rows(target, "half", tmp_path / "t.csv", "--latency", "--expr", "i=arg0", "--expr",
+                         "got=retval", rows=8)
+    assert [float(row["got"]) for row in rows] == [i / 2 for i in range(8)]
+    assert_timed([{**row, "got": str(float(row["got"]))} for row in rows],
+                 {i: (k, us, str(float(result))) for i, (k, us, result) in program_calls(target).items()})
+
+
+def test_recursion_pairs_each_return_with_its_own_entry(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN nest(10): each level busy 100 us, then the level under it; it returns the levels below + 1
+    target = start_target("latency", "nest", "4")
+    rows, _ = timed_rows(target, "nest", tmp_path / "t.csv", "--latency", "--expr", "level=arg0",
+                         "--expr", "got=retval", rows=40)
+    # THEN 10 rows per outer call, innermost first, each with its own level's result and time
+    assert len(rows) == 40
+    calls = program_calls(target)
+    for n in range(4):
+        group = rows[n * 10:(n + 1) * 10]
+        assert [int(row["level"]) for row in group] == list(range(1, 11))
+        assert [int(row["got"]) for row in group] == list(range(1, 11))
+        latencies = [float(row["latency_us"]) for row in group]
+        for level, latency in enumerate(latencies, 1):
+            assert latency >= level * 100, group
+        assert latencies == sorted(latencies)  # each level holds the ones under it
+        assert latencies[-1] <= calls[n][1]
+
+
+def test_a_frame_left_by_longjmp_is_counted_not_paired(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN hop(): every third call leaves by longjmp (13 calls: 2, 5, 8 and 11 jump; 12 returns after)
+    target = start_target("latency", "jump", "13")
+    rows, stderr = timed_rows(target, "hop", tmp_path / "t.csv", "--latency", "--expr", "i=arg0",
+                              "--expr", "got=retval", rows=9)
+    # THEN the nine calls that returned have their rows, and the four that jumped are said
+    assert sorted(int(row["i"]) for row in rows) == [i for i in range(13) if i % 3 != 2]
+    assert_timed(rows, program_calls(target))
+    assert "4 call(s) had no return seen" in stderr, stderr
+
+
+def test_a_go_call_moved_to_a_new_stack_is_paired(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN work() on a new goroutine each call: it sleeps (parks: it may come back on another thread)
+    # and grows its stack 64 KiB deep, so Go copies its frame to a new stack mid-call
+    target = start_target("latency-go", "10")
+    rows, _ = timed_rows(target, "main.work", tmp_path / "t.csv", "--latency", "--expr", "i=arg0",
+                         "--expr", "got=retval", "--expr", "sp_in=$rsp", "--expr", "sp_out=$rsp+retval*0", rows=10)
+    # THEN each call is paired by its goroutine, though its frame is elsewhere at the return
+    assert_timed(rows, program_calls(target))
+    assert len({row["thread"] for row in rows}) == 10  # a goroutine each
+    moved = [abs(int(row["sp_out"]) - int(row["sp_in"])) > 65536 for row in rows]
+    assert all(moved), rows
+    assert_left_clean(target)
+
+
+def test_latency_between_two_places(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN work() calling the vDSO's clock at its start and end: --at work --to a line after its loop
+    target = start_target("latency", "work", "10")
+    rows, _ = timed_rows(target, "work", tmp_path / "t.csv", "--to", "libc:usleep", "--expr", "i=arg0", rows=10)
+    # THEN from each call's entry to the usleep after it: the call and the program's printf
+    calls = program_calls(target)
+    assert sorted(int(row["i"]) for row in rows) == sorted(calls)
+    for row in rows:
+        k, _, _ = calls[int(row["i"])]
+        assert float(row["latency_us"]) >= k * 100
+
+
+def test_latency_refusals(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    target = start_target("latency", "work", "3")
+    cases = [
+        (("--at", "work", "--expr", "r=retval"), "retval is the value a function returned"),
+        (("--at", "work", "--latency", "--probe", "inprocess"), "return probes are int3s"),
+        (("--at", "work", "--latency", "--to", "half"), "exclude each other"),
+        (("--at", "work", "--latency", "--expr", "x=retval+arg1"), "is no global"),
+    ]
+    for options, said in cases:
+        proc = start_sampler("trace", "--pid", str(target.pid), *options, "--duration", "1s")
+        _, stderr = finish(proc)
+        assert proc.returncode == 2, stderr
+        assert said in stderr and len(stderr.strip().splitlines()) <= 3, stderr
+        assert "Traceback" not in stderr
+    assert_left_clean(target)

@@ -177,3 +177,46 @@ def stop_nginx(nginx: Target, program: Path) -> None:
     for pid in [*pgrep.running(str(program)), nginx.pid]:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_nginx_request_latency_one_row_per_request(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN Debian's nginx with 4 workers, and the talk's question: how long does
+    # ngx_http_process_request take? (bpftrace: uprobe + uretprobe, docs/usage.md)
+    nginx, program, port = start_nginx(start_target, tmp_path)
+    try:
+        access, out = tmp_path / "access.log", tmp_path / "latency.csv"
+        proc = start_sampler("trace", "--exe", str(program), "--at", "ngx_http_process_request", "--latency",
+                             "--hist", "latency_us", "--duration", "120s", "--out", str(out))
+        try:
+            deadline = time.monotonic() + 30
+            while not out.exists() or lines(out) < 2:
+                assert time.monotonic() < deadline and proc.poll() is None, "no request was timed"
+                get(port, 1)
+            time.sleep(0.5)
+            before, rows_before = lines(access), lines(out) - 1
+            # WHEN a bounded loop of requests comes
+            assert get(port, 200) == 200
+            deadline = time.monotonic() + 10
+            while lines(out) - 1 - rows_before < lines(access) - before and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.3)
+        finally:
+            proc.send_signal(signal.SIGINT)
+            stdout, stderr = finish(proc)
+        assert proc.returncode == 0, stderr
+        # THEN one row per request the access log counts, each with its time, and their histogram
+        rows = assert_csv_whole(out)
+        assert lines(access) - before == 200
+        assert len(rows) - rows_before == 200, (len(rows), rows_before, stderr)
+        latencies = [float(row["latency_us"]) for row in rows]
+        assert all(0 < latency < 1e6 for latency in latencies)
+        assert "@latency_us" in stdout and "|@" in stdout, stdout  # the histogram, as bpftrace's hist()
+        errors = (tmp_path / "error.log").read_text()
+        assert "exited on signal" not in errors, errors[-2000:]
+        for pid in [nginx.pid, *procfs.children(nginx.pid)]:
+            status = Path(f"/proc/{pid}/status").read_text()
+            assert "TracerPid:\t0" in status and "State:\tT" not in status, status
+            assert_code_matches_files(pid)
+        assert get(port, 10) == 10
+    finally:
+        stop_nginx(nginx, program)

@@ -29,7 +29,7 @@ from sampler.backends.ptrace.consistent import BUDGET_S, Moment, Torn
 from sampler.backends.ptrace.guard import TIMEOUT_S, Guard
 from sampler.backends.ptrace.inprocess import Inprocess, Plan, Read, plan
 from sampler.backends.ptrace.instructions import MAX_FUNCTION, starts_instruction
-from sampler.backends.ptrace.latency import LATENCY, Latency, names_retval
+from sampler.backends.ptrace.latency import LATENCY, Latency, names_retval, timed_notes
 from sampler.backends.ptrace.memory import Memory, MemoryHang
 from sampler.backends.ptrace.parked import Parked
 from sampler.backends.ptrace.readrows import Pending, Rows
@@ -820,7 +820,7 @@ class PtraceBackend:
                                        list(stats.mismatches), tracer.guard.hangs + self.zero_stop_guard.hangs,
                                        len(stats.waiting_in_kernel), len(stats.given_up),
                                        len(stats.left_stepping), inprocess=inprocess,
-                                       timed=self.latency.notes() if self.latency is not None else [])
+                                       timed=Counter(self.latency.counts()) if self.latency is not None else Counter())
             if self.guardian is not None:  # only once every byte is back
                 guardian, self.guardian = self.guardian, None
                 guardian.dismiss()
@@ -894,8 +894,8 @@ class Tally:
     """Times zero-stop rows were read again because a value changed while read."""
     inprocess: list[str] = field(default_factory=list)
     """What the in-process probes counted, and what of them stayed in the target."""
-    timed: list[str] = field(default_factory=list)
-    """--latency and --to: the calls that got no row, and why (latency.py)."""
+    timed: Counter[str] = field(default_factory=Counter)
+    """--latency and --to: the calls that got no row or a bound, counted (latency.timed_notes)."""
 
     def __add__(self, other: Tally) -> Tally:
         checked = None if self.checked is None and other.checked is None else \
@@ -910,7 +910,7 @@ class Tally:
 
     def notes(self, every_hit: bool, many: bool = False) -> list[str]:
         """``many``: of a run of many processes."""
-        said = list(self.inprocess) + list(self.timed)
+        said = list(self.inprocess) + timed_notes(self.timed)
         if self.released:
             whose = "targets" if many else "target"
             said.append(f"{self.released} child process(es) the {whose} forked were let go with "

@@ -26,6 +26,7 @@ from typing import TypeVar
 from sampler import notice, waits
 from sampler.backends.base import columns_of
 from sampler.backends.ptrace.backend import Company, PtraceBackend, Tally, Turn
+from sampler.backends.ptrace.latency import LATENCY
 from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.router import Router
 from sampler.config import SessionConfig
@@ -81,7 +82,8 @@ class Fleet:
         self._closed: set[int] = set()
         """The modules closed already (by id), their last process gone."""
         self.probe_column = any(member.probe_column for member in members)
-        self.columns = columns_of(config.expressions, self.probe_column)
+        self.columns = columns_of(config.expressions, self.probe_column) + \
+            [LATENCY] * (config.latency or config.latency_to is not None)
         """The value columns of its readings (the Backend interface)."""
         self._ready: list[Reading] = []
         """The rest of the tick's readings: sample() hands them out one at a time."""

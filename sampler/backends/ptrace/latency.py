@@ -33,6 +33,7 @@ from sampler.backends.ptrace.guard import Guard
 from sampler.backends.ptrace.memory import Memory
 from sampler.backends.ptrace.pairing import Calls
 from sampler.backends.ptrace.returns import return_points
+from sampler.backends.ptrace.router import IDLE_UNTIL
 from sampler.backends.ptrace.site import Site
 from sampler.backends.ptrace.tasks import Hit
 from sampler.config import SessionConfig
@@ -50,8 +51,9 @@ from sampler.language.expr import REGISTER_PREFIX, Expression, names, source_nam
 from sampler.sample import Reading, Value
 
 RETVAL = "retval"
-AT_ONCE_S = 20e-6
-"""A stop seen this soon after sampler came to wait was there before (it came while sampler was busy)."""
+AT_ONCE_S = 50e-6
+"""A stop seen this soon after sampler woke from a sleep came while it slept (the stop woke it): its time
+is known; a stop seen later may have waited while sampler was busy."""
 LATE_S = 10e-6
 """How much an end's stop may have waited for sampler before its row says its latency_us is a bound."""
 LATENCY = "latency_us"
@@ -176,9 +178,11 @@ class Latency:
         self.calls: Calls[tuple[Site, Reading]] = Calls()
         self.unsure_frames = 0
         self.bounded = 0
+        self.before = 0
+        """Returns of the site's own function with no entry seen (calls under way when the trace began)."""
+        self.own: set[int] = set()
+        """The return addresses of the sites' own functions (not of the functions their tail calls go to)."""
         """Rows whose latency_us is an upper bound (their end's stop waited for sampler)."""
-        self._busy_since = 0.0
-        """When sampler last saw a stop: busy with it from then until it waits again."""
 
     def find_ends(self, config: SessionConfig, modules: Modules, sites: dict[int, Site],
                   check: Callable[[Site], None]) -> None:
@@ -201,6 +205,7 @@ class Latency:
                     raise LocationNotFound(f"{where}: its returns cannot be found: {found.why_not}",
                                            "give --to LOCATION, the place that ends what you time")
                 self.ends.update(found.addresses)
+                self.own.update(found.own)
                 said = [f"{len(found.addresses)} return(s)"]
                 if found.followed:
                     said.append(f"those of {', '.join(found.followed[:4])} (its tail call(s) go there: every "
@@ -221,14 +226,14 @@ class Latency:
             guard: Guard) -> Reading | None:
         """A hit of a timed run: an entry's (its row waits, None) or an end's (the row of the call it ends,
         or None when it ends none)."""
-        busy_since, self._busy_since = self._busy_since, hit.seen
         if site is None:
             owner, top = self.owner(None, hit, memory)
             xmm0 = read_xmm0(hit.tid) if self.needs_xmm else None
             let_go(hit)
             hit.resumed = hit.resumed or time.monotonic()
-            # a stop seen at once was there before sampler came to wait: it came after sampler got busy
-            late_since = busy_since if hit.seen - waiting < AT_ONCE_S else None
+            # a stop not seen just after sampler woke may have come while it was busy: after it last woke
+            idle = IDLE_UNTIL[0]
+            late_since = idle if hit.seen - idle >= AT_ONCE_S else None
             return self.ended(hit, owner, top, memory, xmm0, late_since)
         owner, top = self.owner(site, hit, memory)
         reading = site.read_hit(memory, hit, waiting, let_go, guard)
@@ -274,6 +279,8 @@ class Latency:
         found = self.calls.leave(owner, self.height(cfa, top))
         self.calls.stalled(owner, max(0.0, (hit.resumed or hit.seen) - hit.seen))
         if found is None:
+            # (a followed tail call's function returns to its other callers too: no call of the site's)
+            self.before += hit.address in self.own
             return None
         call, inside = found
         site, entry = call.what
@@ -333,28 +340,35 @@ class Latency:
         except SampleError as e:
             return None, str(e)
 
-    def notes(self) -> list[str]:
-        said = []
+    def counts(self) -> dict[str, int]:
+        """What the summary says (summed over the processes of a run of many: timed_notes)."""
         calls = self.calls
-        noun = "end (--to)" if self.to else "return"
-        what = f"an {noun}" if self.to else f"a {noun}"
-        if self.bounded:
-            said.append(f"{self.bounded} row(s)' {LATENCY} are upper bounds: the {noun}'s stop came while "
-                        "sampler was busy with another hit (each row's error gives the range)")
-        if calls.unseen:
-            why = "a later start on the same thread replaced it" if self.to else \
-                "its frame was left without one (longjmp, a C++ exception, a Go panic, a tail call through a " \
-                "pointer)"
-            said.append(f"{calls.unseen} call(s) had no {noun} seen: {why}; no row"
-                        + (f" ({calls.dropped} dropped past the bound of open calls)" if calls.dropped else ""))
-        if calls.before and not self.to:
-            said.append(f"{calls.before} return(s) of calls under way when the trace began: no row")
-        if calls.total:
-            said.append(f"{calls.total} call(s) were still open when the trace ended (under way, or left without "
-                        f"{what}): no row")
-        if self.unsure_frames:
-            said.append(f"{self.unsure_frames} entr(ies) had no call frame information at the breakpoint: no row")
-        return said
+        return {"bounded": self.bounded, "unseen": calls.unseen, "dropped": calls.dropped, "before": self.before,
+                "open": calls.total, "unsure": self.unsure_frames, "to": int(self.to)}
+
+
+def timed_notes(counts: dict[str, int]) -> list[str]:
+    """The summary's lines of a --latency or --to run: the calls that got no row, or a bound."""
+    said = []
+    to = counts.get("to", 0) > 0
+    noun = "end (--to)" if to else "return"
+    what = f"an {noun}" if to else f"a {noun}"
+    if counts.get("bounded"):
+        said.append(f"{counts['bounded']} row(s)' {LATENCY} are upper bounds: the {noun}'s stop came while "
+                    "sampler was busy with another hit (each row's error gives the range)")
+    if counts.get("unseen"):
+        why = "a later start on the same thread replaced it" if to else \
+            "its frame was left without one (longjmp, a C++ exception, a Go panic, a tail call through a pointer)"
+        said.append(f"{counts['unseen']} call(s) had no {noun} seen: {why}; no row"
+                    + (f" ({counts['dropped']} dropped past the bound of open calls)" if counts.get("dropped") else ""))
+    if counts.get("before") and not to:
+        said.append(f"{counts['before']} return(s) of calls under way when the trace began: no row")
+    if counts.get("open"):
+        said.append(f"{counts['open']} call(s) were still open when the trace ended (under way, or left without "
+                    f"{what}): no row")
+    if counts.get("unsure"):
+        said.append(f"{counts['unsure']} entr(ies) had no call frame information at the breakpoint: no row")
+    return said
 
 
 def read_xmm0(tid: int) -> bytes | None:

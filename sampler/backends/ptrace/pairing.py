@@ -56,8 +56,6 @@ class Calls(Generic[T]):
         """Calls whose return was never seen (their frame unwound past, or dropped past a bound)."""
         self.dropped = 0
         """Of those, calls dropped past a bound."""
-        self.before = 0
-        """Returns of calls under way when the trace began (no entry seen)."""
         self.paired = 0
 
     def stalled(self, owner: object, seconds: float) -> None:
@@ -96,7 +94,6 @@ class Calls(Generic[T]):
             self.total -= 1
             self.unseen += 1
         if not stack or stack[-1].height != height:
-            self.before += 1
             return None
         call = stack.pop()
         self.total -= 1

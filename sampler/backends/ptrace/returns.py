@@ -30,6 +30,8 @@ MAX_FUNCTION_BYTES = 1 << 18
 class ReturnPoints:
     addresses: set[int] = field(default_factory=set)
     """Run-time address of every return instruction where a call of the site's function ends."""
+    own: set[int] = field(default_factory=set)
+    """Of those, the function's own (not those of the functions its tail calls go to)."""
     followed: list[str] = field(default_factory=list)
     """The functions (other than its own) whose returns end its calls: its tail calls' targets."""
     unfollowed: int = 0
@@ -81,6 +83,8 @@ def return_points(modules: Modules, address: int) -> ReturnPoints:
         if at != address:
             found.followed.append(_name(modules, start))
         found.addresses.update(out.returns)
+        if at == address:
+            found.own.update(out.returns)
         found.indirect += len(out.indirect)
         todo.extend(target for _, target in out.tail_calls)
     if not found.addresses and not found.why_not:

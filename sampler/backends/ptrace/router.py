@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -151,6 +152,13 @@ class Router:
 
 
 
+SLEPT_S = 50e-6
+"""A sleep this long or longer waited for something: no stop was pending when it began."""
+IDLE_UNTIL = [0.0]
+"""When the tracing worker last woke from a sleep of SLEPT_S or more (monotonic seconds): a stop it
+sees later than just after that came at that moment or after, and may have waited for it (latency.py)."""
+
+
 def _ignore(_signum: int, _frame: object) -> None:
     """SIGCHLD's handler while sampling and after: it only wakes the loop (the wakeup fd)."""
 
@@ -203,7 +211,12 @@ class Wakeups:
         kernel gave to another thread costs a slice, not the whole wait."""
         if timeout <= 0 or self.child_fd < 0:
             return
-        for fd in waits.readable([self.wake_r, self.child_fd, *self.also], min(timeout, SLEEP_SLICE_S)):
+        began = time.monotonic()
+        ready = waits.readable([self.wake_r, self.child_fd, *self.also], min(timeout, SLEEP_SLICE_S))
+        woke = time.monotonic()
+        if woke - began >= SLEPT_S:
+            IDLE_UNTIL[0] = woke
+        for fd in ready:
             if fd in self.also:
                 self.also[fd]()
                 continue

@@ -84,6 +84,7 @@ bench-limit: setup bench-deps
 	$(VENV)/bin/python bench/stall.py
 	$(VENV)/bin/python bench/inprocess.py
 	$(VENV)/bin/python bench/inprocess_budget.py
+	$(VENV)/bin/python bench/latency_clock.py
 
 # what sampler profile costs the threads it samples, clocked inside them, beside perf record -g and
 # nothing: 49, 99 and 999 Hz on 1 and 8 busy threads (about 4 minutes); then sampler stack's time

@@ -12,7 +12,9 @@ In-process probes are measured twice: a burst of a million calls a thread (the r
 fills within the burst: most calls are counted and their record dropped, the cheaper path), and bursts
 of 60,000 calls in all, 100 ms apart (each fits in the ring: most calls write their record; sampler
 then writes rows at about 100,000 a second, so it drops records still between bursts, but fewer).
-Then the same with a read plan of two fields through the argument (a->n and a->sum; Go: a.n, a.sum),
+Latency probes (two hits a call: the entry and the return): sampler's --latency (int3 at both) and
+bpftrace's uprobe and uretprobe (funclatency's one-liner; not on Go, which uretprobes crash). Then the
+same with a read plan of two fields through the argument (a->n and a->sum; Go: a.n, a.sum),
 for the tracers that read them: sampler in-process (the plan runs in the target: one process_vm_readv
 of 16 bytes a call; sampler counts the rows with --hist, in bulk), sampler int3, and bpftrace (two
 user-memory reads in the uprobe). The in-process reads are measured in bursts of 20,000 calls, which
@@ -58,6 +60,8 @@ class Tracer:
     """Calls in one burst, in all (shared by the threads)."""
     reads: bool = False
     """It reads a->n and a->sum at each call."""
+    latency: bool = False
+    """It times each call, entry to return (two hits a call), into a histogram."""
 
 
 TRACERS = (Tracer("sampler in-process", 1_000_000), Tracer("sampler in-process, short bursts", 60_000),
@@ -65,7 +69,9 @@ TRACERS = (Tracer("sampler in-process", 1_000_000), Tracer("sampler in-process, 
            Tracer("bpftrace uprobe", 100_000),
            Tracer("sampler in-process, 2 fields", 20_000, reads=True),
            Tracer("sampler int3, 2 fields", 2_000, reads=True),
-           Tracer("bpftrace uprobe, 2 fields", 100_000, reads=True))
+           Tracer("bpftrace uprobe, 2 fields", 100_000, reads=True),
+           Tracer("sampler int3, latency", 1_000, latency=True),
+           Tracer("bpftrace uprobe+uretprobe, latency", 100_000, latency=True))
 FIELDS = {"C": ("a->n", "a->sum"), "Go": ("a.n", "a.sum")}
 LEARN_S = 2.0
 """A reading tracer's bursts count from this long after it starts (its plan learnt by an int3 first)."""
@@ -87,7 +93,8 @@ def start_tracer(tracer: Tracer, target: RunningTarget, program: str, function: 
     if tracer.name.startswith("sampler"):
         probe = "int3" if "int3" in tracer.name else "inprocess"
         reads = ["--expr", f"n={FIELDS[program][0]}", "--expr", f"sum={FIELDS[program][1]}", "--hist", "n"] \
-            if tracer.reads else ["--out", str(folder / "rows.csv")]
+            if tracer.reads else ["--latency", "--hist", "latency_us"] if tracer.latency \
+            else ["--out", str(folder / "rows.csv")]
         return subprocess.Popen([*SAMPLER, "trace", "--pid", pid, "--at", function, "--probe", probe, *reads,
                                  "--quiet"], cwd=ROOT, text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     if tracer.name.startswith("reference"):
@@ -97,8 +104,11 @@ def start_tracer(tracer: Tracer, target: RunningTarget, program: str, function: 
     arg = f'reg("{register[1:]}")'
     body = (f"@n = sum(*(uint64 *)({arg})); @sum = sum(*(uint64 *)({arg} + 8));" if tracer.reads else
             "@calls = count();")
-    return subprocess.Popen(["bpftrace", "-e", f"uprobe:{path}:{function} {{ {body} }}"], text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    script = f"uprobe:{path}:{function} {{ {body} }}"
+    if tracer.latency:  # (funclatency's one-liner, docs/usage.md)
+        script = (f"uprobe:{path}:{function} {{ @s[tid] = nsecs; }} "
+                  f"uretprobe:{path}:{function} /@s[tid]/ {{ @ns = hist(nsecs - @s[tid]); delete(@s[tid]); }}")
+    return subprocess.Popen(["bpftrace", "-e", script], text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 def bursts(target: RunningTarget, since: float, traced: str, count: int, timeout: float) -> list[float]:
@@ -201,6 +211,12 @@ def main() -> int:
                 rows.append({"program": program, "threads": threads, "tracer": tracer.name, "calls_per_burst": 0,
                              "untraced_ns": "", "traced_ns": "", "cost_ns": "", "bursts": "", "recorded": "",
                              "intact": True, "note": why_no_bpftrace})
+                continue
+            if program == "Go" and tracer.latency and tracer.name.startswith("bpftrace"):
+                rows.append({"program": program, "threads": threads, "tracer": tracer.name, "calls_per_burst": 0,
+                             "untraced_ns": "", "traced_ns": "", "cost_ns": "", "bursts": "", "recorded": "",
+                             "intact": True, "note": "not run: a uretprobe rewrites return addresses, which Go's "
+                             "stack copying and traceback read (known to crash Go programs)"})
                 continue
             row = measure(program, threads, tracer, rounds, per_window, folder)
             print(row, file=sys.stderr, flush=True)

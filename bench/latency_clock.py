@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import SAMPLER, write_results  # type: ignore[import-not-found]  # noqa: E402
+from harness import SAMPLER, write_results  # type: ignore[import-not-found]
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = ROOT / "targets" / "bin" / "latency"

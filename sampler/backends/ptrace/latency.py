@@ -343,7 +343,8 @@ class Latency:
     def counts(self) -> dict[str, int]:
         """What the summary says (summed over the processes of a run of many: timed_notes)."""
         calls = self.calls
-        return {"rows": self.calls.paired, "bounded": self.bounded, "unseen": calls.unseen, "dropped": calls.dropped, "before": self.before,
+        return {"rows": self.calls.paired, "bounded": self.bounded, "unseen": calls.unseen,
+                "dropped": calls.dropped, "before": self.before,
                 "open": calls.total, "unsure": self.unsure_frames, "to": int(self.to)}
 
 

@@ -6,14 +6,24 @@ goroutine each call, its stack moved mid-call); recursion 10 deep; longjmp count
 from __future__ import annotations
 
 import csv
+import re
 import signal
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.integration.targets import Target, assert_code_matches_files, finish, start_sampler
+from tests.integration.targets import (
+    Target,
+    assert_code_matches_files,
+    finish,
+    redis_cli,
+    sampler,
+    start_redis,
+    start_sampler,
+)
 
 
 def timed_rows(target: Target, at: str, out: Path, *options: str, rows: int | None = None
@@ -165,3 +175,55 @@ def test_latency_refusals(start_target: Callable[..., Target], tmp_path: Path) -
         assert said in stderr and len(stderr.strip().splitlines()) <= 3, stderr
         assert "Traceback" not in stderr
     assert_left_clean(target)
+
+
+def test_debians_redis_process_command_latency_beside_its_own_commandstats(
+        start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN Debian's redis-server (stripped) under redis-benchmark
+    target, port = start_redis(start_target, "--loglevel", "warning")
+    out = tmp_path / "redis.csv"
+    # WHEN each processCommand is timed to its return, its result read
+    proc = start_sampler("trace", "--pid", str(target.pid), "--at", "processCommand", "--latency", "--expr",
+                         "ok=retval", "--duration", "120s", "--out", str(out))
+    try:
+        deadline = time.monotonic() + 30
+        while not out.exists() or len(out.read_text().splitlines()) < 2:
+            assert time.monotonic() < deadline and proc.poll() is None, "no command was timed"
+            redis_cli(port, "PING")
+        time.sleep(0.3)
+        rows_before = len(out.read_text().splitlines())
+        before = _stats(port)
+        subprocess.run(["redis-benchmark", "-p", str(port), "-n", "300", "-c", "1", "-t", "set,get", "-q"],
+                       capture_output=True, timeout=120, check=True)
+        after = _stats(port)
+        made = sum(calls for calls, _ in after.values()) - sum(calls for calls, _ in before.values())
+        deadline = time.monotonic() + 10
+        while len(out.read_text().splitlines()) - rows_before < made + 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, stderr = finish(proc)
+    assert proc.returncode == 0, stderr
+    # THEN a row for each command redis counted (the first INFO's, the benchmark's; the second INFO's too)
+    with out.open() as f:
+        rows = list(csv.DictReader(f))[rows_before - 1:]
+    assert len(rows) == made + 1, (len(rows), made, stderr)
+    assert {row["ok"] for row in rows} == {"0"}  # C_OK
+    # AND no call is shorter than redis's own mean for its commands (latency_us never is; docs/cost.md)
+    latencies = sorted(float(row["latency_us"]) for row in rows)
+    own = {name: (after[name][1] * after[name][0] - before.get(name, (0, 0.0))[1] * before.get(name, (0, 0.0))[0])
+           / max(1, after[name][0] - before.get(name, (0, 0.0))[0]) for name in ("set", "get")}
+    assert latencies[len(latencies) // 2] >= max(own.values()) > 0, (own, latencies[:5])
+    # AND sampler report gives its percentiles
+    report = sampler("report", str(out))
+    assert report.returncode == 0 and re.search(r"latency_us\s+\S+\s+\S+\s+[\d.]+", report.stdout), report.stdout
+    assert redis_cli(port, "PING").strip() == "PONG"
+    assert_left_clean(target)
+
+
+def _stats(port: int) -> dict[str, tuple[int, float]]:
+    """INFO commandstats: each command's calls and usec_per_call, by redis's own clock."""
+    return {m.group(1): (int(m.group(2)), float(m.group(3))) for m in
+            re.finditer(r"cmdstat_([\w|]+):calls=(\d+),usec=\d+,usec_per_call=([\d.]+)",
+                        redis_cli(port, "INFO", "commandstats"))}

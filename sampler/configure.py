@@ -209,8 +209,8 @@ def _check_latency(options: Options, expressions: Sequence[expr.Expression]) -> 
         raise UsageError(f"{what} goes with sampler trace (a row per call)", "give sampler trace --at F --latency")
     if options.backend in DELVE:
         raise UsageError(f"{what} needs the ptrace backend (--backend {options.backend})", "give --backend ptrace")
-    if options.probe == "inprocess":
-        raise UsageError(f"{what}: return probes are int3s (in-process probes do not time calls yet)",
+    if options.probe == "inprocess" and options.to is not None:
+        raise UsageError("--to: its places are int3s (in-process --to is not built yet)",
                          "give --probe auto or --probe int3")
     if any(e.name == LATENCY for e in expressions):
         raise UsageError(f"--expr {LATENCY}: that name is the column {what} adds", "name the expression otherwise")
@@ -226,7 +226,7 @@ def _probe_kind(options: Options, expressions: Sequence[expr.Expression], probes
     several processes), else each site's own choice."""
     if options.probe not in PROBE_KINDS:
         raise UsageError(f"--probe {options.probe}: no such kind", f"give one of {', '.join(PROBE_KINDS)}")
-    if options.probe == "int3" or options.command != "trace" or options.latency or options.to is not None:
+    if options.probe == "int3" or options.command != "trace" or options.to is not None:
         return "int3"
     if options.probe == "auto":
         fits = not many and options.backend not in DELVE

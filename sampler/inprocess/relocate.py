@@ -163,3 +163,38 @@ def _targets(instruction) -> list[int]:  # type: ignore[no-untyped-def]
 def _indirect_jump(instruction) -> bool:  # type: ignore[no-untyped-def]
     return X.X86_GRP_JUMP in instruction.groups and \
         not any(op.type == X.X86_OP_IMM for op in instruction.operands)
+
+
+PADDING = ("nop", "int3")
+"""What compilers put between functions (never run: nothing jumps there)."""
+
+
+def displace_return(code: bytes, ret: int) -> Displaced:
+    """A jump over a function's last ``ret`` and the padding after it (a return probe: issue 37). ``code``:
+    the bytes from ``ret`` to where the next function starts (the caller knows no function, symbol or
+    unwind entry covers them). The trampoline runs the probe with the registers the return leaves (the
+    result, the stack pointer at the return address), then the ``ret`` itself: the padding it copies is
+    never run, nor the jump back. Refused with the reason when the bytes are not a ret and padding."""
+    found = decode_some(code, ret)
+    if not found or X.X86_GRP_RET not in set(found[0].groups) or found[0].mnemonic.startswith("iret"):
+        raise Refused(f"{ret:#x} holds no return")
+    moved = [Moved(found[0].address, bytes(found[0].bytes))]
+    for instruction in found[1:]:
+        if sum(len(m.data) for m in moved) >= JUMP_SIZE:
+            break
+        if instruction.mnemonic not in PADDING:
+            raise Refused(f"the return at {ret:#x} is followed by code ({instruction.mnemonic} at "
+                          f"{instruction.address:#x}), not padding: no room for a jump")
+        moved.append(Moved(instruction.address, bytes(instruction.bytes)))
+    if sum(len(m.data) for m in moved) < JUMP_SIZE:
+        raise Refused(f"the return at {ret:#x} has {sum(len(m.data) for m in moved) - 1} byte(s) of padding "
+                      "after it: no room for a jump")
+    return Displaced(ret, tuple(moved))
+
+
+def decode_some(code: bytes, start: int) -> list:  # type: ignore[type-arg]
+    """The instructions ``code`` decodes to, up to the first byte that does not decode."""
+    try:
+        return list(_DECODER.disasm(code, start))
+    except CsError:
+        return []

@@ -164,7 +164,7 @@ def test_latency_refusals(start_target: Callable[..., Target], tmp_path: Path) -
     target = start_target("latency", "work", "3")
     cases = [
         (("--at", "work", "--expr", "r=retval"), "retval is the value a function returned"),
-        (("--at", "work", "--latency", "--probe", "inprocess"), "return probes are int3s"),
+        (("--at", "work", "--to", "half", "--probe", "inprocess"), "in-process --to is not built yet"),
         (("--at", "work", "--latency", "--to", "half"), "exclude each other"),
         (("--at", "work", "--latency", "--expr", "x=retval+arg1"), "is no global"),
     ]

@@ -17,7 +17,7 @@ import dataclasses
 import gc
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -39,16 +39,18 @@ from sampler.backends.ptrace.site import Site
 from sampler.backends.ptrace.stackcopy import StackCopier
 from sampler.backends.ptrace.stepover import HOLD_ALL_TIMEOUT_S, NotHeld
 from sampler.backends.ptrace.tasks import PTRACE_EVENT_STOP, Hit
+from sampler.backends.ptrace.timedprobes import LAG_S, TimedProbes
 from sampler.backends.ptrace.tracer import DETACH_TIMEOUT_S, Tracer
 from sampler.config import Probe, SessionConfig
 from sampler.debuginfo.debugfiles import DebugFinder
 from sampler.debuginfo.locate import Place, names_function, resolve_all
 from sampler.debuginfo.modules import Modules
 from sampler.errors import DebuggerError, LocationNotFound, SamplerError, UsageError
-from sampler.evaluation.plan import Snapshot
+from sampler.evaluation.plan import ReadPlan, Snapshot
 from sampler.evaluation.reads import UnreadableMemory
 from sampler.evaluation.scope import Scope
 from sampler.inprocess.reads import Layout, Unfit
+from sampler.inprocess.relocate import Displaced
 from sampler.language.expr import Expression, ustack_depth
 from sampler.safety.guardian import Guardian, Ward
 from sampler.safety.journal import Journal
@@ -124,6 +126,9 @@ class PtraceBackend:
         if timed and probes:
             self.latency = Latency(width - 1, {site: at_return[number] for number, sites in enumerate(self.probes)
                                                for site in sites}, is_go, config.latency_to is not None)
+        self.timed: TimedProbes | None = TimedProbes(self.latency, config, modules, is_go) \
+            if self.latency is not None and config.probe_kind != "int3" else None
+        """--latency with in-process probes: the sites timed in the target (timedprobes.py)."""
         self._at: dict[int, Site] = {}
         """Each breakpoint address's site."""
         self._turn = 0
@@ -465,17 +470,26 @@ class PtraceBackend:
             return
         say = notice.quiet if self.config.quiet else notice.say
         wanted, said = [], []
+        layouts: dict[Site, Layout] = {}
+        timed: dict[Site, list[Site]] = {}
         for site in self.sites:
             why = self._why_no_inprocess(site)
             planned = None
+            if not why and self.latency is not None:
+                why = self.timed.why_not(site) if self.timed is not None else "--to's places are int3s"
+                if not why and self.timed is not None:
+                    why = self.timed.return_jumps(site, self._program().read)[1]
             if not why and site.expressions:  # its reads are learnt at its first hits, by its int3
                 self._learning.append(site)
                 said.append(f"{self._where(site)}: an int3 for its first hits, then in-process once they show "
                             "what it reads")
                 continue
             if not why:
-                planned = self._plan(site)
+                planned = self._plan(site, site.address if self.timed is not None else None)
                 why = planned.why_not
+            returns: list[tuple[Site, Displaced, Layout]] = []
+            if not why and self.timed is not None and planned is not None:
+                returns, why = self.timed.return_jumps(site, self._program().read)
             if why:
                 if kind == "inprocess":
                     raise UsageError(f"--probe inprocess: no in-process probe at {self._where(site)}: {why}",
@@ -484,15 +498,25 @@ class PtraceBackend:
                 continue
             assert planned is not None and planned.displaced is not None
             wanted.append((site, planned.displaced, planned.entry))
+            if self.timed is not None:  # the entry and every return, each a probe that records the registers
+                assert site.address is not None
+                layouts[site] = Layout(ReadPlan([]), site.address)
+                timed[site] = [ret for ret, _, _ in returns]
+                for ret, displaced, layout in returns:
+                    wanted.append((ret, displaced, False))
+                    layouts[ret] = layout
         if wanted:
             inprocess = self._new_inprocess()
+            putting = time.monotonic()
             try:
-                refused = inprocess.put(wanted)
+                refused = inprocess.put(wanted, layouts)
             except SamplerError as e:
                 inprocess.close()
                 if kind == "inprocess":
                     raise
                 refused = {site: e.message for site, _, _ in wanted}
+            if self.latency is not None:
+                self.latency.putting(putting, time.monotonic() - putting)
             placed = [site for site, _, _ in wanted if site not in refused]
             if placed:
                 self.inprocess = inprocess
@@ -502,7 +526,9 @@ class PtraceBackend:
                 said.append(f"{self._where(site)}: an int3 ({why})")
             self.trapped = [site for site in self.sites if site not in placed]
             said[:0] = [f"{self._where(site)}: in-process (a jump at {displaced.site:#x}; no thread stops)"
-                        for site, displaced, _ in wanted if site in placed]
+                        for site, displaced, _ in wanted if site in placed and site not in layouts]
+            for site, ends in timed.items():
+                self._timed_placed(site, ends, placed, said.append)
         say("probes: " + "; ".join(said))
 
     def _new_inprocess(self) -> Inprocess[Site]:
@@ -542,8 +568,23 @@ class PtraceBackend:
                 assert site.address is not None                                   # passes in between)
                 (tracer.disarm if out else tracer.arm)(site.address)
             self._hold_timeout_s = PROMOTE_HOLD_S
+            pieces: list[tuple[Site, Displaced, bool]] = [(site, planned.displaced, planned.entry)]
+            layouts = {site: layout}
+            returns: list[Site] = []
+            if self.timed is not None and self.latency is not None:
+                assert self.memory is not None
+                jumps, why = self.timed.return_jumps(site, self._program().read)
+                why = self.timed.why_not(site) or why
+                if why:  # (a timed entry without its returns would write rows with no time)
+                    self._not_promoted(site, why)
+                    continue
+                for ret, displaced, ret_layout in jumps:
+                    pieces.append((ret, displaced, False))
+                    layouts[ret] = ret_layout
+                    returns.append(ret)
+            putting = time.monotonic()
             try:
-                refused = inprocess.put([(site, planned.displaced, planned.entry)], {site: layout}, swap)
+                refused = inprocess.put(pieces, layouts, swap)
             except NotHeld as e:  # (a vfork's parent, waiting for its child: after the next hit)
                 tries = self._promotions[id(site)] = self._promotions.get(id(site), 0) + 1
                 if tries < PROMOTE_TRIES:
@@ -556,6 +597,8 @@ class PtraceBackend:
                 refused = {site: e.message}
             finally:
                 self._hold_timeout_s = HOLD_ALL_TIMEOUT_S
+                if self.latency is not None:
+                    self.latency.putting(putting, time.monotonic() - putting)
             if site in refused:
                 if self.inprocess is None:
                     inprocess.close()
@@ -563,9 +606,25 @@ class PtraceBackend:
                 continue
             self.inprocess = inprocess
             self.trapped = [s for s in self.trapped if s is not site]
+            if returns:
+                self._timed_placed(site, returns, [s for s, _, _ in pieces if s not in refused], say)
+                continue
             say(f"probes: {self._where(site)}: in-process from now on (its reads learnt at its first hits: a jump "
                 f"at {planned.displaced.site:#x}, {len(layout.reads)} read(s) in the target at each call; no thread "
                 "stops)")
+
+    def _timed_placed(self, site: Site, returns: list[Site], placed: Sequence[Site], say: Callable[[str], None]
+                      ) -> None:
+        """--latency in the target: the entry and the returns that took their probes (the others keep their
+        int3s, their hits taken in time order with the records), said."""
+        assert self.timed is not None
+        out = [ret for ret in returns if ret in placed]
+        self.timed.placed(site if site in placed else None, out)
+        kept = len(returns) - len(out)
+        say(f"{self._where(site)} --latency: "
+            + ("in-process, clocked in the target (its entry" if site in placed else "an int3 at its entry (")
+            + f" and {len(out)} of its {len(returns)} return(s) in-process; no thread stops there)"
+            + (f"; {kept} return(s) keep their int3s" if kept else ""))
 
     def _not_promoted(self, site: Site, why: str) -> None:
         if self.config.probe_kind == "inprocess":
@@ -612,8 +671,13 @@ class PtraceBackend:
         inlined = site.place is not None and site.place.symbol.startswith("inlined in")
         if at is None:
             at = start if names_function(location) and not inlined else site.address
+        return plan(self._program(), start, span[1], at)
+
+    def _program(self) -> AsProgram:
+        """The process's memory as the program's bytes: sampler's int3s read as the bytes they cover."""
+        assert self.memory is not None
         armed = self.tracer.probes.armed if self.tracer is not None else {}
-        return plan(AsProgram(self.memory, {address: byte[0] for address, byte in armed.items()}), start, span[1], at)
+        return AsProgram(self.memory, {address: byte[0] for address, byte in armed.items()})
 
     def _where(self, site: Site) -> str:
         return f"--at {site.label or self.config.location}" + (f" ({site.address:#x})" if site.address else "")
@@ -623,6 +687,7 @@ class PtraceBackend:
         """Every thread (or ``tids``) stopped by the tracer, those stopped by its interrupt first
         (the best for an injected system call)."""
         assert self.tracer is not None
+        began = time.monotonic()
         held = self.tracer.hold(tids, self._hold_timeout_s)
         try:
             if not held:
@@ -633,12 +698,15 @@ class PtraceBackend:
             yield interrupted + [tid for tid in self.tracer.stopped_already() if tid not in interrupted]
         finally:
             self.tracer.let_go(held)
+            if self.latency is not None:  # (a call under way meanwhile waited for sampler that long)
+                self.latency.held(began, time.monotonic() - began)
 
     def _drain(self) -> None:
         """The in-process probes' records as rows (in the order their threads took them)."""
         inprocess, tracer = self.inprocess, self.tracer
         if inprocess is None or tracer is None:
             return
+        cutoff = time.monotonic() - LAG_S  # (--latency in the target: every record of before then is in)
         drained = inprocess.drain(lambda: sorted(tracer.threads))
         rows = self._rows
         if drained is not None:
@@ -647,11 +715,24 @@ class PtraceBackend:
             for number, thread, at in zip(drained.numbers.tolist(), drained.threads, drained.seconds.tolist()):
                 rows.append((sites[number], Reading(values[number], thread=thread, at=at)))
         self._rows_of(inprocess.drain_read(lambda: sorted(tracer.threads)))
+        if self.latency is not None and self.latency.queued:
+            self._rows.extend(self.latency.rows(cutoff))
+            if self.timed is not None:
+                self.timed.taken_until(cutoff)
 
     def _rows_of(self, reads: list[Read]) -> None:
         """A reading probe's records as rows (readrows.py): made in bulk, or queued to evaluate one by
         one as they are handed over."""
+        timed = self.timed
         for read in reads:
+            if timed is not None and timed.owns(read):  # (--latency: into the queue, rows at the returns)
+                assert self.memory is not None and self.inprocess is not None and self.inprocess.clock is not None
+                timed.ns_per_tick = self.inprocess.clock.ns_per_tick
+                entry = id(read.placed.key) in timed.entries
+                rows = [row if isinstance(row, Reading) else row.reading()
+                        for row in self._rows_for(read).of(read)] if entry else []
+                timed.take(read, rows, self.memory)
+                continue
             self._rows.extend((read.placed.key, row) for row in self._rows_for(read).of(read))
 
     def trace_bulk(self, stop: StopFlag, until: float) -> list[Reading | Bulk]:
@@ -660,6 +741,9 @@ class PtraceBackend:
         rows; [] when none came by ``until``."""
         tracer, inprocess = self.tracer, self.inprocess
         assert tracer is not None and inprocess is not None and self.memory is not None
+        if self.latency is not None:  # (a row at each return, paired in order: one at a time)
+            row = self.trace(stop, until)
+            return [row] if row is not None else []
         if self._rows:
             return [self._next_row() for _ in range(len(self._rows))]
         while True:
@@ -820,7 +904,8 @@ class PtraceBackend:
                                        list(stats.mismatches), tracer.guard.hangs + self.zero_stop_guard.hangs,
                                        len(stats.waiting_in_kernel), len(stats.given_up),
                                        len(stats.left_stepping), inprocess=inprocess,
-                                       timed=Counter(self.latency.counts()) if self.latency is not None else Counter())
+                                       timed=Counter(self.latency.counts(self.timed.late if self.timed else 0))
+                                       if self.latency is not None else Counter())
             if self.guardian is not None:  # only once every byte is back
                 guardian, self.guardian = self.guardian, None
                 guardian.dismiss()

@@ -22,8 +22,11 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import heapq
+import itertools
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from ptrace.binding import func as ptrace_func  # type: ignore[import-untyped]
 from ptrace.error import PtraceError  # type: ignore[import-untyped]
@@ -32,7 +35,7 @@ from sampler import notice
 from sampler.backends.ptrace.guard import Guard
 from sampler.backends.ptrace.memory import Memory
 from sampler.backends.ptrace.pairing import Calls
-from sampler.backends.ptrace.returns import return_points
+from sampler.backends.ptrace.returns import ReturnPoints, return_points
 from sampler.backends.ptrace.router import IDLE_UNTIL
 from sampler.backends.ptrace.site import Site
 from sampler.backends.ptrace.tasks import Hit
@@ -44,7 +47,7 @@ from sampler.debuginfo.modules import Modules
 from sampler.debuginfo.types import Scalar, Struct, Type
 from sampler.errors import ExpressionError, LocationNotFound, UsageError
 from sampler.evaluation.evaluate import Evaluator, Object, SampleError
-from sampler.evaluation.reads import UnreadableMemory
+from sampler.evaluation.reads import Stop, UnreadableMemory
 from sampler.evaluation.scope import ARGUMENT_TYPE, Scope
 from sampler.language import casts
 from sampler.language.expr import REGISTER_PREFIX, Expression, names, source_name
@@ -111,7 +114,7 @@ class Returned:
         t = self.type
         return isinstance(t, Scalar) and t.kind == "float"
 
-    def object(self, hit: Hit, xmm0: bytes | None) -> Object:
+    def object(self, hit: Stop, xmm0: bytes | None) -> Object:
         if self.why_not:
             raise SampleError(f"retval: {self.why_not}")
         t, registers = self.type, hit.registers
@@ -178,11 +181,19 @@ class Latency:
         self.calls: Calls[tuple[Site, Reading]] = Calls()
         self.unsure_frames = 0
         self.bounded = 0
+        self.spanned = 0
+        """Rows of calls open while sampler put probes in (their rows say so)."""
         self.before = 0
         """Returns of the site's own function with no entry seen (calls under way when the trace began)."""
         self.own: set[int] = set()
         """The return addresses of the sites' own functions (not of the functions their tail calls go to)."""
-        """Rows whose latency_us is an upper bound (their end's stop waited for sampler)."""
+        self.points: dict[Site, ReturnPoints] = {}
+        """Where each site's calls end (returns.py)."""
+        self.queued = False
+        """In-process probes time calls too: every event waits in the queue, to be taken in time order."""
+        self._queue: list[tuple[float, int, Callable[[], Reading | None]]] = []
+        self._order = itertools.count()
+        self._last_site: Site | None = None
 
     def find_ends(self, config: SessionConfig, modules: Modules, sites: dict[int, Site],
                   check: Callable[[Site], None]) -> None:
@@ -206,6 +217,7 @@ class Latency:
                                            "give --to LOCATION, the place that ends what you time")
                 self.ends.update(found.addresses)
                 self.own.update(found.own)
+                self.points[site] = found
                 said = [f"{len(found.addresses)} return(s)"]
                 if found.followed:
                     said.append(f"those of {', '.join(found.followed[:4])} (its tail call(s) go there: every "
@@ -224,8 +236,9 @@ class Latency:
 
     def hit(self, hit: Hit, site: Site | None, memory: Memory, waiting: float, let_go: Callable[[Hit], None],
             guard: Guard) -> Reading | None:
-        """A hit of a timed run: an entry's (its row waits, None) or an end's (the row of the call it ends,
-        or None when it ends none)."""
+        """An int3's hit of a timed run: an entry's (its row waits, None) or an end's (the row of the call
+        it ends, or None when it ends none). Once in-process probes time calls too, both wait in the
+        queue, to be taken in the order they happened (rows()): None here."""
         if site is None:
             owner, top = self.owner(None, hit, memory)
             xmm0 = read_xmm0(hit.tid) if self.needs_xmm else None
@@ -234,12 +247,107 @@ class Latency:
             # a stop not seen just after sampler woke may have come while it was busy: after it last woke
             idle = IDLE_UNTIL[0]
             late_since = idle if hit.seen - idle >= AT_ONCE_S else None
-            return self.ended(hit, owner, top, memory, xmm0, late_since)
+            height = self.height(int(hit.registers.rsp) + 8, top)  # at a ret: the return address on top
+            pause_s = max(0.0, hit.resumed - hit.seen)
+
+            def ends() -> Reading | None:
+                return self.close(owner, height, hit.seen, pause_s, hit.address,
+                                  lambda site: self.read_returns(site, hit, memory, xmm0), late_since)
+            return self._when(hit.seen, ends)
         owner, top = self.owner(site, hit, memory)
         reading = site.read_hit(memory, hit, waiting, let_go, guard)
-        self.stalled(owner, hit)  # (inside the calls the owner has open; before its own begins)
-        self.entered(site, hit, owner, top, reading)
+        cfa = 0 if self.to else self._entry_cfa(site, hit.address, hit.registers)
+        began = hit.resumed or hit.seen
+        stall = max(0.0, began - hit.seen)
+        at = site  # (a name the closure keeps)
+
+        def starts() -> None:
+            self.calls.stalled(owner, stall)  # (inside the calls the owner has open; before its own begins)
+            self.open(at, owner, None if cfa is None else self.height(cfa, top), began, reading)
+            return None
+        self._when(hit.seen, starts)
         return None
+
+    def _when(self, at: float, event: Callable[[], Reading | None]) -> Reading | None:
+        """An event now, or (in-process probes time calls too) in its turn among theirs."""
+        if not self.queued:
+            return event()
+        self.push(at, event)
+        return None
+
+    def held(self, at: float, seconds: float) -> None:
+        """Sampler held every thread from ``at`` for ``seconds`` (putting probes in): not the calls' time."""
+        def stall() -> None:
+            self.calls.stalled_all(seconds)
+        self._when(at, stall)
+
+    def putting(self, at: float, seconds: float) -> None:
+        """Sampler put probes in from ``at`` for ``seconds``: the calls open meanwhile say so."""
+        def spans() -> None:
+            self.calls.spanning(seconds)
+        self._when(at, spans)
+
+    def push(self, at: float, event: Callable[[], Reading | None]) -> None:
+        """An event of the moment ``at`` (monotonic seconds), to be taken in its turn (rows())."""
+        heapq.heappush(self._queue, (at, next(self._order), event))
+
+    def rows(self, upto: float) -> list[tuple[Site, Reading]]:
+        """The events queued until ``upto`` (monotonic seconds), in the order they happened: the rows of
+        the calls they end."""
+        out = []
+        queue = self._queue
+        while queue and queue[0][0] <= upto:
+            _, _, event = heapq.heappop(queue)
+            row = event()
+            if row is not None and self._last_site is not None:
+                out.append((self._last_site, row))
+        return out
+
+    # -- the calls, in the order they happened -----------------------------------------------
+
+    def open(self, site: Site, owner: object, height: int | None, began: float, reading: Reading) -> None:
+        """A call began at ``began`` (monotonic seconds), its entry's row read: it waits for its end."""
+        if height is None:
+            self.unsure_frames += 1
+            return
+        self.calls.enter(owner, height, began, (site, reading))
+
+    def close(self, owner: object, height: int, seen: float, pause_s: float, address: int,
+              read_returns: Callable[[Site], list[tuple[int, Value, str]]],
+              late_since: float | None = None) -> Reading | None:
+        """A return's (or --to place's) hit at ``seen``: the row of the call it ends, or None.
+        ``late_since``: the stop was waiting when sampler came to wait, and came after this moment
+        (monotonic seconds): the call's time is known only between the two. ``pause_s``: the stop's
+        own time (after ``seen``: inside the calls the owner still has open)."""
+        found = self.calls.leave(owner, height)
+        self.calls.stalled(owner, pause_s)
+        if found is None:
+            # (a followed tail call's function returns to its other callers too: no call of the site's)
+            self.before += address in self.own
+            return None
+        call, inside = found
+        site, entry = call.what
+        self._last_site = site
+        values = list(entry.values)
+        errors = [entry.error] if entry.error else []
+        for slot, value, error in read_returns(site):
+            values[slot] = value
+            if error:
+                errors.append(error)
+        latency_s = max(0.0, seen - call.began - inside)
+        values[self.column] = round(latency_s * 1e6, 3)
+        if call.spanned:
+            self.spanned += 1
+            errors.append(f"{LATENCY} may hold some of the {call.spanned * 1e3:.1f} ms sampler took putting "
+                          f"its probes in meanwhile ({inside * 1e3:.1f} ms of its stops were taken out)")
+        if late_since is not None:
+            least = max(0.0, late_since - call.began - inside)
+            if latency_s - least > LATE_S:
+                self.bounded += 1
+                errors.append(f"{LATENCY} is at most this: the {'end' if self.to else 'return'} came while "
+                              f"sampler was busy, the call took {least * 1e6:.0f}-{latency_s * 1e6:.0f} us")
+        return Reading(tuple(values), thread=entry.thread, pause_us=entry.pause_us + pause_s * 1e6,
+                       wait_us=entry.wait_us, error="; ".join(errors), at=seen)
 
     # -- at the hits -----------------------------------------------------------------------
 
@@ -262,65 +370,22 @@ class Latency:
             return 0
         return top - cfa if top else -cfa
 
-    def entered(self, site: Site, hit: Hit, owner: object, top: int, reading: Reading) -> None:
-        """An entry's row, read: it waits for its return. (Its own stop is before its time starts.)"""
-        cfa = 0 if self.to else self._entry_cfa(site, hit)
-        if cfa is None:
-            self.unsure_frames += 1
-            return
-        self.calls.enter(owner, self.height(cfa, top), hit.resumed or hit.seen, (site, reading))
-
-    def ended(self, hit: Hit, owner: object, top: int, memory: Memory, xmm0: bytes | None,
-              late_since: float | None = None) -> Reading | None:
-        """A return's (or --to place's) hit, its thread let go already: the row of the call it ends.
-        ``late_since``: the stop was waiting when sampler came to wait, and came after this moment
-        (monotonic seconds): the call's time is known only between the two."""
-        cfa = int(hit.registers.rsp) + 8  # at a ret: the return address on top
-        found = self.calls.leave(owner, self.height(cfa, top))
-        self.calls.stalled(owner, max(0.0, (hit.resumed or hit.seen) - hit.seen))
-        if found is None:
-            # (a followed tail call's function returns to its other callers too: no call of the site's)
-            self.before += hit.address in self.own
-            return None
-        call, inside = found
-        site, entry = call.what
-        values = list(entry.values)
-        errors = [entry.error] if entry.error else []
-        for slot, expression in self.returns.get(site, ()):
-            value, error = self._read_return(site, expression, hit, memory, xmm0)
-            values[slot] = value
-            if error:
-                errors.append(f"{expression.name}: {error}")
-        latency_s = max(0.0, hit.seen - call.began - inside)
-        values[self.column] = round(latency_s * 1e6, 3)
-        if late_since is not None:
-            least = max(0.0, late_since - call.began - inside)
-            if latency_s - least > LATE_S:
-                self.bounded += 1
-                errors.append(f"{LATENCY} is at most this: the {'end' if self.to else 'return'} came while "
-                              f"sampler was busy, the call took {least * 1e6:.0f}-{latency_s * 1e6:.0f} us")
-        return Reading(tuple(values), thread=entry.thread, pause_us=entry.pause_us + (hit.resumed - hit.seen) * 1e6,
-                       wait_us=entry.wait_us, error="; ".join(errors), at=hit.seen)
-
-    def stalled(self, owner: object, hit: Hit) -> None:
-        """A stop of the owner for sampler at an entry: inside the calls it has open."""
-        self.calls.stalled(owner, max(0.0, (hit.resumed or hit.seen) - hit.seen))
-
     # -- helpers ---------------------------------------------------------------------------
 
-    def _entry_cfa(self, site: Site, hit: Hit) -> int | None:
+    def _entry_cfa(self, site: Site, address: int, registers: Any) -> int | None:
         place = site.place
         module = place.module if place is not None else None
         if module is None:
             return None
-        rule = module.cfa_rule(hit.address - module.bias)
+        rule = module.cfa_rule(address - module.bias)
         if rule is None:
             return None
         register, offset = rule
-        return int(getattr(hit.registers, register)) + offset
+        return int(getattr(registers, register)) + offset
 
-    def _read_return(self, site: Site, expression: Expression, hit: Hit, memory: Memory,
-                     xmm0: bytes | None) -> tuple[Value, str]:
+    def read_returns(self, site: Site, hit: Stop, memory: Memory, xmm0: bytes | None
+                      ) -> list[tuple[int, Value, str]]:
+        """The site's expressions that name retval, each (its slot, value, 'name: why' or '')."""
         returned = self.returned.get(site)
         scope = site.scope
 
@@ -334,18 +399,23 @@ class Latency:
         def register(name: str) -> int:
             return int(getattr(hit.registers, name))
 
-        evaluator = Evaluator(resolve, memory.read, register, "at the return (retval, registers, globals)")
-        try:
-            return evaluator.value(expression.tree), ""
-        except SampleError as e:
-            return None, str(e)
+        out: list[tuple[int, Value, str]] = []
+        for slot, expression in self.returns.get(site, ()):
+            evaluator = Evaluator(resolve, memory.read, register, "at the return (retval, registers, globals)")
+            try:
+                out.append((slot, evaluator.value(expression.tree), ""))
+            except SampleError as e:
+                out.append((slot, None, f"{expression.name}: {e}"))
+        return out
 
-    def counts(self) -> dict[str, int]:
-        """What the summary says (summed over the processes of a run of many: timed_notes)."""
+    def counts(self, late: int = 0) -> dict[str, int]:
+        """What the summary says (summed over the processes of a run of many: timed_notes); ``late``:
+        in-process records taken after events of a later moment."""
         calls = self.calls
-        return {"rows": self.calls.paired, "bounded": self.bounded, "unseen": calls.unseen,
+        return {"rows": self.calls.paired, "bounded": self.bounded, "spanned": self.spanned, "unseen": calls.unseen,
                 "dropped": calls.dropped, "before": self.before,
-                "open": calls.total, "unsure": self.unsure_frames, "to": int(self.to)}
+                "open": calls.total, "unsure": self.unsure_frames, "to": int(self.to), "late": late,
+                "queued": len(self._queue)}
 
 
 def timed_notes(counts: dict[str, int]) -> list[str]:
@@ -361,6 +431,9 @@ def timed_notes(counts: dict[str, int]) -> list[str]:
     if counts.get("bounded"):
         said.append(f"{counts['bounded']} row(s)' {LATENCY} are upper bounds: the {noun}'s stop came while "
                     "sampler was busy with another hit (each row's error gives the range)")
+    if counts.get("spanned"):
+        said.append(f"{counts['spanned']} row(s) are of calls under way while sampler put its probes in: their "
+                    f"{LATENCY} may hold some of that time (each row's error says how long it was)")
     if counts.get("unseen"):
         why = "a later start on the same thread replaced it" if to else \
             "its frame was left without one (longjmp, a C++ exception, a Go panic, a tail call through a pointer)"
@@ -371,6 +444,12 @@ def timed_notes(counts: dict[str, int]) -> list[str]:
     if counts.get("open"):
         said.append(f"{counts['open']} call(s) were still open when the trace ended (under way, or left without "
                     f"{what}): no row")
+    if counts.get("late"):
+        said.append(f"{counts['late']} in-process record(s) came after later ones were paired (a thread held "
+                    "inside a probe): their calls may be counted as having no return seen")
+    if counts.get("queued"):
+        said.append(f"{counts['queued']} entr(ies) and return(s) of the last moments were not taken: their calls "
+                    "have no row")
     if counts.get("unsure"):
         said.append(f"{counts['unsure']} entr(ies) had no call frame information at the breakpoint: no row")
     return said

@@ -43,6 +43,8 @@ class Open(Generic[T]):
     return, were inside the call and are taken out of its time."""
     what: T
     """What the entry read (its row, waiting for the return)."""
+    spanned: float = 0.0
+    """Seconds of sampler's work on the whole process (putting probes in) while it was open."""
 
 
 class Calls(Generic[T]):
@@ -63,6 +65,17 @@ class Calls(Generic[T]):
         the owner has an open call (the stalls inside it are taken out of its time)."""
         if owner in self._open:
             self._stalls[owner] = self._stalls.get(owner, 0.0) + seconds
+
+    def stalled_all(self, seconds: float) -> None:
+        """Every owner with an open call was stopped for sampler this long."""
+        for owner in self._open:
+            self._stalls[owner] = self._stalls.get(owner, 0.0) + seconds
+
+    def spanning(self, seconds: float) -> None:
+        """Sampler worked on the whole process this long: every open call spans it (its row says so)."""
+        for stack in self._open.values():
+            for call in stack:
+                call.spanned += seconds
 
     def enter(self, owner: object, height: int, began: float, what: T) -> None:
         stack = self._open.get(owner)

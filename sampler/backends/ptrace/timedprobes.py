@@ -1,0 +1,173 @@
+"""--latency with in-process probes: a reading probe at the entry and at each return, clocked in the
+target (issue 37).
+
+Each probe's record holds the thread's registers and the TSC read at the probe's first instruction
+(reads.py). At the entry, the record gives the frame (the CFA from the registers, by the unwind rule
+there) and the call's start: its TSC, plus the probe's own ticks (the reads it made, in the record),
+so the probe's time is not the call's. At a return, the probe runs before the ``ret`` (a jump over the
+function's last ``ret`` and the padding after it: relocate.displace_return), and its record gives the
+frame (rsp + 8), the result (rax) and the call's end. Nothing stops: the time is the target's clock.
+
+A function whose every return is its last instruction followed by padding (and no tail call out) can
+be timed this way; others keep their int3s. The records of the probes come out of separate rings: they
+are taken in the order they happened (latency.py's queue), LAG_S after they were written, and so are
+the int3s' hits of a run that mixes both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+
+from sampler.backends.ptrace.inprocess import Read
+from sampler.backends.ptrace.latency import Latency
+from sampler.backends.ptrace.memory import Memory
+from sampler.backends.ptrace.site import Site
+from sampler.config import SessionConfig
+from sampler.debuginfo.locate import Place
+from sampler.debuginfo.modules import Modules
+from sampler.evaluation.plan import ReadPlan
+from sampler.evaluation.reads import UnreadableMemory
+from sampler.evaluation.scope import Scope
+from sampler.inprocess.reads import REGISTERS, Layout, Recorded
+from sampler.inprocess.relocate import Displaced, Refused, displace_return
+from sampler.sample import Reading, Value
+
+LAG_S = 0.02
+"""How long after its moment an event is taken: every probe's record of that moment is in its ring by
+then (a probe's reads take microseconds; a thread preempted inside one for longer is counted)."""
+RSP = REGISTERS.index("rsp")
+MAX_PADDING = 16
+
+
+class TimedProbes:
+    """The in-process probes of a --latency run: which sites take them, and their records as events."""
+
+    def __init__(self, latency: Latency, config: SessionConfig, modules: Modules, is_go: bool) -> None:
+        self.latency = latency
+        self.config = config
+        self.modules = modules
+        self.is_go = is_go
+        self.returns: dict[int, Site] = {}
+        """Each return probe's site (by address), once placed."""
+        self.entries: set[int] = set()
+        """The entry sites timed in the target (by id)."""
+        self.ns_per_tick = 0.0
+        self.late = 0
+        """Records taken after events of a later moment (a thread held inside a probe past LAG_S)."""
+        self._taken_until = 0.0
+
+    def why_not(self, site: Site) -> str:
+        """Why the site's calls cannot be timed in the target ('' when they can)."""
+        latency = self.latency
+        if latency.to:
+            return "--to's places are int3s (in-process --to is not built yet)"
+        if self.is_go:
+            return "Go's calls are timed by int3s (in-process return probes do not follow goroutines yet)"
+        returned = latency.returned.get(site)
+        if returned is not None and returned.needs_xmm and latency.returns.get(site):
+            return "a floating-point retval is in xmm0, which an in-process probe does not record"
+        points = latency.points.get(site)
+        if points is None or points.followed or points.unfollowed or points.indirect:
+            return "the function leaves by a tail call or a jump through a register: int3s follow it"
+        return ""
+
+    def return_jumps(self, site: Site, read: Callable[[int, int], bytes]) -> tuple[list[tuple[Site, Displaced, Layout]],
+                                                                                  str]:
+        """A probe for each return of the site's function (all of them, or why not); ``read``: the
+        program's bytes (with sampler's int3s seen as the bytes they cover)."""
+        points = self.latency.points[site]
+        out = []
+        for ret in sorted(points.addresses):
+            module = self.modules.containing(ret)
+            if module is None:
+                return [], f"no module holds the return at {ret:#x}"
+            span = module.function_span(ret - module.bias)
+            if span is None or span[0] + module.bias + span[1] > ret + 2:  # (ret or repz ret: its last bytes)
+                return [], (f"a return in the middle of the function ({ret:#x}): no padding after it for a "
+                            "jump (int3s time the calls)")
+            try:
+                code = read(ret, MAX_PADDING)
+            except UnreadableMemory as e:
+                return [], f"the code at {ret:#x} cannot be read ({e})"
+            ends = next((k for k in range(1, MAX_PADDING) if self._starts_function(module, ret + k)), MAX_PADDING)
+            try:
+                displaced = displace_return(code[:ends], ret)
+            except Refused as e:
+                return [], str(e)
+            place = Place(ret, module, None)
+            scoped = dataclasses.replace(self.config, location=f"*{ret:#x}", expressions=(), probes=())
+            out.append((Site(Scope(scoped, self.modules, place, self.is_go), "", (), 0), displaced,
+                        Layout(ReadPlan([]), ret)))
+        return out, ""
+
+    @staticmethod
+    def _starts_function(module: object, address: int) -> bool:
+        span = module.function_span(address - module.bias)  # type: ignore[attr-defined]
+        return span is not None and span[0] + module.bias <= address  # type: ignore[attr-defined]
+
+    def placed(self, site: Site | None, returns: list[Site]) -> None:
+        """The site's entry (None: it keeps its int3) and these returns are in-process now: their int3s
+        go, and every event is taken in time order from now on."""
+        if site is not None:
+            self.entries.add(id(site))
+        for ret in returns:
+            assert ret.address is not None
+            self.returns[ret.address] = ret
+            self.latency.ends.discard(ret.address)
+        self.latency.queued = True
+
+    def owns(self, read: Read) -> bool:
+        key = read.placed.key
+        return id(key) in self.entries or (isinstance(key, Site) and key.address in self.returns
+                                           and key is self.returns[key.address])
+
+    def take(self, read: Read, rows: list[Reading], memory: Memory) -> None:
+        """A drain's records of an entry's probe (with the rows its expressions made) or a return's,
+        into the queue."""
+        latency = self.latency
+        records, seconds, threads = read.records, read.seconds.tolist(), read.threads
+        registers = records["registers"]
+        if len(seconds) and seconds[0] < self._taken_until:
+            self.late += int(np.count_nonzero(read.seconds < self._taken_until))
+        site = read.placed.key
+        assert isinstance(site, Site) and site.address is not None
+        if id(site) in self.entries:
+            ticks = records["flags"].tolist()
+            module = site.place.module if site.place is not None else None
+            rule = module.cfa_rule(site.address - module.bias) if module is not None else None
+            index = REGISTERS.index(rule[0]) if rule is not None and rule[0] in REGISTERS else None
+            for n, (at, thread, row) in enumerate(zip(seconds, threads, rows)):
+                began = at + ticks[n] * self.ns_per_tick / 1e9  # (the probe's own reads are not the call's)
+                height = None if index is None or rule is None else -(int(registers[n][index]) + rule[1])
+                owner = _owner(thread)
+
+                def starts(site: Site = site, owner: object = owner, height: int | None = height,
+                           began: float = began, row: Reading = row) -> None:
+                    latency.open(site, owner, height, began, row)
+                latency.push(at, starts)
+            return
+        layout = read.placed.layout
+        assert layout is not None
+        for n, (at, thread) in enumerate(zip(seconds, threads)):
+            record = records[n]
+            height = -(int(registers[n][RSP]) + 8)
+            owner = _owner(thread)
+
+            def ends(owner: object = owner, height: int = height, at: float = at, record: np.void = record
+                     ) -> Reading | None:
+                def returns(site: Site) -> list[tuple[int, Value, str]]:
+                    values, _ = layout.decode(record)
+                    return latency.read_returns(site, Recorded(site.address or 0, values), memory, None)
+                return latency.close(owner, height, at, 0.0, site.address or 0, returns)
+            latency.push(at, ends)
+
+    def taken_until(self, moment: float) -> None:
+        self._taken_until = moment
+
+
+def _owner(thread: str) -> object:
+    """The owner of a record's call: its thread id, as an int3's hit names it."""
+    return int(thread) if thread.isdigit() else thread

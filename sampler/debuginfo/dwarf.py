@@ -1015,6 +1015,7 @@ class Debug:
             rule = self._cfa_rules[pc] = self._frames.rule(pc) or (-1, 0)
         return None if rule[0] < 0 else rule
 
+    @_guarded
     def cfa(self, pc: int, registers: dict[str, int]) -> int:
         """The canonical frame address at pc (file address), from .eh_frame or .debug_frame."""
         rule = self._cfa_rules.get(pc)

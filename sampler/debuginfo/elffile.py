@@ -186,17 +186,25 @@ class ElfFile:
 
     def byte_at(self, vaddr: int) -> int | None:
         """The file's byte that a loadable segment maps at ``vaddr`` (None: no segment's file bytes hold it)."""
+        data = self.bytes_at(vaddr, 1)
+        return data[0] if data else None
+
+    def bytes_at(self, vaddr: int, size: int) -> bytes | None:
+        """The ``size`` bytes a loadable segment maps from the file at ``vaddr`` (the program's code as it
+        was loaded, whatever a debugger wrote since); None when one segment's file bytes do not hold
+        them all."""
         try:
-            return self._byte_at(vaddr)
-        except BadFile:
+            return self._bytes_at(vaddr, size)
+        except (BadFile, OSError):
             return None
 
     @_guarded
-    def _byte_at(self, vaddr: int) -> int | None:
+    def _bytes_at(self, vaddr: int, size: int) -> bytes | None:
         for seg in self.elf.iter_segments():
-            if seg["p_type"] == "PT_LOAD" and seg["p_vaddr"] <= vaddr < seg["p_vaddr"] + seg["p_filesz"]:
-                data = os.pread(self._file.fileno(), 1, seg["p_offset"] + vaddr - seg["p_vaddr"])
-                return data[0] if data else None
+            start, end = seg["p_vaddr"], seg["p_vaddr"] + seg["p_filesz"]
+            if seg["p_type"] == "PT_LOAD" and start <= vaddr and vaddr + size <= end:
+                data = os.pread(self._file.fileno(), size, seg["p_offset"] + vaddr - seg["p_vaddr"])
+                return data if len(data) == size else None
         return None
 
     @_guarded

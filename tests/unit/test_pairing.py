@@ -67,3 +67,31 @@ def test_open_calls_are_bounded() -> None:
         calls.enter(owner, 1, 0.0, owner)
     assert calls.total <= 1000
     assert calls.leave(4_999, 1) is not None  # the newest are kept
+
+
+def test_a_return_to_elsewhere_is_not_the_open_calls() -> None:
+    # GIVEN f open at height 1, returning to X; its frame left by a tail call through a pointer
+    calls: Calls[str] = Calls()
+    calls.enter("t", 1, 0.0, "f", tag=0x1000)
+    # WHEN another function's return at that height goes to Y
+    # THEN it is not f's end: f is gone, counted
+    assert calls.leave("t", 1, tag=0x2000) is None
+    assert calls.unseen == 1 and calls.total == 0
+
+
+def test_a_call_again_from_the_same_place_replaces_a_frame_left_by_longjmp() -> None:
+    calls: Calls[str] = Calls()
+    calls.enter("t", 1, 0.0, "first", tag=0x1000)  # left by longjmp
+    calls.enter("t", 1, 1.0, "second", tag=0x1000)  # the caller's loop calls again
+    found = calls.leave("t", 1, tag=0x1000)
+    assert found is not None and found[0].what == "second" and calls.unseen == 1
+
+
+def test_a_tail_calls_chain_ends_at_one_return() -> None:
+    # GIVEN a (traced) whose last act is a jump to b (traced): b runs in a's frame
+    calls: Calls[str] = Calls(chains=lambda open_call, new: (open_call, new) == ("a", "b"))
+    calls.enter("t", 1, 0.0, "a", tag=0x1000)
+    calls.enter("t", 1, 0.5, "b", tag=0x1000)
+    # WHEN b returns, THEN both calls end: b's first
+    ended = calls.ended("t", 1, tag=0x1000)
+    assert [call.what for call, _ in ended] == ["b", "a"] and calls.unseen == 0 and calls.total == 0

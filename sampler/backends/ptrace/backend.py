@@ -367,11 +367,22 @@ class PtraceBackend:
     def arm_all(self) -> None:
         """Tracing: every breakpoint in (fleet.py; trace() does it itself)."""
         assert self.tracer is not None
+        for address in self.latency.ends if self.latency is not None else ():  # (a call seen to start is
+            self.tracer.arm(address)                                             # seen to end)
         for site in self.sites:
             self.tracer.arm(site.address)  # type: ignore[arg-type]
 
     def disarm_all(self) -> None:
         self._disarm(self.sites)
+        self._rest_returns()
+
+    def _rest_returns(self) -> None:
+        """--max-overhead's rest with --latency: the int3s where calls end go too (a return's stop would
+        cost as much as an entry's), and the calls under way lose their end (counted)."""
+        if self.latency is not None and self.tracer is not None:
+            for address in self.latency.ends:
+                self.tracer.disarm(address)
+            self.latency.rested(time.monotonic())
 
     def _disarm(self, sites: list[Site]) -> None:
         assert self.tracer is not None
@@ -439,8 +450,12 @@ class PtraceBackend:
         waiting = time.monotonic()
         if self.latency is not None:
             hit = tracer.wait_for_hit(until, stop)
-            return self.latency.hit(hit, self._at.get(hit.address), memory, waiting, self._step_over,
-                                    tracer.guard) if hit is not None else None
+            if hit is None:
+                return None
+            row = self.latency.hit(hit, self._at.get(hit.address), memory, waiting, self._step_over, tracer.guard)
+            self._rows.extend(self.latency.extra)  # (a tail call's chain: the other calls it ended)
+            self.latency.extra.clear()
+            return row
         holds = _holds(self.trapped)
         if holds is not None:
             caught = tracer.catch(holds, until, stop, keep=True)
@@ -847,6 +862,8 @@ class PtraceBackend:
         resting = [site for site in self.trapped if site not in self._learning]
         for site in resting:
             self.tracer.disarm(site.address)  # type: ignore[arg-type]
+        if resting or self.inprocess is not None:
+            self._rest_returns()
         if self.inprocess is not None:
             self.inprocess.only_count(True)
         self._counting_until = time.monotonic() + seconds

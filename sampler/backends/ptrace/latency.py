@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import heapq
 import itertools
 import time
@@ -33,18 +34,17 @@ from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
 from sampler import notice
 from sampler.backends.ptrace.guard import Guard
-from sampler.backends.ptrace.memory import Memory
-from sampler.backends.ptrace.pairing import Calls
+from sampler.backends.ptrace.memory import Memory, MemoryHang
+from sampler.backends.ptrace.pairing import Calls, Open
 from sampler.backends.ptrace.returns import ReturnPoints, return_points
 from sampler.backends.ptrace.router import IDLE_UNTIL
 from sampler.backends.ptrace.site import Site
 from sampler.backends.ptrace.tasks import Hit
 from sampler.config import SessionConfig
-from sampler.debuginfo.dies import Malformed
 from sampler.debuginfo.locate import resolve_all
 from sampler.debuginfo.locations import InBytes, InMemory, InRegister
 from sampler.debuginfo.modules import Modules
-from sampler.debuginfo.types import Scalar, Struct, Type
+from sampler.debuginfo.types import Array, Scalar, Struct, Type
 from sampler.errors import ExpressionError, LocationNotFound, UsageError
 from sampler.evaluation.evaluate import Evaluator, Object, SampleError
 from sampler.evaluation.reads import Stop, UnreadableMemory
@@ -90,24 +90,38 @@ class Returned:
                 self.type = found if found.size or found.name != "void" else None
                 if found.name == "void" and not found.size:
                     self.why_not = f"{function.name} returns nothing (void)"
-        except Malformed as e:
+                elif isinstance(found, Scalar) and found.kind == "float" and found.size > 8:
+                    self.why_not = f"a {found.name} is returned in the x87 stack (st0), which is not read"
+        except Exception as e:  # (the target's DWARF: whatever pyelftools makes of a corrupted DIE)
+            self.type, self.go_words = None, 0
             self.why_not = f"the debug info is corrupted ({e})"
 
     def _go(self, debug: object, function: object) -> None:
-        from sampler.debuginfo.dies import children
+        from sampler.debuginfo.dies import children, origin
+
+        def is_result(die: object) -> bool:
+            for _ in range(4):  # (a function Go also inlined: its parameters name their abstract origin)
+                attribute = die.attributes.get("DW_AT_variable_parameter")  # type: ignore[attr-defined]
+                if attribute is not None:
+                    return bool(attribute.value)
+                die = origin(die, "DW_AT_abstract_origin")  # type: ignore[arg-type]
+                if die is None:
+                    return False
+            return False
 
         results = [child for child in children(function.die)  # type: ignore[attr-defined]
-                   if child.tag == "DW_TAG_formal_parameter" and child.attributes.get("DW_AT_variable_parameter")
-                   and child.attributes["DW_AT_variable_parameter"].value]
+                   if child.tag == "DW_TAG_formal_parameter" and is_result(child)]
         if not results:
             self.why_not = f"{function.name} returns nothing"  # type: ignore[attr-defined]
             return
         first = debug.type_of(results[0])  # type: ignore[attr-defined]
         self.type = first
-        if not (isinstance(first, Scalar) and first.kind == "float"):
-            self.go_words = max(1, (first.size + 7) // 8)
-            if self.go_words > len(GO_RESULTS) or _has_float(first):
-                self.why_not = f"its first result ({first.name}) is not in integer registers"
+        if isinstance(first, Scalar) and first.kind == "float":
+            return
+        self.go_words = max(1, (first.size + 7) // 8)
+        if self.go_words > len(GO_RESULTS) or not _word_by_word(first):
+            self.why_not = (f"its first result ({first.name}) is not one word a register in Go's ABI (a struct "
+                            "of small fields, an array, a float inside): not read")
 
     @property
     def needs_xmm(self) -> bool:
@@ -135,6 +149,19 @@ class Returned:
             data = int(registers.rax).to_bytes(8, "little") + int(registers.rdx).to_bytes(8, "little")
             return Object(t, InBytes(data[:t.size]))
         return Object(t, InRegister("rax"))
+
+
+def _word_by_word(t: Type, depth: int = 0) -> bool:
+    """Go's ABI gives the type's integer registers one 8-byte word each, in order: a scalar or pointer
+    of one word, or a struct whose fields are all such words at their 8-byte places (a string, a slice,
+    an interface); not a field smaller than a word, an array, or a float."""
+    if isinstance(t, Scalar):
+        return t.kind != "float" and t.size <= 8
+    if isinstance(t, Struct) and depth < 4:
+        members = sorted(t.members.values(), key=lambda m: m.offset)
+        return all(m.offset == 8 * n and m.type.size == 8 and _word_by_word(m.type, depth + 1)
+                   for n, m in enumerate(members)) and t.size == 8 * len(members)
+    return not isinstance(t, Struct) and t.size <= 8 and not isinstance(t, Array)
 
 
 def _has_float(t: Type, depth: int = 0) -> bool:
@@ -178,15 +205,24 @@ class Latency:
         self.needs_xmm = any(r.needs_xmm and returns[site] for site, r in self.returned.items())
         self.to = to
         self.is_go = is_go
-        self.calls: Calls[tuple[Site, Reading]] = Calls()
+        self.calls: Calls[tuple[Site, Reading]] = Calls(chains=self._chains)
         self.unsure_frames = 0
         self.bounded = 0
+        self.inner = 0
+        """Rows of calls with sampler's stops inside them (their kernel part is in the time)."""
+        self.extra: list[tuple[Site, Reading]] = []
+        """Rows of a tail call's chain, after the first (the backend hands them over next)."""
         self.spanned = 0
+        self.rests = 0
+        self.rested_calls = 0
+        """Calls under way when a --max-overhead rest began (their end is not seen)."""
         """Rows of calls open while sampler put probes in (their rows say so)."""
         self.before = 0
         """Returns of the site's own function with no entry seen (calls under way when the trace began)."""
         self.own: set[int] = set()
         """The return addresses of the sites' own functions (not of the functions their tail calls go to)."""
+        self._starts: dict[Site, int] = {}
+        """Where each site's function starts (for the tail calls between the sites' functions)."""
         self.points: dict[Site, ReturnPoints] = {}
         """Where each site's calls end (returns.py)."""
         self.queued = False
@@ -194,6 +230,12 @@ class Latency:
         self._queue: list[tuple[float, int, Callable[[], Reading | None]]] = []
         self._order = itertools.count()
         self._last_site: Site | None = None
+
+    def _chains(self, open_call: tuple[Site, Reading], new: tuple[Site, Reading]) -> bool:
+        """The open call's function jumps to the new call's (a tail call): --at A --at B, A ending in B."""
+        points = self.points.get(open_call[0])
+        start = self._starts.get(new[0])
+        return points is not None and start is not None and start in points.targets
 
     def find_ends(self, config: SessionConfig, modules: Modules, sites: dict[int, Site],
                   check: Callable[[Site], None]) -> None:
@@ -210,14 +252,22 @@ class Latency:
         else:
             for site in self.returns:
                 assert site.address is not None
-                found = return_points(modules, site.address)
                 where = f"--at {site.label or config.location} --latency"
+                if site.place is not None and site.place.symbol.startswith("inlined in"):
+                    raise LocationNotFound(f"{where}: a copy {site.place.symbol} at {site.address:#x} has no "
+                                           "return of its own (its caller's code goes on)",
+                                           "give --to LOCATION, the place where what you time ends")
+                found = return_points(modules, site.address)
                 if found.why_not:
                     raise LocationNotFound(f"{where}: its returns cannot be found: {found.why_not}",
                                            "give --to LOCATION, the place that ends what you time")
                 self.ends.update(found.addresses)
                 self.own.update(found.own)
                 self.points[site] = found
+                module = site.place.module if site.place is not None else None
+                span = module.function_span(site.address - module.bias) if module is not None else None
+                if module is not None and span is not None:
+                    self._starts[site] = span[0] + module.bias
                 said = [f"{len(found.addresses)} return(s)"]
                 if found.followed:
                     said.append(f"those of {', '.join(found.followed[:4])} (its tail call(s) go there: every "
@@ -238,32 +288,38 @@ class Latency:
             guard: Guard) -> Reading | None:
         """An int3's hit of a timed run: an entry's (its row waits, None) or an end's (the row of the call
         it ends, or None when it ends none). Once in-process probes time calls too, both wait in the
-        queue, to be taken in the order they happened (rows()): None here."""
+        queue, to be taken in the order they happened (rows()): None here. ``waiting``: when sampler
+        came to wait for this hit."""
         if site is None:
-            owner, top = self.owner(None, hit, memory)
+            owner, top = self.owner(hit, memory)
             xmm0 = read_xmm0(hit.tid) if self.needs_xmm else None
+            rsp = int(hit.registers.rsp)
+            tag = None if self.to else _word(memory, rsp)  # (at a ret: the return address on top)
             let_go(hit)
             hit.resumed = hit.resumed or time.monotonic()
-            # a stop not seen just after sampler woke may have come while it was busy: after it last woke
+            # a stop not seen just after sampler woke may have come while it was busy (after it last
+            # woke, and before it came to wait if it has not slept since): the time is known between
             idle = IDLE_UNTIL[0]
             late_since = idle if hit.seen - idle >= AT_ONCE_S else None
-            height = self.height(int(hit.registers.rsp) + 8, top)  # at a ret: the return address on top
+            ended = min(hit.seen, max(waiting, idle)) if late_since is not None else hit.seen
+            height = self.height(rsp + 8, top)
             pause_s = max(0.0, hit.resumed - hit.seen)
 
             def ends() -> Reading | None:
-                return self.close(owner, height, hit.seen, pause_s, hit.address,
-                                  lambda site: self.read_returns(site, hit, memory, xmm0), late_since)
+                return self.close(owner, height, ended, pause_s, hit.address,
+                                  lambda site: self.read_returns(site, hit, memory, xmm0, guard), late_since, tag)
             return self._when(hit.seen, ends)
-        owner, top = self.owner(site, hit, memory)
-        reading = site.read_hit(memory, hit, waiting, let_go, guard)
+        owner, top = self.owner(hit, memory)
         cfa = 0 if self.to else self._entry_cfa(site, hit.address, hit.registers)
+        tag = None if cfa is None or self.to else _word(memory, cfa - 8)  # (read while the thread waits)
+        reading = site.read_hit(memory, hit, waiting, let_go, guard)
         began = hit.resumed or hit.seen
         stall = max(0.0, began - hit.seen)
         at = site  # (a name the closure keeps)
 
         def starts() -> None:
             self.calls.stalled(owner, stall)  # (inside the calls the owner has open; before its own begins)
-            self.open(at, owner, None if cfa is None else self.height(cfa, top), began, reading)
+            self.open(at, owner, None if cfa is None else self.height(cfa, top), began, reading, tag)
             return None
         self._when(hit.seen, starts)
         return None
@@ -280,6 +336,13 @@ class Latency:
         def stall() -> None:
             self.calls.stalled_all(seconds)
         self._when(at, stall)
+
+    def rested(self, at: float) -> None:
+        """--max-overhead rests from ``at``: the calls under way then have no end to be seen."""
+        def rest() -> None:
+            self.rests += 1
+            self.rested_calls += self.calls.abandon()
+        self._when(at, rest)
 
     def putting(self, at: float, seconds: float) -> None:
         """Sampler put probes in from ``at`` for ``seconds``: the calls open meanwhile say so."""
@@ -301,33 +364,43 @@ class Latency:
             row = event()
             if row is not None and self._last_site is not None:
                 out.append((self._last_site, row))
+            out.extend(self.extra)
+            self.extra.clear()
         return out
 
     # -- the calls, in the order they happened -----------------------------------------------
 
-    def open(self, site: Site, owner: object, height: int | None, began: float, reading: Reading) -> None:
-        """A call began at ``began`` (monotonic seconds), its entry's row read: it waits for its end."""
+    def open(self, site: Site, owner: object, height: int | None, began: float, reading: Reading,
+             tag: int | None = None) -> None:
+        """A call began at ``began`` (monotonic seconds), its entry's row read: it waits for its end.
+        ``tag``: its return address, where known."""
         if height is None:
             self.unsure_frames += 1
             return
-        self.calls.enter(owner, height, began, (site, reading))
+        self.calls.enter(owner, height, began, (site, reading), tag)
 
     def close(self, owner: object, height: int, seen: float, pause_s: float, address: int,
               read_returns: Callable[[Site], list[tuple[int, Value, str]]],
-              late_since: float | None = None) -> Reading | None:
-        """A return's (or --to place's) hit at ``seen``: the row of the call it ends, or None.
-        ``late_since``: the stop was waiting when sampler came to wait, and came after this moment
-        (monotonic seconds): the call's time is known only between the two. ``pause_s``: the stop's
-        own time (after ``seen``: inside the calls the owner still has open)."""
-        found = self.calls.leave(owner, height)
+              late_since: float | None = None, tag: int | None = None) -> Reading | None:
+        """A return's (or --to place's) hit at ``seen``: the row of the call it ends, or None (a chain of
+        tail calls ends several: the others wait in ``extra``). ``late_since``: the stop was waiting when
+        sampler came to it, and came after this moment (monotonic seconds): the call's time is known only
+        between the two. ``pause_s``: the stop's own time (inside the calls the owner still has open)."""
+        ended = self.calls.ended(owner, height, tag)
         self.calls.stalled(owner, pause_s)
-        if found is None:
+        if not ended:
             # (a followed tail call's function returns to its other callers too: no call of the site's)
             self.before += address in self.own
             return None
-        call, inside = found
+        rows = [self._row(call, inside, seen, pause_s, read_returns, late_since) for call, inside in ended]
+        self.extra.extend(rows[1:])
+        self._last_site = rows[0][0]
+        return rows[0][1]
+
+    def _row(self, call: Open[tuple[Site, Reading]], inside: float, seen: float, pause_s: float,
+             read_returns: Callable[[Site], list[tuple[int, Value, str]]], late_since: float | None
+             ) -> tuple[Site, Reading]:
         site, entry = call.what
-        self._last_site = site
         values = list(entry.values)
         errors = [entry.error] if entry.error else []
         for slot, value, error in read_returns(site):
@@ -336,25 +409,28 @@ class Latency:
                 errors.append(error)
         latency_s = max(0.0, seen - call.began - inside)
         values[self.column] = round(latency_s * 1e6, 3)
-        if call.spanned:
-            self.spanned += 1
-            errors.append(f"{LATENCY} may hold some of the {call.spanned * 1e3:.1f} ms sampler took putting "
-                          f"its probes in meanwhile ({inside * 1e3:.1f} ms of its stops were taken out)")
+        what = "the time" if self.to else "the call"
         if late_since is not None:
             least = max(0.0, late_since - call.began - inside)
             if latency_s - least > LATE_S:
                 self.bounded += 1
-                errors.append(f"{LATENCY} is at most this: the {'end' if self.to else 'return'} came while "
-                              f"sampler was busy, the call took {least * 1e6:.0f}-{latency_s * 1e6:.0f} us")
-        return Reading(tuple(values), thread=entry.thread, pause_us=entry.pause_us + pause_s * 1e6,
-                       wait_us=entry.wait_us, error="; ".join(errors), at=seen)
+                errors.append(f"{LATENCY} is at most this: the {'end' if self.to else 'return'}'s stop came while "
+                              f"sampler was busy, {what} took {least * 1e6:.0f}-{latency_s * 1e6:.0f} us")
+        if call.inside:
+            self.inner += 1
+            errors.append(f"{LATENCY} holds the kernel's part of {call.inside} stop(s) for sampler inside {what} "
+                          "(tens of us each; their pauses are taken out)")
+        if call.spanned:
+            self.spanned += 1
+            errors.append(f"{LATENCY} may hold some of the {call.spanned * 1e3:.1f} ms sampler took putting "
+                          f"its probes in meanwhile ({inside * 1e3:.1f} ms of its stops were taken out)")
+        return site, Reading(tuple(values), thread=entry.thread, pause_us=entry.pause_us + pause_s * 1e6,
+                             wait_us=entry.wait_us, error="; ".join(errors), at=seen)
 
-    # -- at the hits -----------------------------------------------------------------------
-
-    def owner(self, site: Site | None, hit: Hit, memory: Memory) -> tuple[object, int]:
+    def owner(self, hit: Hit, memory: Memory) -> tuple[object, int]:
         """(owner, stack top) of a hit, read while its thread waits: Go's goroutine (R14) and its
         stack's top (g.stack.hi), else the thread and 0."""
-        if self.is_go and (site is None or site.scope.goid_offset is not None):
+        if self.is_go:
             g = int(hit.registers.r14)
             try:
                 hi = int.from_bytes(memory.read(g + 8, 8), "little")
@@ -383,8 +459,8 @@ class Latency:
         register, offset = rule
         return int(getattr(registers, register)) + offset
 
-    def read_returns(self, site: Site, hit: Stop, memory: Memory, xmm0: bytes | None
-                      ) -> list[tuple[int, Value, str]]:
+    def read_returns(self, site: Site, hit: Stop, memory: Memory, xmm0: bytes | None, guard: Guard | None = None
+                     ) -> list[tuple[int, Value, str]]:
         """The site's expressions that name retval, each (its slot, value, 'name: why' or '')."""
         returned = self.returned.get(site)
         scope = site.scope
@@ -402,9 +478,11 @@ class Latency:
         out: list[tuple[int, Value, str]] = []
         for slot, expression in self.returns.get(site, ()):
             evaluator = Evaluator(resolve, memory.read, register, "at the return (retval, registers, globals)")
-            try:
-                out.append((slot, evaluator.value(expression.tree), ""))
-            except SampleError as e:
+            value_of = functools.partial(evaluator.value, expression.tree)
+            try:  # (a read that does not answer gives up after the guard's time: memory.MemoryHang)
+                value = guard.call(value_of) if guard is not None else value_of()
+                out.append((slot, value, ""))
+            except (SampleError, ExpressionError, MemoryHang) as e:  # (what the type or the data allow)
                 out.append((slot, None, f"{expression.name}: {e}"))
         return out
 
@@ -412,10 +490,10 @@ class Latency:
         """What the summary says (summed over the processes of a run of many: timed_notes); ``late``:
         in-process records taken after events of a later moment."""
         calls = self.calls
-        return {"rows": self.calls.paired, "bounded": self.bounded, "spanned": self.spanned, "unseen": calls.unseen,
-                "dropped": calls.dropped, "before": self.before,
-                "open": calls.total, "unsure": self.unsure_frames, "to": int(self.to), "late": late,
-                "queued": len(self._queue)}
+        return {"rows": self.calls.paired, "bounded": self.bounded, "spanned": self.spanned,
+                "rested": self.rested_calls, "rests": self.rests, "unseen": calls.unseen, "dropped": calls.dropped,
+                "before": self.before, "open": calls.total, "unsure": self.unsure_frames, "to": int(self.to),
+                "late": late, "queued": len(self._queue), "inner": self.inner}
 
 
 def timed_notes(counts: dict[str, int]) -> list[str]:
@@ -431,6 +509,9 @@ def timed_notes(counts: dict[str, int]) -> list[str]:
     if counts.get("bounded"):
         said.append(f"{counts['bounded']} row(s)' {LATENCY} are upper bounds: the {noun}'s stop came while "
                     "sampler was busy with another hit (each row's error gives the range)")
+    if counts.get("inner"):
+        said.append(f"{counts['inner']} row(s) are of calls with sampler's stops inside them (recursion, another "
+                    f"probe): their {LATENCY} holds the kernel's part of each (their rows say how many)")
     if counts.get("spanned"):
         said.append(f"{counts['spanned']} row(s) are of calls under way while sampler put its probes in: their "
                     f"{LATENCY} may hold some of that time (each row's error says how long it was)")
@@ -439,8 +520,12 @@ def timed_notes(counts: dict[str, int]) -> list[str]:
             "its frame was left without one (longjmp, a C++ exception, a Go panic, a tail call through a pointer)"
         said.append(f"{counts['unseen']} call(s) had no {noun} seen: {why}; no row"
                     + (f" ({counts['dropped']} dropped past the bound of open calls)" if counts.get("dropped") else ""))
+    if counts.get("rested"):
+        said.append(f"{counts['rested']} call(s) were under way when a --max-overhead rest began (its ends' "
+                    "breakpoints out too): no row")
     if counts.get("before") and not to:
-        said.append(f"{counts['before']} return(s) of calls under way when the trace began: no row")
+        said.append(f"{counts['before']} return(s) of calls under way when the trace began"
+                    + (" or when a --max-overhead rest ended" if counts.get("rests") else "") + ": no row")
     if counts.get("open"):
         said.append(f"{counts['open']} call(s) were still open when the trace ended (under way, or left without "
                     f"{what}): no row")
@@ -453,6 +538,13 @@ def timed_notes(counts: dict[str, int]) -> list[str]:
     if counts.get("unsure"):
         said.append(f"{counts['unsure']} entr(ies) had no call frame information at the breakpoint: no row")
     return said
+
+
+def _word(memory: Memory, address: int) -> int | None:
+    try:
+        return int.from_bytes(memory.read(address, 8), "little")
+    except UnreadableMemory:
+        return None
 
 
 def read_xmm0(tid: int) -> bytes | None:

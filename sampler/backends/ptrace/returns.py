@@ -9,7 +9,8 @@ jump through a register or memory (a switch's table, or a tail call through a po
 followed: the calls that leave that way are counted as "no return seen" when their frame is seen
 gone, and the start line says the function has such jumps.
 
-Nothing here writes the target: the code is read from the process's memory before any int3 goes in.
+Nothing here writes the target: the code is read from the module's file (as it was loaded: the memory
+may hold int3s by then, sampler's own copies in a forked child or another tool's).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class ReturnPoints:
     """Of those, the function's own (not those of the functions its tail calls go to)."""
     followed: list[str] = field(default_factory=list)
     """The functions (other than its own) whose returns end its calls: its tail calls' targets."""
+    targets: set[int] = field(default_factory=set)
+    """Where its direct tail calls go (run-time addresses)."""
     unfollowed: int = 0
     """Tail calls whose target could not be decoded (a PLT stub, no symbol): calls leaving by them
     are counted as "no return seen"."""
@@ -65,7 +68,15 @@ def return_points(modules: Modules, address: int) -> ReturnPoints:
             found.unfollowed += 1
             continue
         seen.add(start)
-        code = modules.code(start, min(span[1], MAX_FUNCTION_BYTES))
+        if span[1] > MAX_FUNCTION_BYTES:
+            if at == address:
+                found.why_not = f"it is {span[1]:,} bytes long: over the {MAX_FUNCTION_BYTES:,} decoded for returns"
+                return found
+            found.unfollowed += 1
+            continue
+        # the file's bytes: the memory may hold int3s already (sampler's own copies in a forked child,
+        # another tool's), which would hide a return or throw the decoding out of step
+        code = module.file.bytes_at(span[0], span[1])
         if code is None:
             if at == address:
                 found.why_not = "its code cannot be read"
@@ -87,6 +98,7 @@ def return_points(modules: Modules, address: int) -> ReturnPoints:
             found.own.update(out.returns)
         found.indirect += len(out.indirect)
         todo.extend(target for _, target in out.tail_calls)
+        found.targets.update(target for _, target in out.tail_calls)
     if not found.addresses and not found.why_not:
         found.why_not = "no return instruction was found in its code (a function that never returns?)"
     return found

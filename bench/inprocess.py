@@ -12,7 +12,9 @@ In-process probes are measured twice: a burst of a million calls a thread (the r
 fills within the burst: most calls are counted and their record dropped, the cheaper path), and bursts
 of 60,000 calls in all, 100 ms apart (each fits in the ring: most calls write their record; sampler
 then writes rows at about 100,000 a second, so it drops records still between bursts, but fewer).
-Latency probes (two hits a call: the entry and the return): sampler's --latency (int3 at both) and
+Latency probes (two hits a call: the entry and the return): sampler's --latency (int3 at both: touch()
+has one byte of padding after its ret, where an in-process return probe needs four; bench/latency_clock.py
+gives the in-process cost on a function that has them) and
 bpftrace's uprobe and uretprobe (funclatency's one-liner; not on Go, which uretprobes crash). Then the
 same with a read plan of two fields through the argument (a->n and a->sum; Go: a.n, a.sum),
 for the tracers that read them: sampler in-process (the plan runs in the target: one process_vm_readv

@@ -56,6 +56,9 @@ class Displaced:
     site: int
     """Where the jump goes (past an endbr64)."""
     instructions: tuple[Moved, ...]
+    ret_index: int | None = None
+    """A return probe's (issue 37): which of the instructions is the ``ret`` the probe runs before (those
+    before it run first, then the probe, then the ``ret``; padding after it is never run)."""
 
     @property
     def size(self) -> int:
@@ -189,7 +192,37 @@ def displace_return(code: bytes, ret: int) -> Displaced:
     if sum(len(m.data) for m in moved) < JUMP_SIZE:
         raise Refused(f"the return at {ret:#x} has {sum(len(m.data) for m in moved) - 1} byte(s) of padding "
                       "after it: no room for a jump")
-    return Displaced(ret, tuple(moved))
+    return Displaced(ret, tuple(moved), ret_index=0)
+
+
+def displace_to_return(code: bytes, start: int, ret: int) -> Displaced:
+    """A jump over the instructions that end with the ``ret`` at ``ret`` (5 bytes or more of them), in the
+    function whose ``code`` starts at ``start``: they run in the trampoline, then the probe, then the
+    ``ret``. Refused (the return keeps its int3) when one of them cannot move, a branch lands inside them
+    (the ``ret`` included: an epilogue other paths jump to), or the function jumps through a table."""
+    instructions = decode(code[:MAX_FUNCTION], start)
+    at = {i.address: n for n, i in enumerate(instructions)}
+    last = at.get(ret)
+    if last is None or X.X86_GRP_RET not in set(instructions[last].groups):
+        raise Refused(f"{ret:#x} holds no return")
+    first, size = last, instructions[last].size
+    while size < JUMP_SIZE:
+        first -= 1
+        if first < 0:
+            raise Refused(f"the function is {size} bytes up to its return at {ret:#x}: no room for a jump")
+        size += instructions[first].size
+    site = instructions[first].address
+    moved = [_movable(i) for i in instructions[first:last]]
+    moved.append(Moved(ret, bytes(instructions[last].bytes)))
+    for instruction in instructions:
+        for target in _targets(instruction):
+            if site < target <= ret:
+                raise Refused(f"the instruction at {instruction.address:#x} jumps to {target:#x}, inside the "
+                              f"bytes before the return a jump would take ({site:#x}-{ret:#x})")
+        if _indirect_jump(instruction):
+            raise Refused(f"the function jumps through a table at {instruction.address:#x}: a case could land "
+                          "inside the bytes the jump would take")
+    return Displaced(site, tuple(moved), ret_index=last - first)
 
 
 def decode_some(code: bytes, start: int) -> list:  # type: ignore[type-arg]

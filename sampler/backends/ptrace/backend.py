@@ -500,11 +500,13 @@ class PtraceBackend:
                             "what it reads")
                 continue
             if not why:
-                planned = self._plan(site, site.address if self.timed is not None else None)
+                planned = self._plan(site)  # (a count, or a call timed: at the function's entry)
                 why = planned.why_not
             returns: list[tuple[Site, Displaced, Layout]] = []
-            if not why and self.timed is not None and planned is not None:
-                returns, why = self.timed.return_jumps(site, self._program().read)
+            if not why and self.timed is not None and planned is not None and planned.displaced is not None:
+                taken = (planned.displaced.site, planned.displaced.back)
+                returns, why = self.timed.return_jumps(site, self._program().read, taken)
+                self.timed.entry_at[id(site)] = planned.displaced.site
             if why:
                 if kind == "inprocess":
                     raise UsageError(f"--probe inprocess: no in-process probe at {self._where(site)}: {why}",
@@ -514,8 +516,7 @@ class PtraceBackend:
             assert planned is not None and planned.displaced is not None
             wanted.append((site, planned.displaced, planned.entry))
             if self.timed is not None:  # the entry and every return, each a probe that records the registers
-                assert site.address is not None
-                layouts[site] = Layout(ReadPlan([]), site.address)
+                layouts[site] = Layout(ReadPlan([]), planned.displaced.site)
                 timed[site] = [ret for ret, _, _ in returns]
                 for ret, displaced, layout in returns:
                     wanted.append((ret, displaced, False))
@@ -588,7 +589,8 @@ class PtraceBackend:
             returns: list[Site] = []
             if self.timed is not None and self.latency is not None:
                 assert self.memory is not None
-                jumps, why = self.timed.return_jumps(site, self._program().read)
+                jumps, why = self.timed.return_jumps(site, self._program().read,
+                                                     (planned.displaced.site, planned.displaced.back))
                 why = self.timed.why_not(site) or why
                 if why:  # (a timed entry without its returns would write rows with no time)
                     self._not_promoted(site, why)
@@ -743,9 +745,13 @@ class PtraceBackend:
             if timed is not None and timed.owns(read):  # (--latency: into the queue, rows at the returns)
                 assert self.memory is not None and self.inprocess is not None and self.inprocess.clock is not None
                 timed.ns_per_tick = self.inprocess.clock.ns_per_tick
-                entry = id(read.placed.key) in timed.entries
-                rows = [row if isinstance(row, Reading) else row.reading()
-                        for row in self._rows_for(read).of(read)] if entry else []
+                site, entry = read.placed.key, id(read.placed.key) in timed.entries
+                if entry and not site.expressions:  # (nothing read: the row is its probe column)
+                    rows = [Reading(site.counted(), thread=thread, at=at)
+                            for thread, at in zip(read.threads, read.seconds.tolist())]
+                else:
+                    rows = [row if isinstance(row, Reading) else row.reading()
+                            for row in self._rows_for(read).of(read)] if entry else []
                 timed.take(read, rows, self.memory)
                 continue
             self._rows.extend((read.placed.key, row) for row in self._rows_for(read).of(read))
@@ -907,6 +913,8 @@ class PtraceBackend:
             inprocess: list[str] = []
             if self.tracer is not None:
                 try:
+                    if self.timed is not None and self.inprocess is not None:  # (before they go)
+                        self.timed.dropped = sum(c.dropped for c in self.inprocess.counts.values())
                     inprocess = self._take_inprocess_out()
                 except SamplerError as e:
                     inprocess = [f"the in-process probes: {e}"]
@@ -921,7 +929,8 @@ class PtraceBackend:
                                        list(stats.mismatches), tracer.guard.hangs + self.zero_stop_guard.hangs,
                                        len(stats.waiting_in_kernel), len(stats.given_up),
                                        len(stats.left_stepping), inprocess=inprocess,
-                                       timed=Counter(self.latency.counts(self.timed.late if self.timed else 0))
+                                       timed=Counter(self.latency.counts(self.timed.late if self.timed else 0,
+                                                                        self.timed.dropped if self.timed else 0))
                                        if self.latency is not None else Counter())
             if self.guardian is not None:  # only once every byte is back
                 guardian, self.guardian = self.guardian, None

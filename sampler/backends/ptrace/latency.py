@@ -209,6 +209,8 @@ class Latency:
         self.unsure_frames = 0
         self.bounded = 0
         self.inner = 0
+        self.int3_ends = 0
+        """Ends seen by an int3 (the others: in-process records, clocked in the target)."""
         """Rows of calls with sampler's stops inside them (their kernel part is in the time)."""
         self.extra: list[tuple[Site, Reading]] = []
         """Rows of a tail call's chain, after the first (the backend hands them over next)."""
@@ -307,7 +309,8 @@ class Latency:
 
             def ends() -> Reading | None:
                 return self.close(owner, height, ended, pause_s, hit.address,
-                                  lambda site: self.read_returns(site, hit, memory, xmm0, guard), late_since, tag)
+                                  lambda site: self.read_returns(site, hit, memory, xmm0, guard), late_since, tag,
+                                  by_int3=True)
             return self._when(hit.seen, ends)
         owner, top = self.owner(hit, memory)
         cfa = 0 if self.to else self._entry_cfa(site, hit.address, hit.registers)
@@ -381,7 +384,7 @@ class Latency:
 
     def close(self, owner: object, height: int, seen: float, pause_s: float, address: int,
               read_returns: Callable[[Site], list[tuple[int, Value, str]]],
-              late_since: float | None = None, tag: int | None = None) -> Reading | None:
+              late_since: float | None = None, tag: int | None = None, by_int3: bool = False) -> Reading | None:
         """A return's (or --to place's) hit at ``seen``: the row of the call it ends, or None (a chain of
         tail calls ends several: the others wait in ``extra``). ``late_since``: the stop was waiting when
         sampler came to it, and came after this moment (monotonic seconds): the call's time is known only
@@ -393,6 +396,7 @@ class Latency:
             self.before += address in self.own
             return None
         rows = [self._row(call, inside, seen, pause_s, read_returns, late_since) for call, inside in ended]
+        self.int3_ends += len(rows) if by_int3 else 0
         self.extra.extend(rows[1:])
         self._last_site = rows[0][0]
         return rows[0][1]
@@ -486,14 +490,15 @@ class Latency:
                 out.append((slot, None, f"{expression.name}: {e}"))
         return out
 
-    def counts(self, late: int = 0) -> dict[str, int]:
+    def counts(self, late: int = 0, dropped: int = 0) -> dict[str, int]:
         """What the summary says (summed over the processes of a run of many: timed_notes); ``late``:
         in-process records taken after events of a later moment."""
         calls = self.calls
         return {"rows": self.calls.paired, "bounded": self.bounded, "spanned": self.spanned,
                 "rested": self.rested_calls, "rests": self.rests, "unseen": calls.unseen, "dropped": calls.dropped,
                 "before": self.before, "open": calls.total, "unsure": self.unsure_frames, "to": int(self.to),
-                "late": late, "queued": len(self._queue), "inner": self.inner}
+                "late": late, "queued": len(self._queue), "inner": self.inner, "int3_ends": self.int3_ends,
+                "dropped_records": dropped}
 
 
 def timed_notes(counts: dict[str, int]) -> list[str]:
@@ -502,9 +507,13 @@ def timed_notes(counts: dict[str, int]) -> list[str]:
     to = counts.get("to", 0) > 0
     noun = "end (--to)" if to else "return"
     what = f"an {noun}" if to else f"a {noun}"
-    if counts.get("rows"):
+    in_target = counts.get("rows", 0) - counts.get("int3_ends", 0)
+    if in_target > 0:
+        said.append(f"{in_target} call(s) clocked in the target (its TSC, at the in-process probes): to a fraction "
+                    "of a microsecond (docs/cost.md)")
+    if counts.get("rows") and counts.get("int3_ends"):
         said.append(f"{LATENCY} runs from when the start's stop ended to when the {noun}'s stop was seen: never "
-                    "less than the call took, more by the kernel's part of two stops (a median 94 us on a 2-core "
+                    "less than the call took, more by the kernel's part of two stops (a median 84-94 us on a 2-core "
                     "VM, docs/cost.md)")
     if counts.get("bounded"):
         said.append(f"{counts['bounded']} row(s)' {LATENCY} are upper bounds: the {noun}'s stop came while "
@@ -518,14 +527,20 @@ def timed_notes(counts: dict[str, int]) -> list[str]:
     if counts.get("unseen"):
         why = "a later start on the same thread replaced it" if to else \
             "its frame was left without one (longjmp, a C++ exception, a Go panic, a tail call through a pointer)"
+        if counts.get("dropped_records"):
+            why += (f", or the in-process probes' rings were full ({counts['dropped_records']} record(s) not "
+                    "written: a call keeps its entry or its return alone)")
         said.append(f"{counts['unseen']} call(s) had no {noun} seen: {why}; no row"
                     + (f" ({counts['dropped']} dropped past the bound of open calls)" if counts.get("dropped") else ""))
     if counts.get("rested"):
         said.append(f"{counts['rested']} call(s) were under way when a --max-overhead rest began (its ends' "
                     "breakpoints out too): no row")
     if counts.get("before") and not to:
-        said.append(f"{counts['before']} return(s) of calls under way when the trace began"
-                    + (" or when a --max-overhead rest ended" if counts.get("rests") else "") + ": no row")
+        said.append(f"{counts['before']} return(s) with no entry seen (calls under way when the trace began"
+                    + (" or when a --max-overhead rest ended" if counts.get("rests") else "")
+                    + ", or a forked child's return from the call that forked it"
+                    + (", or an entry's record the full ring dropped" if counts.get("dropped_records") else "")
+                    + "): no row")
     if counts.get("open"):
         said.append(f"{counts['open']} call(s) were still open when the trace ended (under way, or left without "
                     f"{what}): no row")

@@ -54,6 +54,12 @@ class ProbeTable:
     def write_jump(self, site: int, jump: bytes) -> None:
         """An in-process probe's jump at ``site``, every byte journaled and told to the guardian
         first (as one group: they go back at once). The caller holds every thread of the process."""
+        end = site + len(jump)
+        for other, covered in self.jumps.items():  # (two jumps over one byte: the second's "original" would be
+            if other < end and site < other + len(covered):  # the first's, put back at the end: a crash)
+                raise ValueError(f"the bytes at {site:#x} hold another in-process probe's jump already")
+        if any(site <= address < end for address in self.armed):
+            raise ValueError(f"the bytes at {site:#x} hold an int3 of sampler's")
         try:
             original = self.memory.read(site, len(jump))
         except UnreadableMemory:

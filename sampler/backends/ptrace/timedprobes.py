@@ -8,8 +8,11 @@ so the probe's time is not the call's. At a return, the probe runs before the ``
 function's last ``ret`` and the padding after it: relocate.displace_return), and its record gives the
 frame (rsp + 8), the result (rax) and the call's end. Nothing stops: the time is the target's clock.
 
-A function whose every return is its last instruction followed by padding (and no tail call out) can
-be timed this way; others keep their int3s. The records of the probes come out of separate rings: they
+A return probe's jump goes over the ``ret`` and the padding after it (where the ``ret`` ends the
+function and 4 bytes of padding follow), else over the instructions that end with the ``ret``, moved
+into the trampoline before the probe (where no branch lands among them, the ``ret`` included). A function
+whose every return takes one (and that leaves by no tail call) is timed this way; others keep their
+int3s. The records of the probes come out of separate rings: they
 are taken in the order they happened (latency.py's queue), LAG_S after they were written, and so are
 the int3s' hits of a run that mixes both.
 """
@@ -32,7 +35,7 @@ from sampler.evaluation.plan import ReadPlan
 from sampler.evaluation.reads import UnreadableMemory
 from sampler.evaluation.scope import Scope
 from sampler.inprocess.reads import REGISTERS, Layout, Recorded
-from sampler.inprocess.relocate import Displaced, Refused, displace_return
+from sampler.inprocess.relocate import Displaced, Refused, displace_return, displace_to_return
 from sampler.sample import Reading, Value
 
 LAG_S = 0.02
@@ -40,6 +43,7 @@ LAG_S = 0.02
 then (a probe's reads take microseconds; a thread preempted inside one for longer is counted)."""
 RSP = REGISTERS.index("rsp")
 MAX_PADDING = 16
+MAX_RETURNS = 16
 
 
 class TimedProbes:
@@ -54,8 +58,12 @@ class TimedProbes:
         """Each return probe's site (by address), once placed."""
         self.entries: set[int] = set()
         """The entry sites timed in the target (by id)."""
+        self.entry_at: dict[int, int] = {}
+        """Where each timed entry's probe is (by the site's id): its registers are that place's."""
         self.ns_per_tick = 0.0
         self.late = 0
+        self.dropped = 0
+        """Records the probes' rings had no room for (their calls lack an entry or a return)."""
         """Records taken after events of a later moment (a thread held inside a probe past LAG_S)."""
         self._taken_until = 0.0
 
@@ -74,29 +82,37 @@ class TimedProbes:
             return "the function leaves by a tail call or a jump through a register: int3s follow it"
         return ""
 
-    def return_jumps(self, site: Site, read: Callable[[int, int], bytes]) -> tuple[list[tuple[Site, Displaced, Layout]],
-                                                                                  str]:
+    def return_jumps(self, site: Site, read: Callable[[int, int], bytes], taken: tuple[int, int] | None = None
+                     ) -> tuple[list[tuple[Site, Displaced, Layout]], str]:
         """A probe for each return of the site's function (all of them, or why not); ``read``: the
-        program's bytes (with sampler's int3s seen as the bytes they cover)."""
+        program's bytes (with sampler's int3s seen as the bytes they cover); ``taken``: the bytes the
+        entry's jump takes, [start, end), which no return's may."""
         points = self.latency.points[site]
         out = []
         for ret in sorted(points.addresses):
             module = self.modules.containing(ret)
-            if module is None:
-                return [], f"no module holds the return at {ret:#x}"
-            span = module.function_span(ret - module.bias)
-            if span is None or span[0] + module.bias + span[1] > ret + 2:  # (ret or repz ret: its last bytes)
-                return [], (f"a return in the middle of the function ({ret:#x}): no padding after it for a "
-                            "jump (int3s time the calls)")
+            span = module.function_span(ret - module.bias) if module is not None else None
+            if module is None or span is None or span[1] <= 0:
+                return [], f"no symbol says where the function of the return at {ret:#x} ends"
+            start = span[0] + module.bias
             try:
-                code = read(ret, MAX_PADDING)
+                if start + span[1] <= ret + 2:  # its last instruction (ret, or repz ret): padding after it?
+                    code = read(ret, MAX_PADDING)
+                    ends = next((k for k in range(1, MAX_PADDING) if self._starts_function(module, ret + k)),
+                                MAX_PADDING)
+                    try:
+                        displaced = displace_return(code[:ends], ret)
+                    except Refused:
+                        displaced = displace_to_return(read(start, ret + 1 - start), start, ret)
+                else:  # the instructions before it, moved with it
+                    displaced = displace_to_return(read(start, span[1]), start, ret)
             except UnreadableMemory as e:
                 return [], f"the code at {ret:#x} cannot be read ({e})"
-            ends = next((k for k in range(1, MAX_PADDING) if self._starts_function(module, ret + k)), MAX_PADDING)
-            try:
-                displaced = displace_return(code[:ends], ret)
             except Refused as e:
-                return [], str(e)
+                return [], f"the return at {ret:#x}: {e}"
+            if taken is not None and displaced.site < taken[1] and taken[0] < displaced.back:
+                return [], (f"the return at {ret:#x} is too near the entry's probe ({taken[0]:#x}): their jumps "
+                            "would share bytes")
             place = Place(ret, module, None)
             scoped = dataclasses.replace(self.config, location=f"*{ret:#x}", expressions=(), probes=())
             out.append((Site(Scope(scoped, self.modules, place, self.is_go), "", (), 0), displaced,
@@ -137,8 +153,10 @@ class TimedProbes:
         if id(site) in self.entries:
             ticks = records["flags"].tolist()
             module = site.place.module if site.place is not None else None
-            rule = module.cfa_rule(site.address - module.bias) if module is not None else None
+            probe_at = self.entry_at.get(id(site), site.address)
+            rule = module.cfa_rule(probe_at - module.bias) if module is not None else None
             index = REGISTERS.index(rule[0]) if rule is not None and rule[0] in REGISTERS else None
+            assert len(rows) == len(seconds), "a row for each entry's record"
             for n, (at, thread, row) in enumerate(zip(seconds, threads, rows)):
                 began = at + ticks[n] * self.ns_per_tick / 1e9  # (the probe's own reads are not the call's)
                 height = None if index is None or rule is None else -(int(registers[n][index]) + rule[1])

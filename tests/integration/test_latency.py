@@ -227,3 +227,21 @@ def _stats(port: int) -> dict[str, tuple[int, float]]:
     return {m.group(1): (int(m.group(2)), float(m.group(3))) for m in
             re.finditer(r"cmdstat_([\w|]+):calls=(\d+),usec=\d+,usec_per_call=([\d.]+)",
                         redis_cli(port, "INFO", "commandstats"))}
+
+
+def test_in_process_latency_is_the_targets_own_clock(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN work(): its ret ends the function, with padding after it
+    target = start_target("latency", "work", "20")
+    # WHEN its calls are timed by in-process probes (the first hits learn what i=arg0 reads, by int3s)
+    rows, stderr = timed_rows(target, "work", tmp_path / "t.csv", "--latency", "--probe", "inprocess",
+                              "--expr", "i=arg0", "--expr", "got=retval", rows=20)
+    # THEN every call has its row, and from the jumps on each is clocked in the target: within a few
+    # microseconds of the program's own clock around the call (an int3's stops put 200-300 us there)
+    assert "in-process, clocked in the target" in stderr, stderr
+    calls = program_calls(target)
+    assert_timed(rows, calls)
+    timed = [row for row in rows if not row["error"] and row["pause_us"] == "0"]
+    assert len(timed) >= 15, rows
+    gaps = sorted(calls[int(row["i"])][1] - float(row["latency_us"]) for row in timed)
+    assert gaps[len(gaps) // 2] < 20, gaps
+    assert_left_clean(target)

@@ -140,8 +140,9 @@ def report(rows: list[dict[str, object]]) -> str:
                      f"{row.get('error_min_us', '')} us | {row.get('added_median_us', '')} us |")
     lines += ["", "error: the tracer's latency less the call's own time (k x 100 us busy by CLOCK_MONOTONIC); "
               "rows bounded: sampler's rows with an error (an int3's return seen while sampler was busy: an upper "
-              "bound; a call under way while the in-process probes went in), left out of the error. added: the program's own clock around the call less "
-              "its own time: what timing it cost the call (from the sixth call on).", ""]
+              "bound; a call under way while the in-process probes went in), left out of the error. added: the "
+              "program's own clock around the call less its own time: what timing it cost the call (from the sixth "
+              "call on).", ""]
     return "\n".join(lines)
 
 

@@ -185,6 +185,17 @@ def finish(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[str, str]:
                          f"stderr (a stack dump at the end):\n{stderr[-6000:]}")
 
 
+def stop_once(proc: subprocess.Popen[str], written: Callable[[], bool], timeout: float = 10) -> tuple[str, str]:
+    """Once ``written()`` holds (the rows of what the target did are out; ``timeout`` at most) and a moment
+    after (none more come), sampler's Ctrl-C; its stdout and stderr."""
+    deadline = time.monotonic() + timeout
+    while not written() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    return finish(proc)
+
+
 def descendants(pid: int) -> list[int]:
     """Every process below ``pid`` now (children of any of its threads, theirs, ...)."""
     children: dict[int, list[int]] = {}

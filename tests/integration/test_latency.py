@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import csv
 import re
-import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from tests.integration.targets import (
     sampler,
     start_redis,
     start_sampler,
+    stop_once,
 )
 
 
@@ -34,12 +34,7 @@ def timed_rows(target: Target, at: str, out: Path, *options: str, rows: int | No
                          "--out", str(out))
     target.wait_for(lambda: any(line.startswith("done calls=") for line in target.lines), 120,
                     "the target did not finish its calls")
-    deadline = time.monotonic() + 10
-    while rows is not None and len(out.read_text().splitlines()) - 1 < rows and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.3)
-    proc.send_signal(signal.SIGINT)
-    _, stderr = finish(proc)
+    _, stderr = stop_once(proc, lambda: rows is None or len(out.read_text().splitlines()) - 1 >= rows)
     assert proc.returncode == 0, stderr
     with out.open() as f:
         return list(csv.DictReader(f)), stderr
@@ -183,6 +178,7 @@ def test_debians_redis_process_command_latency_beside_its_own_commandstats(
     target, port = start_redis(start_target, "--loglevel", "warning")
     out = tmp_path / "redis.csv"
     # WHEN each processCommand is timed to its return, its result read
+    rows_before = made = 0  # (read by the finally's wait, whatever failed before)
     proc = start_sampler("trace", "--pid", str(target.pid), "--at", "processCommand", "--latency", "--expr",
                          "ok=retval", "--duration", "120s", "--out", str(out))
     try:
@@ -197,13 +193,8 @@ def test_debians_redis_process_command_latency_beside_its_own_commandstats(
                        capture_output=True, timeout=120, check=True)
         after = _stats(port)
         made = sum(calls for calls, _ in after.values()) - sum(calls for calls, _ in before.values())
-        deadline = time.monotonic() + 10
-        while len(out.read_text().splitlines()) - rows_before < made + 1 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.3)
     finally:
-        proc.send_signal(signal.SIGINT)
-        _, stderr = finish(proc)
+        _, stderr = stop_once(proc, lambda: len(out.read_text().splitlines()) - rows_before >= made + 1)
     assert proc.returncode == 0, stderr
     # THEN a row for each command redis counted (the first INFO's, the benchmark's; the second INFO's too)
     with out.open() as f:

@@ -18,7 +18,14 @@ from pathlib import Path
 import pytest
 
 from sampler.target import pgrep, procfs
-from tests.integration.targets import Target, assert_code_matches_files, assert_csv_whole, finish, start_sampler
+from tests.integration.targets import (
+    Target,
+    assert_code_matches_files,
+    assert_csv_whole,
+    finish,
+    start_sampler,
+    stop_once,
+)
 
 NGINX = "/usr/sbin/nginx"
 
@@ -124,6 +131,7 @@ def traced_through_a_reload(nginx: Target, program: Path, port: int, tmp_path: P
     access = tmp_path / "access.log"
     out = tmp_path / "n.csv"
     # WHEN its request handler is traced in every process of the program, following forks
+    before = rows_before = 0  # (read by the finally's wait, whatever failed before)
     proc = start_sampler("trace", "--exe", str(program), "--follow-forks", "--at", "ngx_http_process_request",
                          "--duration", "120s", "--out", str(out), "--quiet")
     try:
@@ -142,13 +150,8 @@ def traced_through_a_reload(nginx: Target, program: Path, port: int, tmp_path: P
             time.sleep(0.05)
         new = procfs.children(nginx.pid)
         assert get(port, 300) == 300
-        deadline = time.monotonic() + 10
-        while lines(out) - 1 - rows_before < lines(access) - before and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.3)
     finally:
-        proc.send_signal(signal.SIGINT)
-        _, stderr = finish(proc)
+        _, stderr = stop_once(proc, lambda: lines(out) - 1 - rows_before >= lines(access) - before)
     assert proc.returncode == 0, stderr
     # THEN a row for every request nginx logged, across the old workers and the new ones
     rows = assert_csv_whole(out)
@@ -185,6 +188,7 @@ def test_nginx_request_latency_one_row_per_request(start_target: Callable[..., T
     nginx, program, port = start_nginx(start_target, tmp_path)
     try:
         access, out = tmp_path / "access.log", tmp_path / "latency.csv"
+        before = rows_before = 0  # (read by the finally's wait, whatever failed before)
         proc = start_sampler("trace", "--exe", str(program), "--at", "ngx_http_process_request", "--latency",
                              "--hist", "latency_us", "--duration", "120s", "--out", str(out))
         try:
@@ -196,13 +200,8 @@ def test_nginx_request_latency_one_row_per_request(start_target: Callable[..., T
             before, rows_before = lines(access), lines(out) - 1
             # WHEN a bounded loop of requests comes
             assert get(port, 200) == 200
-            deadline = time.monotonic() + 10
-            while lines(out) - 1 - rows_before < lines(access) - before and time.monotonic() < deadline:
-                time.sleep(0.05)
-            time.sleep(0.3)
         finally:
-            proc.send_signal(signal.SIGINT)
-            stdout, stderr = finish(proc)
+            stdout, stderr = stop_once(proc, lambda: lines(out) - 1 - rows_before >= lines(access) - before)
         assert proc.returncode == 0, stderr
         # THEN one row per request the access log counts, each with its time, and their histogram
         rows = assert_csv_whole(out)

@@ -1,10 +1,11 @@
 // Go: calls of known length and result (trace --latency), whose goroutine moves between threads
 // and whose stack grows mid-call.
 //
-//	latency-go CALLS   work(i, k): sleeps k x 100 us (k = 1 + i%5; the goroutine parks, and may come back
-//	                   on another thread), grows its stack (a 64 KiB frame, deep), returns 1000*i + k
+//	latency-go CALLS   work(i, k): sleeps k x 100 us (k = 1 + i%5), then 20 ms in a blocking system call
+//	                   (Go gives its P to another thread meanwhile: the goroutine goes on there), grows
+//	                   its stack (a 64 KiB frame, deep), returns 1000*i + k
 //
-// Busy goroutines keep the other threads occupied. Waits for a tracer's change of work()'s first
+// A busy goroutine keeps the one P wanted (GOMAXPROCS 1). Waits for a tracer's change of work()'s first
 // 64 bytes, then writes "call I K NS RESULT" per call (NS: the program's own clock around the call),
 // "done calls=N", and waits to be killed.
 package main
@@ -15,6 +16,7 @@ import (
 	"os"
 	"reflect"
 	"runtime"
+	"syscall"
 	"time"
 	"unsafe"
 )
@@ -34,6 +36,10 @@ func deep(n int) int {
 //go:noinline
 func work(i, k int) int {
 	time.Sleep(time.Duration(k) * 100 * time.Microsecond)
+	// a blocking system call of 20 ms: Go hands the P to another thread meanwhile (a goroutine keeps it
+	// busy), and this goroutine goes on, after the call, on that thread
+	ts := syscall.Timespec{Nsec: 20_000_000}
+	syscall.Nanosleep(&ts, nil)
 	sink += deep(8)
 	return 1000*i + k
 }
@@ -48,8 +54,8 @@ func main() {
 	if len(os.Args) > 1 {
 		fmt.Sscan(os.Args[1], &calls)
 	}
-	runtime.GOMAXPROCS(2)
-	for b := 0; b < 2; b++ {
+	runtime.GOMAXPROCS(1)
+	for b := 0; b < 1; b++ {
 		go func() {
 			for {
 				for j := 0; j < 1000000; j++ {

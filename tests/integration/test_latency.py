@@ -130,16 +130,21 @@ def test_a_frame_left_by_longjmp_is_counted_not_paired(start_target: Callable[..
 
 
 def test_a_go_call_moved_to_a_new_stack_is_paired(start_target: Callable[..., Target], tmp_path: Path) -> None:
-    # GIVEN work() on a new goroutine each call: it sleeps (parks: it may come back on another thread)
-    # and grows its stack 64 KiB deep, so Go copies its frame to a new stack mid-call
+    # GIVEN work() on a new goroutine each call: a blocking system call in it (Go hands its P to another
+    # thread meanwhile, and the goroutine goes on there), and its stack grown 64 KiB deep, so Go copies
+    # its frame to a new stack mid-call
     target = start_target("latency-go", "10")
     rows, _ = timed_rows(target, "main.work", tmp_path / "t.csv", "--latency", "--expr", "i=arg0",
-                         "--expr", "got=retval", "--expr", "sp_in=$rsp", "--expr", "sp_out=$rsp+retval*0", rows=10)
-    # THEN each call is paired by its goroutine, though its frame is elsewhere at the return
+                         "--expr", "got=retval", "--expr", "sp_in=$rsp", "--expr", "sp_out=$rsp+retval*0",
+                         "--expr", "fs_in=$fs_base", "--expr", "fs_out=$fs_base+retval*0", rows=10)
+    # THEN each call is paired by its goroutine, though its frame is elsewhere at the return, and its
+    # thread another
     assert_timed(rows, program_calls(target))
     assert len({row["thread"] for row in rows}) == 10  # a goroutine each
     moved = [abs(int(row["sp_out"]) - int(row["sp_in"])) > 65536 for row in rows]
     assert all(moved), rows
+    other_thread = [row["fs_in"] != row["fs_out"] for row in rows]
+    assert sum(other_thread) >= 9, rows
     assert_left_clean(target)
 
 

@@ -56,9 +56,9 @@ class Displaced:
     site: int
     """Where the jump goes (past an endbr64)."""
     instructions: tuple[Moved, ...]
-    ret_index: int | None = None
-    """A return probe's (issue 37): which of the instructions is the ``ret`` the probe runs before (those
-    before it run first, then the probe, then the ``ret``; padding after it is never run)."""
+    ret_rsp: tuple[str, int] | None = None
+    """A return probe's (issue 37): where the stack pointer is when the ``ret`` runs, from the registers
+    the probe sees before the displaced instructions run: (register, offset)."""
 
     @property
     def size(self) -> int:
@@ -192,24 +192,27 @@ def displace_return(code: bytes, ret: int) -> Displaced:
     if sum(len(m.data) for m in moved) < JUMP_SIZE:
         raise Refused(f"the return at {ret:#x} has {sum(len(m.data) for m in moved) - 1} byte(s) of padding "
                       "after it: no room for a jump")
-    return Displaced(ret, tuple(moved), ret_index=0)
+    return Displaced(ret, tuple(moved), ret_rsp=("rsp", 0))
 
 
 def displace_to_return(code: bytes, start: int, ret: int) -> Displaced:
-    """A jump over the instructions that end with the ``ret`` at ``ret`` (5 bytes or more of them), in the
-    function whose ``code`` starts at ``start``: they run in the trampoline, then the probe, then the
-    ``ret``. Refused (the return keeps its int3) when one of them cannot move, a branch lands inside them
-    (the ``ret`` included: an epilogue other paths jump to), or the function jumps through a table."""
+    """A jump over the instructions before the ``ret`` at ``ret`` (5 bytes or more of them, so that the
+    ``ret`` itself stays where it is), in the function whose ``code`` starts at ``start``: the probe runs
+    first, then they and the ``ret`` run in the trampoline. The probe sees the registers before them:
+    they must leave the result alone (rax, rdx, xmm0), and where they move the stack pointer must be
+    known (pops, an add to rsp, leave), so the return's frame is known. Refused (the return keeps its
+    int3) when one cannot move, a branch lands among them or on the ``ret``, they change the result or
+    move rsp otherwise, or the function jumps through a table."""
     instructions = decode(code[:MAX_FUNCTION], start)
     at = {i.address: n for n, i in enumerate(instructions)}
     last = at.get(ret)
     if last is None or X.X86_GRP_RET not in set(instructions[last].groups):
         raise Refused(f"{ret:#x} holds no return")
-    first, size = last, instructions[last].size
+    first, size = last, 0
     while size < JUMP_SIZE:
         first -= 1
         if first < 0:
-            raise Refused(f"the function is {size} bytes up to its return at {ret:#x}: no room for a jump")
+            raise Refused(f"the function has {size} bytes before its return at {ret:#x}: no room for a jump")
         size += instructions[first].size
     site = instructions[first].address
     moved = [_movable(i) for i in instructions[first:last]]
@@ -217,12 +220,64 @@ def displace_to_return(code: bytes, start: int, ret: int) -> Displaced:
     for instruction in instructions:
         for target in _targets(instruction):
             if site < target <= ret:
-                raise Refused(f"the instruction at {instruction.address:#x} jumps to {target:#x}, inside the "
-                              f"bytes before the return a jump would take ({site:#x}-{ret:#x})")
+                raise Refused(f"the instruction at {instruction.address:#x} jumps to {target:#x}, among the "
+                              f"instructions that end with the return ({site:#x}-{ret:#x})")
         if _indirect_jump(instruction):
             raise Refused(f"the function jumps through a table at {instruction.address:#x}: a case could land "
                           "inside the bytes the jump would take")
-    return Displaced(site, tuple(moved), ret_index=last - first)
+    return Displaced(site, tuple(moved), ret_rsp=_stack_at_return(instructions[first:last], ret))
+
+
+RESULT = {"rax", "eax", "ax", "al", "ah", "rdx", "edx", "dx", "dl", "dh", "xmm0", "ymm0", "zmm0", "st(0)"}
+STACK = {"rsp", "esp", "sp", "spl"}
+FRAME = {"rbp", "ebp", "bp", "bpl"}
+
+
+def _stack_at_return(instructions: list, ret: int) -> tuple[str, int]:  # type: ignore[type-arg]
+    """(register, offset): the stack pointer when the ``ret`` runs, from the registers before
+    ``instructions``; Refused when they change the result or move rsp in a way not followed."""
+    base, offset, frame_moved = "rsp", 0, False
+    for instruction in instructions:
+        mnemonic = instruction.mnemonic
+        ops = instruction.operands
+        _, written = instruction.regs_access()
+        names = {instruction.reg_name(r) for r in written}
+        if names & RESULT:
+            raise Refused(f"the instruction at {instruction.address:#x} ({mnemonic}) before the return at {ret:#x} "
+                          "changes the result: a probe before it would not see it")
+        if mnemonic == "pop" and ops[0].type == X.X86_OP_REG and instruction.reg_name(ops[0].reg) not in STACK:
+            offset += 8
+            frame_moved = frame_moved or instruction.reg_name(ops[0].reg) in FRAME
+            continue
+        if mnemonic == "push":
+            offset -= 8
+            continue
+        if mnemonic == "leave" and not frame_moved:
+            base, offset = "rbp", 8
+            continue
+        stack_written = names & STACK
+        if not stack_written:
+            frame_moved = frame_moved or bool(names & FRAME)
+            continue
+        destination = instruction.reg_name(ops[0].reg) if ops and ops[0].type == X.X86_OP_REG else ""
+        if mnemonic in ("add", "sub") and destination == "rsp" and len(ops) == 2 and ops[1].type == X.X86_OP_IMM:
+            offset += ops[1].imm if mnemonic == "add" else -ops[1].imm
+            continue
+        if mnemonic == "lea" and destination == "rsp" and ops[1].type == X.X86_OP_MEM and not ops[1].mem.index:
+            source = instruction.reg_name(ops[1].mem.base) if ops[1].mem.base else ""
+            if source == "rsp":
+                offset += ops[1].mem.disp
+                continue
+            if source == "rbp" and not frame_moved:
+                base, offset = "rbp", ops[1].mem.disp
+                continue
+        if mnemonic == "mov" and destination == "rsp" and len(ops) == 2 and ops[1].type == X.X86_OP_REG \
+                and instruction.reg_name(ops[1].reg) == "rbp" and not frame_moved:
+            base, offset = "rbp", 0
+            continue
+        raise Refused(f"the instruction at {instruction.address:#x} ({mnemonic} {instruction.op_str}) before the "
+                      f"return at {ret:#x} moves the stack pointer in a way not followed")
+    return base, offset
 
 
 def decode_some(code: bytes, start: int) -> list:  # type: ignore[type-arg]

@@ -52,7 +52,7 @@ def recording(displaced: Displaced, at: int, data: int, probe: int, entry: bool,
     """The trampoline's bytes for running at ``at``, for probe number ``probe`` of the data area at
     ``data``; and where in it the displaced instructions start (a thread found in them is moved
     there)."""
-    if displaced.ret_index is not None:
+    if displaced.ret_rsp is not None:
         raise Refused("a return probe reads the registers: it is a reading probe")
     code = fill(templates.ENTRY if entry else templates.ANYWHERE,
                 {DATA: (data, 8), HITS: (ring.hits_at(probe), 4), DROPS: (ring.drops_at(probe), 4),
@@ -74,14 +74,10 @@ def reading(displaced: Displaced, at: int, data: int, probe: int, entry: bool, l
 
 
 def _finished(code: bytes, displaced: Displaced, at: int, fsgsbase: bool) -> tuple[bytes, int]:
-    """The template's bytes, then the displaced instructions and the jump back; a return probe's
-    (``displaced.ret_index``): the instructions before the ``ret``, the template, then the ``ret``."""
+    """The template's bytes, then the displaced instructions and the jump back (a return probe's: the
+    instructions end with the ``ret``, and the jump back is never reached)."""
     if not fsgsbase:
         code = code.replace(RDFSBASE_RDX, MOV_RDX_FS0)
-    if displaced.ret_index is not None:
-        before = Displaced(displaced.site, displaced.instructions[:displaced.ret_index])
-        ret = displaced.instructions[displaced.ret_index].data
-        return before.code_at(at) + code + ret, 0
     moved_at = len(code)
     code += displaced.code_at(at + moved_at)
     code += b"\xe9" + _rel32(at + len(code) + 5, displaced.back)  # jmp back

@@ -58,6 +58,16 @@ def program_calls(target: Target) -> dict[int, tuple[int, float, str]]:
     return calls
 
 
+RATE = 0.001
+"""How far the target's TSC, read by the in-process probes, may run from CLOCK_MONOTONIC in the first
+moments of a run (its rate is calibrated as the run goes: 0.02 % seen)."""
+
+
+def within(low: float, value: float, high: float) -> bool:
+    """low <= value <= high, to the TSC's calibration (RATE) and its ns."""
+    return low * (1 - RATE) - 0.01 <= value <= high * (1 + RATE) + 0.01
+
+
 def assert_timed(rows: list[dict[str, str]], calls: dict[int, tuple[int, float, str]], busy_us: float = 100) -> None:
     """Each row is its call's: the result the program got, and a latency no shorter than the call was
     busy and no longer than the program's own clock around it (sampler's stops included there)."""
@@ -65,8 +75,7 @@ def assert_timed(rows: list[dict[str, str]], calls: dict[int, tuple[int, float, 
     for row in rows:
         k, own_us, result = calls[int(row["i"])]
         assert row["got"] == result, row
-        latency = float(row["latency_us"])
-        assert k * busy_us <= latency <= own_us, (row, k, own_us)
+        assert within(k * busy_us, float(row["latency_us"]), own_us), (row, k, own_us)
 
 
 @pytest.mark.parametrize("program, at", [("latency", "work"), ("latency-cpp", "work"), ("latency-rust", "work")])
@@ -113,9 +122,8 @@ def test_recursion_pairs_each_return_with_its_own_entry(start_target: Callable[.
         assert [int(row["got"]) for row in group] == list(range(1, 11))
         latencies = [float(row["latency_us"]) for row in group]
         for level, latency in enumerate(latencies, 1):
-            assert latency >= level * 100, group
+            assert within(level * 100, latency, calls[n][1]), group
         assert latencies == sorted(latencies)  # each level holds the ones under it
-        assert latencies[-1] <= calls[n][1]
 
 
 def test_a_frame_left_by_longjmp_is_counted_not_paired(start_target: Callable[..., Target], tmp_path: Path) -> None:
@@ -157,7 +165,7 @@ def test_latency_between_two_places(start_target: Callable[..., Target], tmp_pat
     assert sorted(int(row["i"]) for row in rows) == sorted(calls)
     for row in rows:
         k, _, _ = calls[int(row["i"])]
-        assert float(row["latency_us"]) >= k * 100
+        assert within(k * 100, float(row["latency_us"]), 1e9)
 
 
 def test_latency_refusals(start_target: Callable[..., Target], tmp_path: Path) -> None:

@@ -580,9 +580,11 @@ class PtraceBackend:
                 continue
             inprocess = self.inprocess or self._new_inprocess()
 
-            def swap(site: Site, out: bool, tracer: Tracer = self.tracer) -> None:  # (threads held: no call
-                assert site.address is not None                                   # passes in between)
+            def swap(site: Site, out: bool, tracer: Tracer = self.tracer) -> int | None:  # (threads held: no
+                assert site.address is not None                                          # call passes between)
+                was = site.address in tracer.probes.armed
                 (tracer.disarm if out else tracer.arm)(site.address)
+                return site.address if out and was else None
             self._hold_timeout_s = PROMOTE_HOLD_S
             pieces: list[tuple[Site, Displaced, bool]] = [(site, planned.displaced, planned.entry)]
             layouts = {site: layout}
@@ -617,7 +619,10 @@ class PtraceBackend:
                 if self.latency is not None:
                     self.latency.putting(putting, time.monotonic() - putting)
             if site in refused:
-                if self.inprocess is None:
+                if returns and any(ret not in refused for ret in returns):  # (those in place are timed)
+                    self.inprocess = inprocess
+                    self._timed_placed(site, returns, [s for s, _, _ in pieces if s not in refused], say)
+                elif self.inprocess is None:
                     inprocess.close()
                 self._not_promoted(site, refused[site])
                 continue

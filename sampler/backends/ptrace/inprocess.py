@@ -42,7 +42,7 @@ from sampler.evaluation.reads import UnreadableMemory
 from sampler.inprocess import ring
 from sampler.inprocess.clock import TscClock
 from sampler.inprocess.reads import Layout
-from sampler.inprocess.relocate import Displaced, Refused
+from sampler.inprocess.relocate import JUMP_SIZE, Displaced, Refused
 from sampler.inprocess.ring import Ring
 from sampler.inprocess.trampoline import jump, reading, recording
 from sampler.target import procfs
@@ -174,13 +174,14 @@ class Inprocess(Generic[K]):
     # -- in --------------------------------------------------------------------------------------
 
     def put(self, wanted: Sequence[tuple[K, Displaced, bool]], layouts: dict[K, Layout] | None = None,
-            swap: Callable[[K, bool], None] | None = None) -> dict[K, str]:
+            swap: Callable[[K, bool], int | None] | None = None) -> dict[K, str]:
         """Each (key, displaced instructions, whether the site is a function's entry) in place, all
         with the threads held once; {key: why not} for each that could not be (it gets an int3).
         ``layouts``: the keys whose probes read (a reading probe each, with its own data area); their
         sites have an int3, so no thread may stand just past one (its trap not yet reported), and
-        ``swap(key, True)`` takes it out with the threads held, right before the jump goes in
-        (``swap(key, False)`` puts it back if the jump cannot): no call passes between the two."""
+        ``swap(key, True)`` takes it out with the threads held, right before the jump goes in, and says
+        where it was (None: none was in); ``swap(key, False)`` puts it back if the jump cannot: no call
+        passes between the two."""
         refused: dict[K, str] = {}
         if not wanted:
             return refused
@@ -196,7 +197,7 @@ class Inprocess(Generic[K]):
         raise NoThreadReady(f"{last} ({PUT_TRIES} tries)")
 
     def _put(self, wanted: Sequence[tuple[K, Displaced, bool]], layouts: dict[K, Layout],
-             swap: Callable[[K, bool], None] | None) -> dict[K, str]:
+             swap: Callable[[K, bool], int | None] | None) -> dict[K, str]:
         refused: dict[K, str] = {}
         with self.hold(None) as tids:
             # (Go: not at a function's entry, whose stack check Go never preempts in: an unsafe point)
@@ -218,10 +219,10 @@ class Inprocess(Generic[K]):
                     self.ring.only_count(self._only_counting)
                 for key, displaced, entry in wanted:
                     swapped = swap is not None and key in layouts
-                    if swap is not None and swapped:
-                        swap(key, True)
+                    was = swap(key, True) if swap is not None and swapped else None
                     try:
-                        self._place(key, displaced, entry, tids, areas, layouts.get(key), key in layouts)
+                        self.table.check_free(displaced.site, JUMP_SIZE)  # (before any thread is moved)
+                        self._place(key, displaced, entry, tids, areas, layouts.get(key), was)
                     except (Refused, InjectionError, ValueError) as e:
                         refused[key] = e.message if isinstance(e, InjectionError) else str(e)
                         if swap is not None and swapped:
@@ -247,8 +248,9 @@ class Inprocess(Generic[K]):
         return self.areas
 
     def _place(self, key: K, displaced: Displaced, entry: bool, tids: list[int], areas: Areas,
-               layout: Layout | None = None, trapped: bool = False) -> None:
-        """``trapped``: the site has had an int3 until now; a thread one byte past it has just run it
+               layout: Layout | None = None, trapped: int | None = None) -> None:
+        """``trapped``: where an int3 stood until now (the site's own, or a return's inside the bytes the
+        jump takes); a thread one byte past it has just run it
         (no other way leads there while it is in) and its trap is still to be served: it stays, and
         the tracer rewinds it onto the site, where the jump then is (its call counted there)."""
         number = len(self.placed)
@@ -270,7 +272,7 @@ class Inprocess(Generic[K]):
                 assert self.data is not None
                 return recording(displaced, at, self.data.address, number, entry, self.fsgsbase)
         try:
-            self._place_code(key, displaced, number, made, tids, areas, displaced.site + 1 if trapped else None)
+            self._place_code(key, displaced, number, made, tids, areas, trapped + 1 if trapped is not None else None)
         except BaseException:
             if own is not None:
                 with contextlib.suppress(InjectionError):

@@ -299,11 +299,11 @@ class Latency:
             tag = None if self.to else _word(memory, rsp)  # (at a ret: the return address on top)
             let_go(hit)
             hit.resumed = hit.resumed or time.monotonic()
-            # a stop not seen just after sampler woke may have come while it was busy (after it last
-            # woke, and before it came to wait if it has not slept since): the time is known between
+            # a stop not seen just after sampler woke may have come while it was busy: after it last woke
+            # (``waiting`` is no bound: a stop that came while sampler polled is seen without a sleep too)
             idle = IDLE_UNTIL[0]
             late_since = idle if hit.seen - idle >= AT_ONCE_S else None
-            ended = min(hit.seen, max(waiting, idle)) if late_since is not None else hit.seen
+            ended = hit.seen
             height = self.height(rsp + 8, top)
             pause_s = max(0.0, hit.resumed - hit.seen)
 

@@ -54,12 +54,7 @@ class ProbeTable:
     def write_jump(self, site: int, jump: bytes) -> None:
         """An in-process probe's jump at ``site``, every byte journaled and told to the guardian
         first (as one group: they go back at once). The caller holds every thread of the process."""
-        end = site + len(jump)
-        for other, covered in self.jumps.items():  # (two jumps over one byte: the second's "original" would be
-            if other < end and site < other + len(covered):  # the first's, put back at the end: a crash)
-                raise ValueError(f"the bytes at {site:#x} hold another in-process probe's jump already")
-        if any(site <= address < end for address in self.armed):
-            raise ValueError(f"the bytes at {site:#x} hold an int3 of sampler's")
+        self.check_free(site, len(jump))
         try:
             original = self.memory.read(site, len(jump))
         except UnreadableMemory:
@@ -76,6 +71,19 @@ class ProbeTable:
         self.jumps[site] = original
         self.memory.write(site, jump)
 
+    def check_free(self, site: int, size: int) -> None:
+        """ValueError when the ``size`` bytes at ``site`` hold another jump's bytes or one of sampler's
+        int3s (two patches over one byte: the second's "original" is the first's, put back at the end)."""
+        end = site + size
+        for other, covered in self.jumps.items():
+            if other < end and site < other + len(covered):
+                raise ValueError(f"the bytes at {site:#x} hold another in-process probe's jump already")
+        if any(site <= address < end for address in self.armed):
+            raise ValueError(f"the bytes at {site:#x} hold an int3 of sampler's")
+
+    def inside_jump(self, address: int) -> bool:
+        return any(site <= address < site + len(covered) for site, covered in self.jumps.items())
+
     def take_jump_out(self, site: int) -> None:
         """The bytes the jump covered, back at once (the caller holds every thread)."""
         original = self.jumps.pop(site, None)
@@ -85,8 +93,10 @@ class ProbeTable:
             except TargetExited:
                 pass
     def arm(self, address: int) -> bool:
-        """An int3 at ``address``, journaled first; False when one is there already."""
-        if address in self.armed:
+        """An int3 at ``address``, journaled first; False when one is there already, or an in-process
+        probe's jump holds the byte (an int3 in it would break the jump, and at the end put a byte of the
+        jump back)."""
+        if address in self.armed or self.inside_jump(address):
             return False
         try:
             original = self.memory.read(address, 1)

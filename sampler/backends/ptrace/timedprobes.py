@@ -41,7 +41,6 @@ from sampler.sample import Reading, Value
 LAG_S = 0.02
 """How long after its moment an event is taken: every probe's record of that moment is in its ring by
 then (a probe's reads take microseconds; a thread preempted inside one for longer is counted)."""
-RSP = REGISTERS.index("rsp")
 MAX_PADDING = 16
 MAX_RETURNS = 16
 
@@ -58,6 +57,8 @@ class TimedProbes:
         """Each return probe's site (by address), once placed."""
         self.entries: set[int] = set()
         """The entry sites timed in the target (by id)."""
+        self.ret_rsp: dict[int, tuple[str, int]] = {}
+        """Where each return probe's ret finds the stack pointer, from the registers it records."""
         self.entry_at: dict[int, int] = {}
         """Where each timed entry's probe is (by the site's id): its registers are that place's."""
         self.ns_per_tick = 0.0
@@ -98,8 +99,11 @@ class TimedProbes:
             try:
                 if start + span[1] <= ret + 2:  # its last instruction (ret, or repz ret): padding after it?
                     code = read(ret, MAX_PADDING)
+                    # padding only up to the next 16-byte boundary (functions are aligned: beyond it a
+                    # function without a symbol or an unwind entry could start with nops)
                     ends = next((k for k in range(1, MAX_PADDING) if self._starts_function(module, ret + k)),
                                 MAX_PADDING)
+                    ends = min(ends, ((ret + 16) & ~15) - ret)
                     try:
                         displaced = displace_return(code[:ends], ret)
                     except Refused:
@@ -113,6 +117,7 @@ class TimedProbes:
             if taken is not None and displaced.site < taken[1] and taken[0] < displaced.back:
                 return [], (f"the return at {ret:#x} is too near the entry's probe ({taken[0]:#x}): their jumps "
                             "would share bytes")
+            self.ret_rsp[ret] = displaced.ret_rsp or ("rsp", 0)
             place = Place(ret, module, None)
             scoped = dataclasses.replace(self.config, location=f"*{ret:#x}", expressions=(), probes=())
             out.append((Site(Scope(scoped, self.modules, place, self.is_go), "", (), 0), displaced,
@@ -169,9 +174,11 @@ class TimedProbes:
             return
         layout = read.placed.layout
         assert layout is not None
+        base, offset = self.ret_rsp.get(site.address, ("rsp", 0))
+        index = REGISTERS.index(base)
         for n, (at, thread) in enumerate(zip(seconds, threads)):
             record = records[n]
-            height = -(int(registers[n][RSP]) + 8)
+            height = -(int(registers[n][index]) + offset + 8)  # (at the ret: the return address on top)
             owner = _owner(thread)
 
             def ends(owner: object = owner, height: int = height, at: float = at, record: np.void = record

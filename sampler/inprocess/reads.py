@@ -62,7 +62,8 @@ class _Read:
 class Layout:
     """One reading probe's record and table, for ``plan`` at ``site``."""
 
-    def __init__(self, plan: ReadPlan, site: int) -> None:
+    def __init__(self, plan: ReadPlan, site: int, ring_bytes: int = RING_BYTES) -> None:
+        """``ring_bytes``: the most its ring may take of the target's memory (a return probe's: less)."""
         self.site = site
         reads: list[_Read] = []
         placed: dict[int, tuple[int, int]] = {}
@@ -96,7 +97,7 @@ class Layout:
             raise Unfit(f"a record of {at} bytes (at most {MAX_RECORD})")
         self.reads = reads
         self.record = (at + 31) // 32 * 32
-        self.slots = 1 << min(16, (RING_BYTES // self.record).bit_length() - 1)
+        self.slots = 1 << min(16, (ring_bytes // self.record).bit_length() - 1)
         self.size = ring.RING + self.slots * self.record
         """Bytes of the probe's data area."""
         self.record_type = np.dtype([("seq", "<u8"), ("probe", "<u4"), ("flags", "<u4"), ("fs", "<u8"),

@@ -42,7 +42,9 @@ LAG_S = 0.02
 """How long after its moment an event is taken: every probe's record of that moment is in its ring by
 then (a probe's reads take microseconds; a thread preempted inside one for longer is counted)."""
 MAX_PADDING = 16
-MAX_RETURNS = 16
+MAX_RETURNS = 8
+RETURN_RING_BYTES = 4 << 20
+"""A return probe's ring (the entry's is reads.RING_BYTES, 16 MiB): its records are the registers alone."""
 
 
 class TimedProbes:
@@ -63,9 +65,9 @@ class TimedProbes:
         """Where each timed entry's probe is (by the site's id): its registers are that place's."""
         self.ns_per_tick = 0.0
         self.late = 0
+        """Records taken after events of a later moment (a thread held inside a probe past LAG_S)."""
         self.dropped = 0
         """Records the probes' rings had no room for (their calls lack an entry or a return)."""
-        """Records taken after events of a later moment (a thread held inside a probe past LAG_S)."""
         self._taken_until = 0.0
 
     def why_not(self, site: Site) -> str:
@@ -81,6 +83,9 @@ class TimedProbes:
         points = latency.points.get(site)
         if points is None or points.followed or points.unfollowed or points.indirect:
             return "the function leaves by a tail call or a jump through a register: int3s follow it"
+        if len(points.addresses) > MAX_RETURNS:
+            return (f"{len(points.addresses)} returns, over the {MAX_RETURNS} in-process return probes a function "
+                    f"may take (each a ring of {RETURN_RING_BYTES >> 20} MiB in the target)")
         return ""
 
     def return_jumps(self, site: Site, read: Callable[[int, int], bytes], taken: tuple[int, int] | None = None
@@ -121,7 +126,7 @@ class TimedProbes:
             place = Place(ret, module, None)
             scoped = dataclasses.replace(self.config, location=f"*{ret:#x}", expressions=(), probes=())
             out.append((Site(Scope(scoped, self.modules, place, self.is_go), "", (), 0), displaced,
-                        Layout(ReadPlan([]), ret)))
+                        Layout(ReadPlan([]), ret, RETURN_RING_BYTES)))
         return out, ""
 
     @staticmethod

@@ -21,3 +21,7 @@ def test_bench_inprocess_measures_every_tracer_on_one_program(built_targets: Non
     assert float(inprocess["cost_ns"]) * 100 < float(int3["cost_ns"]), (inprocess, int3)
     assert inprocess["recorded"].endswith("%"), inprocess
     assert "| C | 1 | sampler in-process |" in (tmp_path / "INPROCESS.md").read_text()
+    # two hits a call (--latency): in the target, a small part of two int3s'
+    timed, stopped = rows["sampler in-process, latency"], rows["sampler int3, latency"]
+    assert timed["bursts"] not in ("", "0/0") and stopped["bursts"] not in ("", "0/0"), (timed, stopped)
+    assert float(timed["cost_ns"]) * 100 < float(stopped["cost_ns"]), (timed, stopped)

@@ -228,7 +228,7 @@ targets/bin/burst-go: targets/burst-go/main.go targets/burst-go/go.mod | system-
 # calls of known length and result, clocked by the program (trace --latency: test_latency.py)
 targets/bin/latency: targets/latency/latency.c | system-deps
 	mkdir -p targets/bin
-	$(CC) -O2 -g -Wall -o $@ $<
+	$(CC) -O2 -g -Wall -pthread -o $@ $<
 
 targets/bin/latency-cpp: targets/latency/latency.cpp | system-deps
 	mkdir -p targets/bin

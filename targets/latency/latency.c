@@ -4,10 +4,13 @@
  *   latency half CALLS   half(i): busy 100 us, returns i / 2.0 (a double: xmm0)
  *   latency nest CALLS   nest(10): each level busy 100 us, then nest(level - 1); returns the levels below + 1
  *   latency jump CALLS   hop(i, k): as work, but every third call leaves by longjmp
+ *   latency saved CALLS  tick(i): returns i + 1, while another thread waits with an address inside the
+ *                        padding after tick()'s ret on its stack (as a signal handler's saved pc would be)
  *
  * The main thread waits until the first 64 bytes of the function change (a tracer's breakpoint),
  * then makes the calls and writes "call I K NS RESULT" for each (NS: the program's own clock around
  * the call), then "done calls=N" and waits to be killed. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -57,6 +60,27 @@ __attribute__((noinline)) long hop(long i, long k) {
     return 1000 * i + k;
 }
 
+/* a function whose first 0xc3 byte is its ret, with padding after it */
+static volatile long ticks;
+
+__attribute__((noinline, aligned(16))) long tick(long i) {
+    ticks = ticks + 1;
+    return i + 1;
+}
+
+static void *holds_saved_pc(void *unused) {
+    (void)unused;
+    const unsigned char *p = (const unsigned char *)tick;
+    while (*p != 0xc3)
+        p++;
+    const void *volatile saved[4] = {p + 1, p + 2, p + 3, p + 4};
+    for (;;) {
+        pause();
+        (void)saved[0];
+    }
+    return NULL;
+}
+
 static void wait_for_tracer(const void *function) {
     unsigned char before[64];
     memcpy(before, function, sizeof before);
@@ -81,7 +105,13 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const void *function = strcmp(mode, "half") == 0 ? (const void *)half
                          : strcmp(mode, "nest") == 0 ? (const void *)nest
-                         : strcmp(mode, "jump") == 0 ? (const void *)hop : (const void *)work;
+                         : strcmp(mode, "jump") == 0 ? (const void *)hop
+                         : strcmp(mode, "saved") == 0 ? (const void *)tick : (const void *)work;
+    if (strcmp(mode, "saved") == 0) {
+        pthread_t thread;
+        pthread_create(&thread, NULL, holds_saved_pc, NULL);
+        usleep(10000);
+    }
     wait_for_tracer(function);
     for (long i = 0; i < calls; i++) {
         long k = 1 + i % 5;
@@ -99,6 +129,9 @@ int main(int argc, char **argv) {
             } else {
                 printf("jumped %ld %ld %llu\n", i, k, (unsigned long long)(now_ns() - t0));
             }
+        } else if (strcmp(mode, "saved") == 0) {
+            long r = tick(i);
+            printf("call %ld 0 %llu %ld\n", i, (unsigned long long)(now_ns() - t0), r);
         } else {
             long r = work(i, k);
             printf("call %ld %ld %llu %ld\n", i, k, (unsigned long long)(now_ns() - t0), r);

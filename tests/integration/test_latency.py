@@ -249,3 +249,18 @@ def test_in_process_latency_is_the_targets_own_clock(start_target: Callable[...,
     gaps = sorted(calls[int(row["i"])][1] - float(row["latency_us"]) for row in timed)
     assert gaps[len(gaps) // 2] < 20, gaps
     assert_left_clean(target)
+
+
+def test_a_saved_pc_inside_a_return_window_keeps_its_int3(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN a thread waiting with addresses inside the padding after tick()'s ret on its stack (where a
+    # signal handler's saved pc would be: its sigreturn would resume inside a jump put there)
+    target = start_target("latency", "saved", "300")
+    # WHEN tick's calls are timed
+    rows, stderr = timed_rows(target, "tick", tmp_path / "t.csv", "--latency", "--expr", "i=arg0",
+                              "--expr", "got=retval", rows=290)
+    # THEN its return keeps its int3 (the entry goes in-process), every call still has its row and result,
+    # and the target is as it was
+    assert "0 of its 1 return(s) in-process" in stderr and "1 return(s) keep their int3s" in stderr, stderr
+    calls = {int(line.split()[1]): line.split()[4] for line in target.lines if line.startswith("call ")}
+    assert len(rows) >= 290 and all(row["got"] == calls[int(row["i"])] for row in rows), rows[:3]
+    assert_left_clean(target)

@@ -171,7 +171,12 @@ class PtraceBackend:
     def nothing_stops(self) -> bool:
         """Every site has an in-process probe: no thread of the target ever waits for sampler (the
         session then lets a slow reader of the rows slow it down: the ring counts what it drops)."""
-        return self.inprocess is not None and not self.trapped
+        return self.inprocess is not None and not self._stops_anywhere()
+
+    def _stops_anywhere(self) -> bool:
+        """An int3 is left: a site's, or (--latency) a return's that took no in-process probe (its hits
+        must be served as hits: the nothing-stops path would resume them onto their int3 again and again)."""
+        return bool(self.trapped) or (self.latency is not None and bool(self.latency.ends))
 
     @property
     def address(self) -> int | None:
@@ -416,7 +421,7 @@ class PtraceBackend:
                 tracer.serve_until(now, stop)
             return self._next_row()
         if self.inprocess is not None:
-            if not self.trapped:  # nothing stops: the ring is read while the tracer serves its events
+            if not self._stops_anywhere():  # nothing stops: the ring is read while the tracer serves its events
                 while True:
                     self._drain()
                     if self._rows:

@@ -55,6 +55,9 @@ CODE_SIZE = 8 * PAGE
 TAKE_OUT_TRIES = 20
 """Times every thread is held to find none inside a trampoline's recording part, 1 ms apart."""
 STACK_SCAN = 8 << 20
+SIGNAL_SCAN = 256 << 10
+"""How much of a held thread's stack, from its pointer up, is looked at for a signal handler's saved pc
+inside a jump's bytes before the jump goes in (a handler's frames and its signal frame lie there)."""
 """Bytes of each thread's stack, from its stack pointer up, looked at for a return into the pages, at most."""
 AT_HWCAP2, HWCAP2_FSGSBASE = 26, 2
 K = TypeVar("K")
@@ -222,6 +225,8 @@ class Inprocess(Generic[K]):
                     was = swap(key, True) if swap is not None and swapped else None
                     try:
                         self.table.check_free(displaced.site, JUMP_SIZE)  # (before any thread is moved)
+                        if not entry:
+                            self._no_saved_pc_inside(tids, displaced)
                         self._place(key, displaced, entry, tids, areas, layouts.get(key), was)
                     except (Refused, InjectionError, ValueError) as e:
                         refused[key] = e.message if isinstance(e, InjectionError) else str(e)
@@ -499,6 +504,29 @@ class Inprocess(Generic[K]):
                             f"signal handler that interrupted it?): the probes' pages stay mapped in process "
                             f"{self.pid} ({self._pages()}), unused")
         return ""
+
+    def _no_saved_pc_inside(self, tids: list[int], displaced: Displaced) -> None:
+        """ValueError when a held thread's stack, near its top, holds an address inside the bytes the jump
+        would take (past the first): a signal handler's saved pc, which its sigreturn would resume in the
+        middle of the jump (a thread stopped there itself is moved; one in a handler cannot be). At a
+        function's entry no thread can be (no pc between a call and its first instruction)."""
+        maps = procfs.maps(self.pid)
+        for tid in tids:
+            try:
+                regs = calls.get_registers(tid)
+            except (SamplerError, PtraceError):
+                continue
+            sp = int(regs.rsp) // 8 * 8
+            mapping = next((m for m in maps if m.start <= sp < m.end), None)
+            if mapping is None:
+                continue
+            try:
+                words = np.frombuffer(self.memory.read(sp, min(mapping.end, sp + SIGNAL_SCAN) - sp), "<u8")
+            except UnreadableMemory:
+                continue
+            if bool(((words > displaced.site) & (words < displaced.back)).any()):
+                raise ValueError(f"thread {tid}'s stack holds an address inside the bytes the jump at "
+                                 f"{displaced.site:#x} would take (a signal handler's saved pc?)")
 
     def _stack_top(self, sp: int, fs_base: int, maps: list[procfs.Mapping]) -> int | None:
         """Where the stack the thread runs on ends: a Go thread's, its goroutine's (g.stack.hi: the

@@ -502,8 +502,8 @@ class PtraceBackend:
             planned = None
             if not why and self.latency is not None:
                 why = self.timed.why_not(site) if self.timed is not None else "--to's places are int3s"
-                if not why and self.timed is not None:
-                    why = self.timed.return_jumps(site, self._program().read)[1]
+                if not why and self.timed is not None and site.expressions:  # (learning: its entry's jump is
+                    why = self.timed.return_jumps(site, self._program().read)[1]  # placed after, so checked then)
             if not why and site.expressions:  # its reads are learnt at its first hits, by its int3
                 self._learning.append(site)
                 said.append(f"{self._where(site)}: an int3 for its first hits, then in-process once they show "

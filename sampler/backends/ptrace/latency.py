@@ -51,8 +51,11 @@ from sampler.evaluation.reads import Stop, UnreadableMemory
 from sampler.evaluation.scope import ARGUMENT_TYPE, Scope
 from sampler.language import casts
 from sampler.language.expr import REGISTER_PREFIX, Expression, names, source_name
+from sampler.language.expr import called as expr_called
 from sampler.sample import Reading, Value
 
+EndedRows = list[tuple[Site, Reading]]
+"""The rows of the calls an event ended, each with the site of its entry."""
 RETVAL = "retval"
 AT_ONCE_S = 50e-6
 """A stop seen this soon after sampler woke from a sleep came while it slept (the stop woke it): its time
@@ -176,7 +179,7 @@ def check_return_expressions(site: Site, expressions: Sequence[Expression]) -> N
     """At a return only ``retval``, registers and globals mean something: an argument is read in an
     expression of its own, at the entry."""
     for expression in expressions:
-        called = {id(node.func) for node in ast.walk(expression.tree) if isinstance(node, ast.Call)}
+        called = expr_called(expression.tree)
         for node in ast.walk(expression.tree):
             if not isinstance(node, ast.Name) or id(node) in called or node.id.startswith(casts.PREFIX):
                 continue
@@ -201,43 +204,40 @@ class Latency:
         """Every address whose hit ends a call: the returns (--latency) or --to's places (find_ends)."""
         self.returns = returns
         """Each site's expressions that name retval, with the value column each goes to."""
-        self.returned = {site: Returned(site, is_go) for site, expressions in returns.items()} if not to else {}
+        self.returned = {site: Returned(site, is_go) for site in returns} if not to else {}
         self.needs_xmm = any(r.needs_xmm and returns[site] for site, r in self.returned.items())
         self.to = to
         self.is_go = is_go
         self.calls: Calls[tuple[Site, Reading]] = Calls(chains=self._chains)
         self.unsure_frames = 0
         self.bounded = 0
+        """Rows whose latency_us is an upper bound (their end's stop waited for sampler)."""
         self.inner = 0
+        """Rows of calls with sampler's stops inside them (their kernel part is in the time)."""
         self.int3_ends = 0
         """Ends seen by an int3 (the others: in-process records, clocked in the target)."""
-        """Rows of calls with sampler's stops inside them (their kernel part is in the time)."""
         self.extra: list[tuple[Site, Reading]] = []
         """Rows of a tail call's chain, after the first (the backend hands them over next)."""
         self.spanned = 0
+        """Rows of calls open while sampler put probes in (their rows say so)."""
         self.rests = 0
         self.rested_calls = 0
         """Calls under way when a --max-overhead rest began (their end is not seen)."""
-        """Rows of calls open while sampler put probes in (their rows say so)."""
         self.before = 0
         """Returns of the site's own function with no entry seen (calls under way when the trace began)."""
         self.own: set[int] = set()
         """The return addresses of the sites' own functions (not of the functions their tail calls go to)."""
-        self._starts: dict[Site, int] = {}
-        """Where each site's function starts (for the tail calls between the sites' functions)."""
         self.points: dict[Site, ReturnPoints] = {}
         """Where each site's calls end (returns.py)."""
         self.queued = False
         """In-process probes time calls too: every event waits in the queue, to be taken in time order."""
-        self._queue: list[tuple[float, int, Callable[[], Reading | None]]] = []
+        self._queue: list[tuple[float, int, Callable[[], EndedRows]]] = []
         self._order = itertools.count()
-        self._last_site: Site | None = None
 
     def _chains(self, open_call: tuple[Site, Reading], new: tuple[Site, Reading]) -> bool:
         """The open call's function jumps to the new call's (a tail call): --at A --at B, A ending in B."""
-        points = self.points.get(open_call[0])
-        start = self._starts.get(new[0])
-        return points is not None and start is not None and start in points.targets
+        points, theirs = self.points.get(open_call[0]), self.points.get(new[0])
+        return points is not None and theirs is not None and theirs.start in points.targets
 
     def find_ends(self, config: SessionConfig, modules: Modules, sites: dict[int, Site],
                   check: Callable[[Site], None]) -> None:
@@ -266,10 +266,6 @@ class Latency:
                 self.ends.update(found.addresses)
                 self.own.update(found.own)
                 self.points[site] = found
-                module = site.place.module if site.place is not None else None
-                span = module.function_span(site.address - module.bias) if module is not None else None
-                if module is not None and span is not None:
-                    self._starts[site] = span[0] + module.bias
                 said = [f"{len(found.addresses)} return(s)"]
                 if found.followed:
                     said.append(f"those of {', '.join(found.followed[:4])} (its tail call(s) go there: every "
@@ -303,15 +299,16 @@ class Latency:
             # (``waiting`` is no bound: a stop that came while sampler polled is seen without a sleep too)
             idle = IDLE_UNTIL[0]
             late_since = idle if hit.seen - idle >= AT_ONCE_S else None
-            ended = hit.seen
             height = self.height(rsp + 8, top)
             pause_s = max(0.0, hit.resumed - hit.seen)
 
-            def ends() -> Reading | None:
-                return self.close(owner, height, ended, pause_s, hit.address,
+            def ends() -> EndedRows:
+                return self.close(owner, height, hit.seen, pause_s, hit.address,
                                   lambda site: self.read_returns(site, hit, memory, xmm0, guard), late_since, tag,
                                   by_int3=True)
-            return self._when(hit.seen, ends)
+            rows = self._when(hit.seen, ends)
+            self.extra.extend(rows[1:])  # (a tail call's chain: the other calls it ended)
+            return rows[0][1] if rows else None
         owner, top = self.owner(hit, memory)
         cfa = 0 if self.to else self._entry_cfa(site, hit.address, hit.registers)
         tag = None if cfa is None or self.to else _word(memory, cfa - 8)  # (read while the thread waits)
@@ -320,55 +317,53 @@ class Latency:
         stall = max(0.0, began - hit.seen)
         at = site  # (a name the closure keeps)
 
-        def starts() -> None:
+        def starts() -> EndedRows:
             self.calls.stalled(owner, stall)  # (inside the calls the owner has open; before its own begins)
             self.open(at, owner, None if cfa is None else self.height(cfa, top), began, reading, tag)
-            return None
+            return []
         self._when(hit.seen, starts)
         return None
 
-    def _when(self, at: float, event: Callable[[], Reading | None]) -> Reading | None:
-        """An event now, or (in-process probes time calls too) in its turn among theirs."""
+    def _when(self, at: float, event: Callable[[], EndedRows]) -> EndedRows:
+        """An event now (its rows), or (in-process probes time calls too) in its turn among theirs."""
         if not self.queued:
             return event()
         self.push(at, event)
-        return None
+        return []
 
     def held(self, at: float, seconds: float) -> None:
         """Sampler held every thread from ``at`` for ``seconds`` (putting probes in): not the calls' time."""
-        def stall() -> None:
+        def stall() -> EndedRows:
             self.calls.stalled_all(seconds)
+            return []
         self._when(at, stall)
 
     def rested(self, at: float) -> None:
         """--max-overhead rests from ``at``: the calls under way then have no end to be seen."""
-        def rest() -> None:
+        def rest() -> EndedRows:
             self.rests += 1
             self.rested_calls += self.calls.abandon()
+            return []
         self._when(at, rest)
 
     def putting(self, at: float, seconds: float) -> None:
         """Sampler put probes in from ``at`` for ``seconds``: the calls open meanwhile say so."""
-        def spans() -> None:
+        def spans() -> EndedRows:
             self.calls.spanning(seconds)
+            return []
         self._when(at, spans)
 
-    def push(self, at: float, event: Callable[[], Reading | None]) -> None:
+    def push(self, at: float, event: Callable[[], EndedRows]) -> None:
         """An event of the moment ``at`` (monotonic seconds), to be taken in its turn (rows())."""
         heapq.heappush(self._queue, (at, next(self._order), event))
 
-    def rows(self, upto: float) -> list[tuple[Site, Reading]]:
+    def rows(self, upto: float) -> EndedRows:
         """The events queued until ``upto`` (monotonic seconds), in the order they happened: the rows of
         the calls they end."""
-        out = []
+        out: EndedRows = []
         queue = self._queue
         while queue and queue[0][0] <= upto:
-            _, _, event = heapq.heappop(queue)
-            row = event()
-            if row is not None and self._last_site is not None:
-                out.append((self._last_site, row))
-            out.extend(self.extra)
-            self.extra.clear()
+            out.extend(heapq.heappop(queue)[2]())
         return out
 
     # -- the calls, in the order they happened -----------------------------------------------
@@ -384,9 +379,9 @@ class Latency:
 
     def close(self, owner: object, height: int, seen: float, pause_s: float, address: int,
               read_returns: Callable[[Site], list[tuple[int, Value, str]]],
-              late_since: float | None = None, tag: int | None = None, by_int3: bool = False) -> Reading | None:
-        """A return's (or --to place's) hit at ``seen``: the row of the call it ends, or None (a chain of
-        tail calls ends several: the others wait in ``extra``). ``late_since``: the stop was waiting when
+              late_since: float | None = None, tag: int | None = None, by_int3: bool = False) -> EndedRows:
+        """A return's (or --to place's) hit at ``seen``: the rows of the calls it ends (none; one; a chain
+        of tail calls, innermost first). ``late_since``: the stop was waiting when
         sampler came to it, and came after this moment (monotonic seconds): the call's time is known only
         between the two. ``pause_s``: the stop's own time (inside the calls the owner still has open)."""
         ended = self.calls.ended(owner, height, tag)
@@ -394,12 +389,9 @@ class Latency:
         if not ended:
             # (a followed tail call's function returns to its other callers too: no call of the site's)
             self.before += address in self.own
-            return None
-        rows = [self._row(call, inside, seen, pause_s, read_returns, late_since) for call, inside in ended]
-        self.int3_ends += len(rows) if by_int3 else 0
-        self.extra.extend(rows[1:])
-        self._last_site = rows[0][0]
-        return rows[0][1]
+            return []
+        self.int3_ends += len(ended) if by_int3 else 0
+        return [self._row(call, inside, seen, pause_s, read_returns, late_since) for call, inside in ended]
 
     def _row(self, call: Open[tuple[Site, Reading]], inside: float, seen: float, pause_s: float,
              read_returns: Callable[[Site], list[tuple[int, Value, str]]], late_since: float | None

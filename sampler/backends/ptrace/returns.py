@@ -29,6 +29,8 @@ MAX_FUNCTION_BYTES = 1 << 18
 
 @dataclass
 class ReturnPoints:
+    start: int = 0
+    """Run-time address where the function starts."""
     addresses: set[int] = field(default_factory=set)
     """Run-time address of every return instruction where a call of the site's function ends."""
     own: set[int] = field(default_factory=set)
@@ -91,7 +93,9 @@ def return_points(modules: Modules, address: int) -> ReturnPoints:
                 return found
             found.unfollowed += 1
             continue
-        if at != address:
+        if at == address:
+            found.start = start
+        else:
             found.followed.append(_name(modules, start))
         found.addresses.update(out.returns)
         if at == address:

@@ -25,7 +25,7 @@ from collections.abc import Callable
 import numpy as np
 
 from sampler.backends.ptrace.inprocess import Read
-from sampler.backends.ptrace.latency import Latency
+from sampler.backends.ptrace.latency import EndedRows, Latency
 from sampler.backends.ptrace.memory import Memory
 from sampler.backends.ptrace.site import Site
 from sampler.config import SessionConfig
@@ -173,8 +173,9 @@ class TimedProbes:
                 owner = _owner(thread)
 
                 def starts(site: Site = site, owner: object = owner, height: int | None = height,
-                           began: float = began, row: Reading = row) -> None:
+                           began: float = began, row: Reading = row) -> EndedRows:
                     latency.open(site, owner, height, began, row)
+                    return []
                 latency.push(at, starts)
             return
         layout = read.placed.layout
@@ -187,7 +188,7 @@ class TimedProbes:
             owner = _owner(thread)
 
             def ends(owner: object = owner, height: int = height, at: float = at, record: np.void = record
-                     ) -> Reading | None:
+                     ) -> EndedRows:
                 def returns(site: Site) -> list[tuple[int, Value, str]]:
                     values, _ = layout.decode(record)
                     return latency.read_returns(site, Recorded(site.address or 0, values), memory, None)

@@ -225,7 +225,7 @@ class Inprocess(Generic[K]):
                     was = swap(key, True) if swap is not None and swapped else None
                     try:
                         self.table.check_free(displaced.site, JUMP_SIZE)  # (before any thread is moved)
-                        if not entry:
+                        if not entry and self.parked is None:  # (Go: its parked goroutines are looked at)
                             self._no_saved_pc_inside(tids, displaced)
                         self._place(key, displaced, entry, tids, areas, layouts.get(key), was)
                     except (Refused, InjectionError, ValueError) as e:

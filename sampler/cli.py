@@ -476,6 +476,8 @@ def _run(ctx: click.Context, command: str, **values: Any) -> int:
     planned = configure.build(configure.Options(command, order=ctx.meta.get("order", ()), **values))
 
     def guarded() -> int:
+        if planned.config.backend not in ("delve", "delve-rpc"):
+            import sampler.debuginfo.x86  # noqa: F401  # its decoders are built before a Ctrl-C can land (x86.py)
         supervisor.release_signals()  # a Ctrl-C since the fork is raised here, inside _exit_code
         return run.sample(planned.config, planned.output, planned.how)
 

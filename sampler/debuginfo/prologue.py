@@ -16,9 +16,9 @@ gets its breakpoint right after the check (as Delve does).
 
 from __future__ import annotations
 
-from capstone import CS_ARCH_X86, CS_MODE_64, Cs  # type: ignore[import-untyped]
+from sampler.debuginfo import x86
 
-_DECODER = Cs(CS_ARCH_X86, CS_MODE_64)
+_DECODER = x86.PLAIN
 _STACK_GUARD = ("qword ptr [r14 + 0x10]", "qword ptr [rcx + 0x10]")
 """Where a Go function compares the stack pointer with g.stackguard0 (R14 holds g; before
 Go 1.17, RCX after it is loaded from the thread's TLS)."""

@@ -20,16 +20,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from capstone import CS_ARCH_X86, CS_MODE_64, Cs, CsError  # type: ignore[import-untyped]
+from capstone import CsError  # type: ignore[import-untyped]
 from capstone import x86_const as X
+
+from sampler.debuginfo import x86
 
 JUMP_SIZE = 5
 """A jmp rel32."""
 MAX_FUNCTION = 1 << 20
 """Bytes of a function decoded, at most."""
 
-_DECODER = Cs(CS_ARCH_X86, CS_MODE_64)
-_DECODER.detail = True
+_DECODER = x86.DETAILED
 
 BRANCHES = {X.X86_GRP_JUMP, X.X86_GRP_CALL, X.X86_GRP_RET, X.X86_GRP_IRET, X.X86_GRP_BRANCH_RELATIVE}
 KERNEL = {X.X86_GRP_INT}

@@ -46,10 +46,11 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from capstone import CS_ARCH_X86, CS_MODE_64, Cs, CsError  # type: ignore[import-untyped]
+from capstone import CsError  # type: ignore[import-untyped]
 from capstone import x86_const as X
 
 from sampler.backends.ptrace.memory import LAST_ADDRESS, Memory, Protections, check_left
+from sampler.debuginfo import x86
 
 
 class Access:
@@ -107,8 +108,7 @@ Emulation = Callable[[Any, Access], bool]
 """``emulation(registers, memory)``: set the registers (and the stack) to what the instruction
 would leave; False when it cannot be done this time (nothing changed): single-step instead."""
 
-_DECODER = Cs(CS_ARCH_X86, CS_MODE_64)
-_DECODER.detail = True
+_DECODER = x86.DETAILED
 PAGE = 4096
 CF, PF, AF, ZF, SF, OF = 1 << 0, 1 << 2, 1 << 4, 1 << 6, 1 << 7, 1 << 11
 ARITHMETIC_FLAGS = CF | PF | AF | ZF | SF | OF

@@ -9,9 +9,9 @@ is reached or passed.
 
 from __future__ import annotations
 
-from capstone import CS_ARCH_X86, CS_MODE_64, Cs  # type: ignore[import-untyped]
+from sampler.debuginfo import x86
 
-_DECODER = Cs(CS_ARCH_X86, CS_MODE_64)
+_DECODER = x86.PLAIN
 
 MAX_FUNCTION = 1 << 20
 """Decode at most this many bytes from the function's start (1 MiB)."""

@@ -146,7 +146,7 @@ targets: targets/bin/ringbuf-go targets/bin/ringbuf-go-stripped targets/bin/http
 	targets/bin/execrace targets/bin/ifuncs targets/bin/eintr targets/bin/shortlived \
 	targets/bin/stacks targets/bin/stacks-cpp targets/bin/stacks-rust targets/bin/stacks-go targets/bin/spinners targets/bin/eintr-fp targets/bin/eintr-sockets \
 	targets/bin/burst targets/bin/burst-go targets/bin/latency targets/bin/latency-cpp targets/bin/latency-rust \
-	targets/bin/latency-go
+	targets/bin/latency-go targets/bin/usdt targets/bin/usdt-O0
 
 targets/bin/ringbuf-go: targets/ringbuf-go/main.go targets/ringbuf-go/go.mod | system-deps
 	mkdir -p targets/bin
@@ -166,6 +166,15 @@ targets/bin/httpd-go: targets/httpd-go/main.go targets/httpd-go/go.mod | system-
 targets/bin/httpd-go-stripped: targets/httpd-go/main.go targets/httpd-go/go.mod | system-deps
 	mkdir -p targets/bin
 	cd targets/httpd-go && $(GOBUILD) -ldflags='-s -w' -o ../bin/httpd-go-stripped .
+
+# USDT probes (<sys/sdt.h>, systemtap-sdt-dev), one with a semaphore; -O0 puts their arguments on the stack
+targets/bin/usdt: targets/usdt/usdt.c targets/usdt/guarded.c | system-deps
+	mkdir -p targets/bin
+	$(CC) -O2 -g -o $@ $^
+
+targets/bin/usdt-O0: targets/usdt/usdt.c targets/usdt/guarded.c | system-deps
+	mkdir -p targets/bin
+	$(CC) -O0 -g -o $@ $^
 
 targets/bin/ringbuf-c: targets/ringbuf-c/ringbuf.c | system-deps
 	mkdir -p targets/bin

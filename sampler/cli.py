@@ -246,7 +246,8 @@ def attach(ctx: click.Context, /, locations: tuple[str, ...], interval: float | 
 @click.option("--latency", is_flag=True,
               help="A row per call of the --at function, written when it returns: latency_us (entry to return, "
                    "sampler's own stops inside taken out) and retval, the value it returned, as a name in --expr "
-                   "(the other expressions are read at the entry). Return probes are int3s.")
+                   "(the other expressions are read at the entry). Return probes follow --probe (auto: in-process "
+                   "where the function allows it).")
 @click.option("--to", "to", metavar="LOCATION",
               help="A row at each hit of LOCATION with latency_us since the last hit of the --at place on the "
                    "same thread (goroutine in Go): a request's start and end in two functions. The expressions "

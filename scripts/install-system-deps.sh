@@ -36,6 +36,9 @@ command -v chromium >/dev/null 2>&1 || need+=(chromium)
 # bpftrace beside sampler on the same process (a kernel uprobe where sampler would probe; the same
 # calls read by both), and the eBPF reference of the benches
 command -v bpftrace >/dev/null 2>&1 || need+=(bpftrace)
+# USDT: <sys/sdt.h> for the bundled target's probes; Debian's PostgreSQL, whose 71 probes the tests read
+[ -f /usr/include/x86_64-linux-gnu/sys/sdt.h ] || need+=(systemtap-sdt-dev)
+ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql)
 if [ "${1:-}" = bench ]; then
   command -v perf >/dev/null 2>&1 || need+=(linux-perf)  # bench/profile.py's reference
 fi

@@ -267,6 +267,15 @@ class ElfFile:
         return self._go_table
 
     @_guarded
+    def section_bytes(self, name: str, content: bool = True) -> tuple[int, bytes] | None:
+        """(address, bytes) of a section by name (bytes b'' unless ``content``); None when the file
+        has none with file bytes."""
+        section = self.elf.get_section_by_name(name)
+        if section is None or (content and section["sh_type"] == "SHT_NOBITS"):
+            return None
+        return section["sh_addr"], bytes(section.data()) if content else b""
+
+    @_guarded
     def text_section(self) -> tuple[int, int] | None:
         """(address, size) of .text, to tell whether two files are builds of the same program."""
         section = self.elf.get_section_by_name(".text")

@@ -15,13 +15,14 @@ import difflib
 import re
 from dataclasses import dataclass
 
-from sampler.debuginfo import ifunc, prologue
+from sampler.debuginfo import ifunc, prologue, usdtsites
 from sampler.debuginfo.clones import clones_of
 from sampler.debuginfo.dies import Malformed, origin, same_file
 from sampler.debuginfo.dwarf import Function, InlineWalkTooLarge, Variable
 from sampler.debuginfo.elffile import BadFile
 from sampler.debuginfo.gopclntab import BadTable
 from sampler.debuginfo.modules import Module, Modules
+from sampler.debuginfo.usdt import Probe
 from sampler.errors import LocationNotFound
 from sampler.target import procfs
 
@@ -42,13 +43,17 @@ class Place:
     function: Function | None
     """The DWARF function there, when its module has DWARF."""
     symbol: str = ""
-    """A compiler clone's symbol (``f.isra.0``) when the place is in one; else ''."""
+    """A compiler clone's symbol (``f.isra.0``) when the place is in one, a USDT probe's name; else ''."""
+    usdt: Probe | None = None
+    """The USDT probe whose site this is (its arguments are arg0..argN there)."""
 
 
 
 def names_function(location: str) -> bool:
-    """The location is a function by name (``f``, ``lib:f``), not FILE:LINE nor *ADDR."""
+    """The location is a function by name (``f``, ``lib:f``), not FILE:LINE, *ADDR nor a USDT probe."""
     text = location.strip()
+    if usdtsites.is_usdt(text):
+        return False
     library = _IN_LIBRARY.match(text)
     rest = library.group("rest") if library and not _FILE_LINE.match(text) else text
     return not _ADDRESS.match(text) and not _FILE_LINE.match(rest)
@@ -97,11 +102,18 @@ def resolve(modules: Modules, location: str) -> Place:
                                                "(e.g. libc.so.6:malloc)"))
 
 
-def resolve_all(modules: Modules, location: str) -> list[Place]:
+MAX_PROBES = 1000
+"""Breakpoints one --at may mean by default (a pattern, a USDT probe's sites): --max-probes."""
+
+
+def resolve_all(modules: Modules, location: str, limit: int = MAX_PROBES) -> list[Place]:
     """Every breakpoint a location means: a function name means the function and each of its
     compiler clones that calls enter (clones.py), or only its clones when the compiler left no
-    code under its own name; FILE:LINE and *ADDR mean one place."""
+    code under its own name; FILE:LINE and *ADDR mean one place; a USDT probe each of its sites."""
     text = location.strip()
+    if usdtsites.is_usdt(text):
+        return [Place(probe.address + module.bias, module, _function_at(module, probe.address + module.bias),
+                      label, probe) for module, probe, label in usdtsites.sites(modules, text, limit)]
     library = _IN_LIBRARY.match(text)
     if _ADDRESS.match(text) or _FILE_LINE.match(text) or (library and _FILE_LINE.match(library.group("rest"))):
         return [resolve(modules, location)]

@@ -10,6 +10,7 @@ import errno
 import os
 import posixpath
 
+from sampler.debuginfo import usdt
 from sampler.debuginfo.cfi import CallFrames
 from sampler.debuginfo.debugfiles import DebugFinder, Source
 from sampler.debuginfo.demangle import demangle, last_component, qualified, signature
@@ -46,6 +47,7 @@ class Module:
         self._functions: tuple[list[int], list[int]] | None = None
         self._mangled: list[tuple[str, str, int]] | None = None
         self._frames: CallFrames | None = None
+        self._usdt: list[usdt.Probe] | None = None
 
     def __repr__(self) -> str:
         return f"Module({self.path!r}, bias={self.bias:#x})"
@@ -181,6 +183,16 @@ class Module:
             if hit:
                 found.setdefault(address, full)
         return found
+
+    def usdt(self) -> list[usdt.Probe]:
+        """Its USDT probe sites (.note.stapsdt), read once; [] when its notes cannot be read (said)."""
+        if self._usdt is None:
+            try:
+                self._usdt = usdt.probes(self.file)
+            except BadFile as e:
+                self.finder.warn(f"{self.name}: its USDT notes cannot be read ({e})")
+                self._usdt = []
+        return self._usdt
 
     def function_start(self, address: int) -> int | None:
         """File address where the function holding ADDRESS (a file address) starts: from a

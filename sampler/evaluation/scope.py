@@ -24,6 +24,7 @@ from sampler.debuginfo.locations import REGISTERS, Frame, InMemory, InRegister, 
 from sampler.debuginfo.modules import Module, Modules
 from sampler.debuginfo.types import Pointer, Scalar, Struct, Type, is_interface
 from sampler.errors import ExpressionError
+from sampler.evaluation import usdtargs
 from sampler.evaluation.evaluate import Evaluator, Object, SampleError, Untyped, dotted_name
 from sampler.evaluation.fields import short_form
 from sampler.evaluation.golang import GoTypes
@@ -49,8 +50,10 @@ class Scope:
     def __init__(self, config: SessionConfig, modules: Modules, place: Place | None, is_go: bool) -> None:
         self.config = config
         """The session's settings, as given."""
-        self.expressions = config.expressions
-        """What is evaluated: the expressions, each name of the short form by its path (check)."""
+        self.expressions = usdtargs.substitute(config.expressions, place) if place is not None \
+            else config.expressions
+        """What is evaluated: the expressions, each name of the short form by its path (check), a USDT
+        probe's arguments by where its note says they are."""
         self.modules = modules
         self.place = place
         self.address = place.address if place is not None else None

@@ -36,6 +36,8 @@ PATCH = b"P"
 CHILD = b"C"
 CHILD_DONE = b"c"
 FORGET = b"F"
+SEMAPHORE = b"S"
+SEMAPHORE_OUT = b"s"
 WATCH = b"W"
 DONE = b"done\n"
 LOG_ENV = "SAMPLER_GUARDIAN_LOG"
@@ -51,12 +53,14 @@ class Rescue(Protocol):
     def ready(self) -> None:
         """In the guardian, before it waits: open what ``run`` will need."""
 
-    def run(self, patches: dict[int, dict[int, Patch]], children: dict[int, int]) -> None:
+    def run(self, patches: dict[int, dict[int, Patch]], children: dict[int, int],
+            semaphores: dict[int, set[int]]) -> None:
         """The worker died without saying done: leave the target as sampler would have.
 
         ``patches``: per process (0: the run's one target), address -> original byte (and the
         bytes around it) of every byte the worker said it patched; ``children``: processes the worker was cleaning of
-        those bytes when it died -> the process whose bytes they copied (0 as above)."""
+        those bytes when it died -> the process whose bytes they copied (0 as above); ``semaphores``: per
+        process, the USDT semaphores counted in and not yet out (semaphores.py)."""
 
     def watch(self, pid: int) -> None:
         """In the guardian, while the worker lives: a run of many processes took in ``pid``
@@ -97,6 +101,14 @@ class Guardian:
                 patch.after.hex().encode() or b"-", patch.written, patch.group))
         except OSError:
             pass  # the guardian itself was killed: the journal still lets repair put the byte back
+
+    def note_semaphore(self, address: int, pid: int = 0) -> None:
+        """Before counting in the USDT semaphore at ``address`` (of ``pid``, 0: the run's one target)."""
+        self._say(b"%s %x %d\n" % (SEMAPHORE, address, pid))
+
+    def semaphore_out(self, address: int, pid: int = 0) -> None:
+        """Before counting it out: the guardian must not count it out again."""
+        self._say(b"%s %x %d\n" % (SEMAPHORE_OUT, address, pid))
 
     def watch(self, pid: int) -> None:
         """A run of many processes took in ``pid`` (before any byte of it is patched)."""
@@ -159,12 +171,19 @@ class Ward:
     def forget_patches(self) -> None:
         self.guardian.forget_patches(self.pid)
 
+    def note_semaphore(self, address: int) -> None:
+        self.guardian.note_semaphore(address, self.pid)
+
+    def semaphore_out(self, address: int) -> None:
+        self.guardian.semaphore_out(address, self.pid)
+
 
 def _watch(fd: int, rescue: Rescue) -> int:
     _raise_priority()
     rescue.ready()
     patches: dict[int, dict[int, Patch]] = {}
     children: dict[int, int] = {}
+    semaphores: dict[int, set[int]] = {}
     said = b""
     while True:
         chunk = os.read(fd, 65536)
@@ -184,13 +203,18 @@ def _watch(fd: int, rescue: Rescue) -> int:
                 children.pop(int(fields[1]), None)
             elif line.startswith(FORGET + b" "):
                 patches.pop(int(fields[1]), None)
+                semaphores.pop(int(fields[1]), None)
+            elif line.startswith(SEMAPHORE + b" "):
+                semaphores.setdefault(int(fields[2]), set()).add(int(fields[1], 16))
+            elif line.startswith(SEMAPHORE_OUT + b" "):
+                semaphores.get(int(fields[2]), set()).discard(int(fields[1], 16))
             elif line.startswith(WATCH + b" "):
                 rescue.watch(int(fields[1]))
             elif line == DONE.strip():
                 return 0
     log = os.environ.get(LOG_ENV)
     eof = time.monotonic()
-    rescue.run(patches, children)
+    rescue.run(patches, children, semaphores)
     rescued = time.monotonic()
     if log:
         with open(log, "a") as f:

@@ -18,6 +18,7 @@ makes a private folder of its own (/tmp/sampler-UID-XXXXXXXX) and says so.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import stat
@@ -208,6 +209,8 @@ class Entry:
     start_time: int
     patches: dict[int, Patch]
     """address -> the original byte and its place."""
+    semaphores: dict[int, Patch] = dataclasses.field(default_factory=dict)
+    """USDT semaphores counted in: address -> its place (semaphores.py)."""
 
 
 def parse_entry(name: str, data: dict[str, object]) -> Entry:
@@ -217,11 +220,15 @@ def parse_entry(name: str, data: dict[str, object]) -> Entry:
         if not isinstance(pid, int) or not isinstance(started, int) or not isinstance(patches, dict):
             raise TypeError("pid, start_time and patches have the wrong types")
         parsed = {int(a, 16): Patch.from_json(b) for a, b in patches.items()}
-        if pid <= 0 or any(a <= 0 for a in parsed):
+        counted = data.get("semaphores", {})
+        if not isinstance(counted, dict):
+            raise TypeError("semaphores has the wrong type")
+        semaphores = {int(a, 16): Patch.from_json(b) for a, b in counted.items()}
+        if pid <= 0 or any(a <= 0 for a in (*parsed, *semaphores)):
             raise ValueError("an address or byte out of range")
     except (KeyError, TypeError, ValueError) as e:
         raise JournalError(f"journal entry {name} is malformed ({e})") from None
-    return Entry(name, pid, started, parsed)
+    return Entry(name, pid, started, parsed, semaphores)
 
 
 class Journal:
@@ -240,6 +247,8 @@ class Journal:
         self.path = journal_dir() / self.name
         self.start_time = started
         self.patches: dict[int, Patch] = {}
+        self.semaphores: dict[int, Patch] = {}
+        """USDT semaphores counted in (semaphores.py)."""
         self._folder: int | None = None
 
     def record(self, address: int, patch: Patch) -> None:
@@ -256,9 +265,20 @@ class Journal:
         self.patches.update(patches)
         self._write()
 
+    def record_semaphore(self, address: int, place: Patch) -> None:
+        """Note a semaphore about to be counted in (durable when this returns)."""
+        self.semaphores[address] = place
+        self._write()
+
+    def forget_semaphore(self, address: int) -> None:
+        """A semaphore about to be counted out (durable when this returns: see semaphores.py)."""
+        if self.semaphores.pop(address, None) is not None:
+            self._write()
+
     def clear(self) -> None:
         """Every byte is back: the entry goes."""
         self.patches.clear()
+        self.semaphores.clear()
         if self._folder is not None:
             remove_entry(self._folder, self.name)
 
@@ -270,7 +290,8 @@ class Journal:
 
     def _write(self) -> None:
         data = json.dumps({"pid": self.pid, "start_time": self.start_time,
-                           "patches": {f"{a:#x}": p.to_json() for a, p in self.patches.items()}}).encode()
+                           "patches": {f"{a:#x}": p.to_json() for a, p in self.patches.items()},
+                           "semaphores": {f"{a:#x}": p.to_json() for a, p in self.semaphores.items()}}).encode()
         tmp = self.name + ".tmp"
         if self._folder is None:
             self._folder = folder_fd(create=True)

@@ -263,7 +263,7 @@ def restore_checked(pid: int, patches: dict[int, Patch], hold: Holder | None = N
         refused: list[str] = []
         build_ids: dict[tuple[str, int], str | None] = {}
         for address, patch in patches.items():
-            why = _moved(pid, mappings, address, patch, build_ids)
+            why = moved(pid, mappings, address, patch, build_ids)
             if why:
                 refused.append(f"{address:#x}: {why}")
             else:
@@ -276,7 +276,7 @@ def restore_checked(pid: int, patches: dict[int, Patch], hold: Holder | None = N
     return restored, f"not put back: {'; '.join(problems)}" if problems else ""
 
 
-def _moved(pid: int, mappings: list[procfs.Mapping], address: int, patch: Patch,
+def moved(pid: int, mappings: list[procfs.Mapping], address: int, patch: Patch,
            build_ids: dict[tuple[str, int], str | None]) -> str:
     """Why the code at ``address`` is not the code ``patch`` was taken from ('' when it is)."""
     if not patch.placed:

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 
 from sampler.errors import AlreadyTraced, JournalError, SamplerError, UntrustedJournal
-from sampler.safety import journal, patches
+from sampler.safety import journal, patches, semaphores
 from sampler.target import procfs
 
 INT3 = 0xCC
@@ -73,8 +73,10 @@ def _repair_folder(folder: int, pid: int | None, skip_traced: bool, hold: patche
             results.append(Repair(entry.pid, 0, "traced right now (a sampler may own it): left alone"))
             continue
         restored, problem = patches.restore_checked(entry.pid, entry.patches, hold)
-        journal.remove_entry(folder, name)
-        note = f"{restored} byte(s) restored"
+        journal.remove_entry(folder, name)  # (first: a semaphore is never counted out twice)
+        counted, not_counted = semaphores.count_out_checked(entry.pid, entry.semaphores)
+        problem = "; ".join(p for p in (problem, not_counted) if p)
+        note = f"{restored} byte(s) restored" + (f", {counted} USDT semaphore(s) counted out" if counted else "")
         if problem:
             note += f"; {problem}: entry removed"
         results.append(Repair(entry.pid, restored, note, problem=bool(problem)))

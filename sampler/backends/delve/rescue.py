@@ -135,7 +135,8 @@ class DlvRescue:
     def watch(self, pid: int) -> None:
         pass
 
-    def run(self, patches: dict[int, dict[int, Patch]], children: dict[int, int]) -> None:
+    def run(self, patches: dict[int, dict[int, Patch]], children: dict[int, int],
+            semaphores: dict[int, set[int]]) -> None:
         if not self.leave():
             kill_dlv(self.dlv_pid, self.pid)
 

@@ -252,6 +252,21 @@ class PtraceBackend:
             self._stopped = any(procfs.thread_state(self.config.pid, tid) == "T"
                                 for tid in procfs.tasks(self.config.pid))
         self.tracer.take_over() if forked else self.tracer.seize()
+        self._count_in_semaphores()
+
+    def _count_in_semaphores(self) -> None:
+        """A USDT probe with a semaphore fires only while it is non-zero: sampler counts itself in
+        (semaphores.py), once per semaphore, for the whole run."""
+        assert self.tracer is not None
+        for site in self.sites:
+            place = site.place
+            if place is None or place.usdt is None or not place.usdt.semaphore or place.module is None:
+                continue
+            address = place.usdt.semaphore + place.module.bias
+            why = self.tracer.probes.count_in(address)
+            if why:
+                notice.say(f"--at {site.label or self.config.location}: its semaphore at {address:#x} is not "
+                           f"counted in ({why}): the probe fires only while another reader counts on it")
 
     def _check_instruction(self, site: Site) -> None:
         """Refuse a breakpoint address that does not start an instruction of its function

@@ -21,11 +21,13 @@ import ctypes
 import errno
 import os
 import time
+from collections.abc import Collection
 
 from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
 from sampler.backends.ptrace import calls
 from sampler.errors import JournalError, ProcessNotFound
+from sampler.safety import semaphores
 from sampler.safety.guardian import Guardian, Ward
 from sampler.safety.journal import Journal
 from sampler.safety.patches import Patch, put_back_through
@@ -60,13 +62,15 @@ class ChildReleaser:
         self.cleaned = 0
         """Of those, children that had at least one int3 put back."""
 
-    def release(self, child: int, originals: dict[int, Patch], first_stop_seen: bool, keep: bool = False) -> bool:
+    def release(self, child: int, originals: dict[int, Patch], first_stop_seen: bool, keep: bool = False,
+                counted: Collection[int] = ()) -> bool:
         """``child`` is stopped (or about to report its first stop): put back ``originals``
         where an int3 stands in its memory (and the code around is as it was), then detach it (with ``keep``, it
         stays traced and stopped: a run that follows forks takes it in). The guardian and
         a journal entry hear of it only when it holds an int3 (a fork while nothing was armed
         costs two reads); a journal that cannot be written does not keep it stopped. False when
-        it died before it ran."""
+        it died before it ran. ``counted``: the USDT semaphores sampler counted in, whose copies in the
+        child are counted out last (after the guardian heard the child is done: never twice)."""
         if not first_stop_seen and not _first_stop(child):
             return False  # it died before it ran (SIGKILL): nothing to clean
         try:
@@ -99,6 +103,8 @@ class ChildReleaser:
                         entry.close()
                 if patched and self.guardian is not None:
                     self.guardian.child_done(child)
+                for address in counted if fd >= 0 else ():
+                    semaphores.add(fd, address, -1)
         finally:
             if fd >= 0:
                 os.close(fd)

@@ -142,8 +142,10 @@ class Dispatch(Tasks):
         else:
             early = self._early.pop(child, None)
             if self.adopt is None or self._detaching:
-                self.children.release(child, self.patches, first_stop_seen=early is not None)
-            elif self.children.release(child, self.patches, first_stop_seen=early is not None, keep=True) \
+                self.children.release(child, self.patches, first_stop_seen=early is not None,
+                                      counted=self.probes.semaphores)
+            elif self.children.release(child, self.patches, first_stop_seen=early is not None, keep=True,
+                                           counted=self.probes.semaphores) \
                     and not self.adopt(child):
                 self._request(ptrace_func.PTRACE_DETACH, child, 0, 0)  # not taken in: let go, clean
             return None

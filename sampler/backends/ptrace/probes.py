@@ -18,6 +18,7 @@ from sampler.backends.ptrace.memory import Memory
 from sampler.backends.ptrace.stats import TracerStats
 from sampler.errors import SamplerError, TargetExited
 from sampler.evaluation.reads import UnreadableMemory
+from sampler.safety import semaphores
 from sampler.safety.guardian import Guardian, Ward
 from sampler.safety.journal import Journal
 from sampler.safety.patches import Describer, Patch
@@ -50,6 +51,40 @@ class ProbeTable:
         self.jumps: dict[int, bytes] = {}
         """In-process probes' jumps in place: site -> the bytes the jump covers. They stay in for a
         vfork child (it runs the trampoline as the threads do)."""
+        self.semaphores: set[int] = set()
+        """USDT semaphores counted in (semaphores.py): counted out at detach, and in each forked child."""
+
+    def count_in(self, address: int) -> str:
+        """Count sampler in on the USDT semaphore at ``address``, journaled and told to the guardian
+        first; '' when done (or done already), else why not (the probe then fires only while another
+        reader counts on it: the caller says so)."""
+        if address in self.semaphores:
+            return ""
+        place = semaphores.describe(self._describer, address)
+        if self.journal is not None:
+            self.journal.record_semaphore(address, place)
+        if self.guardian is not None:
+            self.guardian.note_semaphore(address)
+        why = semaphores.add(self.memory.fd, address, +1)
+        if why:
+            self._forget_semaphore(address)
+        else:
+            self.semaphores.add(address)
+        return why
+
+    def count_out_all(self) -> None:
+        """Every semaphore counted out (said first: never twice, semaphores.py)."""
+        for address in sorted(self.semaphores):
+            self._forget_semaphore(address)
+            semaphores.add(self.memory.fd, address, -1)
+        self.semaphores.clear()
+
+    def _forget_semaphore(self, address: int) -> None:
+        if self.journal is not None:
+            with contextlib.suppress(SamplerError):
+                self.journal.forget_semaphore(address)
+        if self.guardian is not None:
+            self.guardian.semaphore_out(address)
 
     def write_jump(self, site: int, jump: bytes) -> None:
         """An in-process probe's jump at ``site``, every byte journaled and told to the guardian
@@ -137,6 +172,7 @@ class ProbeTable:
         threads could not be held to take it out) keeps its entry: ``sampler repair`` takes it out."""
         for address in list(self.armed):
             self.disarm(address)
+        self.count_out_all()
         if self.journal is not None:
             self.journal.clear()
             left = {a: p for a, p in self.patches.items() if p.group in self.jumps}
@@ -170,6 +206,7 @@ class ProbeTable:
         self.originals.clear()
         self.patches.clear()
         self.jumps.clear()  # (in the old memory: the new program has none)
+        self.semaphores.clear()  # (counts of the old program's: gone with it)
         if self.guardian is not None:
             self.guardian.forget_patches()
         if self.journal is not None:

@@ -19,6 +19,7 @@ from sampler.backends.ptrace.freeze import every_thread_held
 from sampler.errors import SamplerError
 from sampler.safety import repair
 from sampler.safety.patches import Patch, put_back_into, put_back_through
+from sampler.safety.semaphores import add
 from sampler.target import procfs
 
 HOLD_TRIES_S = 10.0
@@ -36,6 +37,19 @@ def _hold_and_put_back(pid: int, fd: int, theirs: dict[int, Patch]) -> None:
             if time.monotonic() > deadline:
                 return  # a thread that would not stop: the journal keeps them for repair
             time.sleep(0.02)
+
+
+def _count_out_in(child: int, addresses: set[int]) -> None:
+    """A forked child the worker was cleaning holds a copy of each count."""
+    try:
+        fd = procfs.open_mem(child, writable=True)
+    except OSError:
+        return
+    try:
+        for address in addresses:
+            add(fd, address, -1)
+    finally:
+        os.close(fd)
 
 
 class PatchRescue:
@@ -68,7 +82,8 @@ class PatchRescue:
         except OSError:
             pass  # gone already: cleanup's repair finds nothing to do either
 
-    def run(self, patches: dict[int, dict[int, Patch]], children: dict[int, int]) -> None:
+    def run(self, patches: dict[int, dict[int, Patch]], children: dict[int, int],
+            semaphores: dict[int, set[int]]) -> None:
         jumps: list[tuple[int, int, dict[int, Patch]]] = []
         for pid, theirs in patches.items():
             fd = self._fds.get(pid or self.pid, -1)
@@ -78,6 +93,13 @@ class PatchRescue:
                     jumps.append((pid or self.pid, fd, theirs))
         for child, parent in children.items():
             put_back_into(child, patches.get(parent, {}), every_thread_held)  # (the kernel let it go: it runs)
+        for pid, addresses in semaphores.items():  # after the int3s: a count is no hazard to the target
+            fd = self._fds.get(pid or self.pid, -1)
+            for address in addresses if fd >= 0 else ():
+                add(fd, address, -1)
+            for child, parent in children.items():
+                if parent == pid:
+                    _count_out_in(child, addresses)
         self._children = set(children)
         for pid, fd, theirs in jumps:  # not in a hurry: a jump keeps the target running, into the trampoline
             _hold_and_put_back(pid, fd, theirs)

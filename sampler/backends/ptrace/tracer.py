@@ -161,7 +161,7 @@ class Tracer(Dispatch, Stepping):
             if pending:
                 self._sleep(deadline - time.monotonic())
         for child in list(self._early):  # whose fork event never came (the parent was killed)
-            self.children.release(child, self.patches, first_stop_seen=True)
+            self.children.release(child, self.patches, first_stop_seen=True, counted=self.probes.semaphores)
             del self._early[child]
         self.stats.left_stepping |= pending & set(self._stepping)  # in the kernel for a page that does not come:
         pending -= set(self._stepping)  # the kernel lets them go when this tracer ends, with the trap flag

@@ -146,7 +146,7 @@ targets: targets/bin/ringbuf-go targets/bin/ringbuf-go-stripped targets/bin/http
 	targets/bin/execrace targets/bin/ifuncs targets/bin/eintr targets/bin/shortlived \
 	targets/bin/stacks targets/bin/stacks-cpp targets/bin/stacks-rust targets/bin/stacks-go targets/bin/spinners targets/bin/eintr-fp targets/bin/eintr-sockets \
 	targets/bin/burst targets/bin/burst-go targets/bin/latency targets/bin/latency-cpp targets/bin/latency-rust \
-	targets/bin/latency-go targets/bin/usdt targets/bin/usdt-O0
+	targets/bin/latency-go targets/bin/usdt targets/bin/usdt-O0 targets/bin/throws
 
 targets/bin/ringbuf-go: targets/ringbuf-go/main.go targets/ringbuf-go/go.mod | system-deps
 	mkdir -p targets/bin
@@ -175,6 +175,11 @@ targets/bin/usdt: targets/usdt/usdt.c targets/usdt/guarded.c | system-deps
 targets/bin/usdt-O0: targets/usdt/usdt.c targets/usdt/guarded.c | system-deps
 	mkdir -p targets/bin
 	$(CC) -O0 -g -o $@ $^
+
+# exceptions thrown and caught on command: libstdc++'s own USDT probes (libstdcxx:throw, catch)
+targets/bin/throws: targets/usdt/throws.cpp | system-deps
+	mkdir -p targets/bin
+	$(CXX) -O2 -g -o $@ $<
 
 targets/bin/ringbuf-c: targets/ringbuf-c/ringbuf.c | system-deps
 	mkdir -p targets/bin

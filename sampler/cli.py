@@ -17,6 +17,7 @@ from sampler.backends.select import CHOICES
 from sampler.budget import parse_share
 from sampler.durations import parse_duration
 from sampler.errors import (
+    LocationNotFound,
     SamplerError,
     UsageError,
 )
@@ -78,7 +79,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 SECTIONS = {
     "What to sample": ("--pid", "--pgrep", "--all", "--container", "--exe", "--user", "--follow-forks",
                        "--wait-target", "--expr"),
-    "Where": ("--at", "--latency", "--to", "--backend", "--probe", "--debug-dir", "--symbols"),
+    "Where": ("--at", "--latency", "--to", "--backend", "--probe", "--max-probes", "--debug-dir", "--symbols"),
     "When": ("--interval", "--rate", "--count", "--max-events", "--duration", "--hit-timeout", "--stop-when",
              "--max-overhead"),
     "Output": ("--out", "--format", "--quiet", "--live", "--metrics", "--count-by", "--hist"),
@@ -175,6 +176,8 @@ def target_options(command: F) -> F:
         click.option("--metrics", metavar="[HOST:]PORT",
                      help="Serve OpenMetrics/Prometheus metrics there (127.0.0.1 unless HOST is given: "
                           "another address lets anyone who reaches it read the values)."),
+        click.option("--max-probes", "max_probes", type=click.IntRange(min=1), default=1000, show_default=True,
+                     help="The most breakpoints one --at may mean (a pattern's matches, a USDT probe's sites)."),
         click.option("--debug-dir", "debug_dirs", multiple=True, metavar="DIR",
                      help="A folder of separate debug files (DIR/.build-id/ab/cdef.debug, or by "
                           ".gnu_debuglink), searched before /usr/lib/debug; repeatable (ptrace)."),
@@ -203,6 +206,9 @@ def target_options(command: F) -> F:
     return command
 
 
+PLACES = ("a pattern of functions (ngx_http_*_handler, libc:str*), FUNCTION+OFFSET, MODULE:0xADDR (an address "
+          "as the file has it: objdump, nm), *ADDR (at run time), or a USDT probe: usdt:PROVIDER:NAME, "
+          "usdt:LIBRARY:PROVIDER:NAME (sampler list shows them)")
 AT_HELP = ("Repeatable (ptrace): several places in one run, each --expr belonging to the --at before it "
            "(one given before the first, to all), a 'probe' column saying which.")
 
@@ -210,7 +216,7 @@ AT_HELP = ("Repeatable (ptrace): several places in one run, each --expr belongin
 @cli.command(cls=SectionedCommand)
 @target_options
 @click.option("--at", "locations", multiple=True, metavar="LOCATION",
-              help="Where to break: a function (main.(*Ring).Read), FILE:LINE, or *ADDR (ptrace). "
+              help="Where to break: a function (main.(*Ring).Read), FILE:LINE, or (ptrace) " + PLACES + ". "
                    "Without it, globals are read (delve halts the target; ptrace does not). " + AT_HELP)
 @click.option("--interval", type=DURATION, help="Time between samples (default 1s).")
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True), help="Samples per second.")
@@ -236,7 +242,7 @@ def attach(ctx: click.Context, /, locations: tuple[str, ...], interval: float | 
 @cli.command(cls=SectionedCommand)
 @target_options
 @click.option("--at", "locations", metavar="LOCATION", required=True, multiple=True,
-              help="Where to break: a function, FILE:LINE, or *ADDR (ptrace). " + AT_HELP)
+              help="Where to break: a function, FILE:LINE, or (ptrace) " + PLACES + ". " + AT_HELP)
 @click.option("--max-events", type=click.IntRange(min=1), help="Stop after N hits.")
 @click.option("--probe", type=click.Choice(["auto", "inprocess", "int3"]), default="auto", show_default=True,
               help="inprocess: a jump into code sampler puts in the target counts and records each call, and no "
@@ -350,6 +356,44 @@ def process_options(command: F) -> F:
     ]):
         command = option(command)
     return command
+
+
+@cli.command(name="list")
+@click.argument("pattern", required=False)
+@click.option("--pid", type=int, help="The process: its program and every library it has loaded.")
+@click.option("--pgrep", metavar="PATTERN", help="The process by its name, else its command line.")
+@click.option("--exe", metavar="PATH", help="A program or library file, without a process (its own symbols "
+                                             "and probes: not the libraries it would load).")
+@click.option("--format", "out_format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="text, or json: one object per line (kind, location, module, address, size, arguments, "
+                   "semaphore).")
+def list_command(pattern: str | None, pid: int | None, pgrep: str | None, exe: str | None, out_format: str) -> int:
+    """What can be probed: functions, USDT probes (with their arguments) and globals, each as --at
+    (or --expr) takes it. PATTERN as --at reads one: usdt:[LIBRARY:]PROVIDER:NAME, LIBRARY:NAME or
+    NAME, with * ? [...].
+
+    \b
+    Examples:
+      sampler list --pid 4242 'usdt:*'
+      sampler list --pid 4242 'ngx_http_*_handler'
+      sampler list --pid 4242 'libc:str*' --format json
+      sampler list --exe /usr/lib/postgresql/15/bin/postgres 'usdt:postgresql:query__*'
+    """
+    from sampler import listing
+
+    if sum(x is not None for x in (pid, pgrep, exe)) != 1:
+        raise UsageError("give one of --pid, --pgrep and --exe", "sampler list --pid 4242 'usdt:*'")
+    if exe is not None:
+        items = listing.of_file(exe, pattern)
+    else:
+        [target] = configure.targets_of(configure.Options("stack", pids=(pid,) if pid is not None else (),
+                                                          pgrep=pgrep))
+        items = listing.of_process(target, pattern)
+    if not items:
+        raise LocationNotFound(f"nothing matches {pattern!r}" if pattern else "nothing to list",
+                               "try a wider pattern: 'usdt:*', 'NAME*', 'LIBRARY:*'")
+    click.echo((listing.as_json if out_format == "json" else listing.as_text)(items), nl=False)
+    return 0
 
 
 @cli.command()

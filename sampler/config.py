@@ -61,6 +61,8 @@ class SessionConfig:
     debug_dirs: tuple[str, ...] = ()
     """--debug-dir: folders of separate debug files, searched before /usr/lib/debug (ptrace)."""
     symbols_file: str | None = None
+    max_probes: int = 1000
+    """The most breakpoints one --at may mean (a pattern, a USDT probe's sites)."""
     """--symbols: an unstripped copy of the executable (ptrace)."""
     quiet: bool = False
     """No informational lines on stderr (warnings still)."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from sampler.config import Probe, SessionConfig, Switches
+from sampler.debuginfo.locate import ptrace_only
 from sampler.durations import format_duration
 from sampler.errors import ExpressionError, ProcessNotFound, UsageError
 from sampler.language import expr
@@ -60,6 +61,7 @@ class Options:
     metrics: str | None = None
     debug_dirs: tuple[str, ...] = ()
     symbols_file: str | None = None
+    max_probes: int = 1000
     count_by: tuple[str, ...] = ()
     hists: tuple[str, ...] = ()
     stop_when: str | None = None
@@ -125,6 +127,11 @@ def build(options: Options, finder: Finder | None = None, environ: Mapping[str, 
     for location in locations:
         if not location.strip():
             raise UsageError("--at is empty", "give a function or FILE:LINE")
+    for location in (*locations, *([options.to] if options.to else [])):
+        only = ptrace_only(location)
+        if only and options.backend in DELVE:
+            raise UsageError(f"--at {location}: {only} is read by the ptrace backend (--backend {options.backend})",
+                             "give --backend ptrace")
     probes: tuple[Probe, ...] = ()
     if len(locations) > 1:
         probes, expressions = _probes(options.order or ((None, options.exprs),), locations)
@@ -173,7 +180,7 @@ def build(options: Options, finder: Finder | None = None, environ: Mapping[str, 
                            users=users, expressions=expressions, location=locations[0] if locations else None,
                            probes=probes, duration_s=options.duration, backend=options.backend,
                            guardian=not options.no_guardian, debug_dirs=_debug_dirs(options.debug_dirs),
-                           symbols_file=options.symbols_file, quiet=options.quiet,
+                           symbols_file=options.symbols_file, quiet=options.quiet, max_probes=options.max_probes,
                            stop_when=_condition(options.stop_when, columns), max_overhead=options.max_overhead,
                            switches=Switches.from_environment(environ), probe_kind=probe_kind,
                            latency=options.latency, latency_to=options.to,

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from sampler import notice
 from sampler.backends.base import Backend
 from sampler.config import SessionConfig
+from sampler.debuginfo.locate import ptrace_only
 from sampler.errors import SamplerError, UsageError
 from sampler.language import expr
 from sampler.safety.repair import Repair
@@ -40,6 +41,9 @@ def pick(config: SessionConfig, target: TargetProcess) -> Choice:
     if choice == "auto":
         if own:
             choice, reason = "ptrace", f"{' and '.join(f'{name}()' for name in own)}: read by the ptrace backend"
+        elif any(ptrace_only(probe.location) for probe in config.probe_list()):
+            only = next(p.location for p in config.probe_list() if ptrace_only(p.location))
+            choice, reason = "ptrace", f"--at {only}: read by the ptrace backend"
         elif config.probes:
             choice, reason = "ptrace", f"{len(config.probes)} --at: the ptrace backend breaks at several places"
         elif config.latency or config.latency_to is not None:

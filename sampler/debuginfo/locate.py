@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import fnmatch
 import re
 from dataclasses import dataclass
 
@@ -33,6 +34,31 @@ MAX_FUNCTION_BYTES = 1 << 18
 _ADDRESS = re.compile(r"^\*\s*(0x[0-9a-fA-F]+|\d+)$")
 _FILE_LINE = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+)$")
 _IN_LIBRARY = re.compile(r"^(?P<library>[^:]+):(?!:)(?P<rest>.+)$")
+_FILE_ADDRESS = re.compile(r"^(?P<library>[^:]+):(?P<address>0x[0-9a-fA-F]+)$")
+"""MODULE:0xADDR, an address as the module's file has it (objdump -d, nm; bpftrace's uprobe:/path:0x...)."""
+_OFFSET = re.compile(r"^(?P<function>[^*+][^+]*?)\s*\+\s*(?P<offset>0x[0-9a-fA-F]+|\d+)$")
+"""FUNCTION+OFFSET (gdb's and bpftrace's), LIBRARY:FUNCTION+OFFSET too."""
+_PATTERN = re.compile(r"[*?\[]")
+
+
+def ptrace_only(location: str) -> str:
+    """What in a location only the ptrace backend reads ('' when Delve can take it too)."""
+    text = location.strip()
+    if usdtsites.is_usdt(text):
+        return "a USDT probe"
+    if _FILE_ADDRESS.match(text):
+        return "MODULE:0xADDR"
+    if _OFFSET.match(text):
+        return "FUNCTION+OFFSET"
+    if is_pattern(text):
+        return "a pattern"
+    return ""
+
+
+def is_pattern(location: str) -> bool:
+    """A function name with wildcards (``ngx_http_*_handler``, ``libc:str*``), not an address."""
+    text = location.strip()
+    return not text.startswith("*") and not usdtsites.is_usdt(text) and bool(_PATTERN.search(text))
 
 
 @dataclass(frozen=True)
@@ -50,9 +76,10 @@ class Place:
 
 
 def names_function(location: str) -> bool:
-    """The location is a function by name (``f``, ``lib:f``), not FILE:LINE, *ADDR nor a USDT probe."""
+    """The location is a function by name (``f``, ``lib:f``), not FILE:LINE, *ADDR, a USDT probe,
+    FUNCTION+OFFSET nor MODULE:0xADDR (a pattern: each match is one)."""
     text = location.strip()
-    if usdtsites.is_usdt(text):
+    if usdtsites.is_usdt(text) or _FILE_ADDRESS.match(text) or _OFFSET.match(text):
         return False
     library = _IN_LIBRARY.match(text)
     rest = library.group("rest") if library and not _FILE_LINE.match(text) else text
@@ -66,6 +93,12 @@ def resolve(modules: Modules, location: str) -> Place:
         address = int(match.group(1), 0)
         module = modules.containing(address)
         return Place(address, module, _function_at(module, address) if module else None)
+    match = _FILE_ADDRESS.match(text)
+    if match:
+        return _file_address(modules, match.group("library"), int(match.group("address"), 16))
+    match = _OFFSET.match(text)
+    if match:
+        return _plus_offset(modules, match.group("function"), int(match.group("offset"), 0))
     library = _IN_LIBRARY.match(text)
     if library and not _FILE_LINE.match(text):
         module = modules.named(library.group("library"))
@@ -114,6 +147,10 @@ def resolve_all(modules: Modules, location: str, limit: int = MAX_PROBES) -> lis
     if usdtsites.is_usdt(text):
         return [Place(probe.address + module.bias, module, _function_at(module, probe.address + module.bias),
                       label, probe) for module, probe, label in usdtsites.sites(modules, text, limit)]
+    if is_pattern(text):
+        return _matching(modules, text, limit)
+    if _FILE_ADDRESS.match(text) or _OFFSET.match(text):
+        return [resolve(modules, text)]
     library = _IN_LIBRARY.match(text)
     if _ADDRESS.match(text) or _FILE_LINE.match(text) or (library and _FILE_LINE.match(library.group("rest"))):
         return [resolve(modules, location)]
@@ -146,6 +183,83 @@ def resolve_all(modules: Modules, location: str, limit: int = MAX_PROBES) -> lis
         modules.finder.say(f"--at {name}: also {', '.join(shown)}: {1 + len(extra) + len(copies)} breakpoints "
                            "(the probe column says which)")
     return [first, *extra, *copies]
+
+
+def _module_named(modules: Modules, library: str) -> Module:
+    module = modules.named(library)
+    if module is None:
+        modules.refresh()
+        module = modules.named(library)
+    if module is None:
+        raise LocationNotFound(f"no library {library!r} is loaded in process {modules.pid}",
+                               "see its libraries in /proc/PID/maps")
+    return module
+
+
+def _file_address(modules: Modules, library: str, address: int) -> Place:
+    """MODULE:0xADDR: the module's file address (as objdump and nm print it) at run time."""
+    module = modules.main if library in (modules.main.name, modules.main.path) else _module_named(modules, library)
+    if module.file.byte_at(address) is None:
+        raise LocationNotFound(f"--at {library}:{address:#x}: no loadable segment of {module.path} holds that "
+                               "address", "give an address as objdump -d or nm prints it for that file")
+    return Place(address + module.bias, module, _function_at(module, address + module.bias))
+
+
+def _plus_offset(modules: Modules, function: str, offset: int) -> Place:
+    """FUNCTION+OFFSET: bytes past the function's first instruction (its entry, not its prologue's
+    end); within the function (its instruction boundary is checked when the probe goes in)."""
+    library = _IN_LIBRARY.match(function)
+    module = _module_named(modules, library.group("library")) if library else None
+    name = library.group("rest") if library else function
+    start = None
+    for candidate in [module] if module is not None else modules.everything():
+        symbol = candidate.symbol(name)
+        if symbol is not None and symbol.is_function:
+            module, start = candidate, symbol
+            break
+    if module is None or start is None:
+        raise LocationNotFound(f"--at {function}+{offset:#x}: no function symbol {name!r}"
+                               + (f" in {module.name}" if module is not None else " in the program or its libraries"),
+                               "FUNCTION+OFFSET counts from a function's symbol: check the spelling (nm)")
+    if start.size and offset >= start.size:
+        raise LocationNotFound(f"--at {function}+{offset:#x}: past the end of {name} ({start.size:#x} bytes)",
+                               "give an offset inside the function (objdump -d)")
+    address = start.address + offset + module.bias
+    return Place(address, module, _function_at(module, address), f"{name}+{offset:#x}")
+
+
+def _matching(modules: Modules, pattern: str, limit: int) -> list[Place]:
+    """Every function whose name matches the pattern: the program's, or (LIBRARY:PATTERN) one
+    library's; each one breakpoint (the first name of those at one address), up to ``limit``."""
+    library = _IN_LIBRARY.match(pattern)
+    module = _module_named(modules, library.group("library")) if library else modules.main
+    wanted = library.group("rest") if library else pattern
+    names = sorted(n for n in module.function_names() if fnmatch.fnmatchcase(n, wanted))
+    if not names:
+        raise LocationNotFound(f"--at {pattern}: no function of {module.name} matches"
+                               + ("" if library else " (a library's: LIBRARY:PATTERN)"),
+                               "sampler list --pid PID 'PATTERN' shows what there is")
+    if len(names) > limit:
+        raise LocationNotFound(f"--at {pattern}: {len(names)} functions match, over --max-probes {limit}",
+                               f"name fewer (e.g. {names[0]!r}), or raise --max-probes")
+    places: dict[int, Place] = {}
+    skipped: list[str] = []
+    for name in names:
+        try:
+            place = _in_module(modules, module, name, everywhere=False)
+        except LocationNotFound:  # an overloaded C++ name: its full signatures are names of their own
+            place = None
+        if place is None:
+            skipped.append(name)
+        elif place.address not in places:
+            places[place.address] = dataclasses.replace(place, symbol=name)
+    if not places:
+        raise LocationNotFound(f"--at {pattern}: {len(names)} names match, none a place to break at "
+                               f"({', '.join(names[:3])})", "give a full signature of a C++ overload")
+    modules.finder.say(f"--at {pattern}: {len(places)} function(s) of {module.name}"
+                       + (f" ({len(skipped)} name(s) left out: {', '.join(skipped[:3])})" if skipped else "")
+                       + ": the probe column says which")
+    return list(places.values())
 
 
 def _was_inlined(function: Function | None) -> bool:

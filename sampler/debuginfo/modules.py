@@ -109,6 +109,10 @@ class Module:
         source = self._local() if not self._looked_remote else self._source
         return [self.file] if source is None or source.file is self.file else [self.file, source.file]
 
+    def symbol_files(self) -> list[ElfFile]:
+        """The files its symbols come from: the loaded one, then its debug file's when one was found."""
+        return self._files()
+
     def symbol(self, name: str) -> Symbol | None:
         """A function or object by name (file address): the file's own symbols first, then
         its debug file's (read only when the first have no such name)."""

@@ -84,7 +84,9 @@ class Recorder:
         """The plan of this evaluation's reads. Given the candidates of an earlier hit's
         evaluation, each read keeps the likeliest way that explains it at both hits (a
         register that happened to lie just below a field at one hit rarely does at the
-        next); None when the two evaluations did not read alike."""
+        next); None when the two evaluations did not read alike, or a read has no way that
+        explains it at both (an address of two registers, ``$rbp + $rax * 8``: a guess would
+        miss at a later hit and lose that row; the hits are evaluated in full instead)."""
         mine = self.candidates()
         if earlier is None:
             return ReadPlan([ways[0] for ways in mine])
@@ -93,7 +95,10 @@ class Recorder:
         steps = []
         for ways, before in zip(mine, earlier):
             seen = {_key(step) for step in before}
-            steps.append(next((step for step in ways if _key(step) in seen), ways[0]))
+            both = next((step for step in ways if _key(step) in seen), None)
+            if both is None:
+                return None
+            steps.append(both)
         return ReadPlan(steps)
 
     def _explain(self, index: int, address: int, size: int) -> list[Step]:

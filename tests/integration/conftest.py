@@ -19,14 +19,14 @@ def start_target(built_targets: None) -> Iterator[Callable[..., Target]]:
     started: list[Target] = []
 
     def start(name: str, *args: str, env: dict[str, str] | None = None, binary: bool = True,
-              as_name: str | None = None) -> Target:
+              as_name: str | None = None, stdin: bool = False) -> Target:
         """Start targets/bin/NAME ARGS (or, with binary=False, the command NAME ARGS); ``as_name``:
         through a link of that name, so that its process name (comm) is its own: a test that finds
         it by name (--pgrep) matches nothing else that runs on the machine (unique_name())."""
         program = str(BIN / name) if binary else name
         if as_name is not None:
             program = str(named_link(program, as_name))
-        target = Target([program, *args], env=env)
+        target = Target([program, *args], env=env, stdin=stdin)
         started.append(target)
         return target
 

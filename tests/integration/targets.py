@@ -45,8 +45,10 @@ class Target:
     """A running target whose stdout is collected line by line in the background."""
 
     def __init__(self, argv: list[str], env: dict[str, str] | None = None,
-                 preexec_fn: Callable[[], None] | None = None) -> None:
+                 preexec_fn: Callable[[], None] | None = None, stdin: bool = False) -> None:
+        """``stdin``: a pipe to the target's stdin, for ``send`` (else it inherits the tests' own)."""
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.PIPE if stdin else None,
                                      text=True, env={**os.environ, **(env or {})}, preexec_fn=preexec_fn)
         self.pid = self.proc.pid
         self.lines: list[str] = []
@@ -54,6 +56,12 @@ class Target:
         self._reader.start()
         self.wait_for(lambda: any(line.startswith("ready pid=") for line in self.lines), 10,
                       "the target never said ready")
+
+    def send(self, line: str) -> None:
+        """A line to the target's stdin (started with stdin=True)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -130,6 +138,11 @@ class Target:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(10)
+        if self.proc.stdin is not None:
+            try:
+                self.proc.stdin.close()
+            except BrokenPipeError:
+                pass
         self._reader.join(10)
         if self.proc.stdout is not None and not self._reader.is_alive():
             self.proc.stdout.close()  # (a child that outlives it holds the pipe: closing it then would block)

@@ -231,7 +231,7 @@ def test_a_go_program_survives_reading_probes_put_in_and_taken_out_again_and_aga
         result = sampler("trace", "--pid", str(target.pid), "--at", "main.touch", "--probe", "inprocess",
                          "--expr", "n=a.n", "--expr", "sum=a.sum", "--hist", "n", "--duration", "1s")
         # THEN each run read in the target, and the program goes on bursting
-        assert result.returncode == 0, (run, result.stderr)
+        assert result.returncode == 0, (run, result.stderr, target.lines[-30:])
         assert "in-process from now on" in result.stderr, result.stderr
         assert target.proc.poll() is None, target.lines[-20:]
     seen = len(target.lines)

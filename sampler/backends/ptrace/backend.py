@@ -83,7 +83,7 @@ class PtraceBackend:
         self.is_go = is_go
         self.modules = modules
         probes = config.probe_list()
-        placed = [(probe, resolve_all(modules, probe.location)) for probe in probes]
+        placed = [(probe, resolve_all(modules, probe.location, config.max_probes)) for probe in probes]
         self.probe_column = len(probes) > 1 or any(len(places) > 1 for _, places in placed)
         """Rows say which probe and site they came from (a 'probe' column first)."""
         offset = 1 if self.probe_column else 0
@@ -278,7 +278,9 @@ class PtraceBackend:
         if module is None or start is None:
             raise LocationNotFound(f"--at {where}: cannot tell whether {address:#x} starts an instruction "
                                    "(no symbol or unwind entry of a loaded file covers it); no breakpoint "
-                                   "was written", "give a function name, or an address inside a known function")
+                                   "was written", "give a function name, an address inside a known function, or "
+                                   "an address as the program's file has it (objdump -d, nm) as MODULE:0xADDR, "
+                                   "e.g. nginx:0x4e03a")
         begin = start + module.bias
         if address - begin + 16 > MAX_FUNCTION:
             raise LocationNotFound(f"--at {where}: {address:#x} is over 1 MiB past the start of its function "

@@ -21,7 +21,7 @@ import ctypes
 import errno
 import os
 import time
-from collections.abc import Collection
+from collections.abc import Mapping
 
 from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
@@ -63,7 +63,7 @@ class ChildReleaser:
         """Of those, children that had at least one int3 put back."""
 
     def release(self, child: int, originals: dict[int, Patch], first_stop_seen: bool, keep: bool = False,
-                counted: Collection[int] = ()) -> bool:
+                counted: Mapping[int, Patch] | None = None) -> bool:
         """``child`` is stopped (or about to report its first stop): put back ``originals``
         where an int3 stands in its memory (and the code around is as it was), then detach it (with ``keep``, it
         stays traced and stopped: a run that follows forks takes it in). The guardian and
@@ -79,16 +79,29 @@ class ChildReleaser:
             fd = -1
         try:
             patched = {a: b for a, b in originals.items() if fd >= 0 and _is_written(fd, a, b)}
+            copied = dict(counted or {}) if fd >= 0 else {}
             entry = None
-            if patched:
-                if self.guardian is not None:
-                    self.guardian.note_child(child)
+            told = bool(patched or copied) and self.guardian is not None
+            if told:
+                assert self.guardian is not None
+                self.guardian.note_child(child)
+            if patched or copied:
                 with contextlib.suppress(JournalError):
-                    entry = self._journal(child, patched)
+                    entry = self._journal(child, patched, copied)
             try:
                 stopped = contextlib.nullcontext()  # (its one thread, stopped at its first instruction)
                 restored, _ = put_back_through(fd, patched, stopped) if patched else (0, [])
                 self.cleaned += restored > 0
+                # its copies of the counts last, still stopped (it reads them from its first step on), once
+                # the journal and the guardian forgot it: a death in between leaves a count, never takes two
+                _closed(entry)
+                entry = None
+                if told:
+                    assert self.guardian is not None
+                    self.guardian.child_done(child)
+                    told = False
+                for address in copied:
+                    semaphores.add(fd, address, -1)
                 try:
                     if not keep:
                         calls.request(PTRACE_DETACH, child)
@@ -96,22 +109,17 @@ class ChildReleaser:
                     if e.errno != errno.ESRCH:
                         raise
             finally:
-                if entry is not None:
-                    try:
-                        entry.clear()
-                    finally:
-                        entry.close()
-                if patched and self.guardian is not None:
+                _closed(entry)
+                if told:
+                    assert self.guardian is not None
                     self.guardian.child_done(child)
-                for address in counted if fd >= 0 else ():
-                    semaphores.add(fd, address, -1)
         finally:
             if fd >= 0:
                 os.close(fd)
         self.released += not keep
         return True
 
-    def _journal(self, child: int, originals: dict[int, Patch]) -> Journal | None:
+    def _journal(self, child: int, originals: dict[int, Patch], counted: dict[int, Patch]) -> Journal | None:
         if not self.journaled:
             return None
         try:
@@ -120,10 +128,21 @@ class ChildReleaser:
             return None
         try:
             entry.record_many(originals)
+            for address, place in counted.items():
+                entry.record_semaphore(address, place)
         except JournalError:
             entry.close()
             raise
         return entry
+
+
+def _closed(entry: Journal | None) -> None:
+    """The child's journal entry gone (its bytes are back)."""
+    if entry is not None:
+        try:
+            entry.clear()
+        finally:
+            entry.close()
 
 
 def _is_written(fd: int, address: int, patch: Patch) -> bool:

@@ -51,8 +51,9 @@ class ProbeTable:
         self.jumps: dict[int, bytes] = {}
         """In-process probes' jumps in place: site -> the bytes the jump covers. They stay in for a
         vfork child (it runs the trampoline as the threads do)."""
-        self.semaphores: set[int] = set()
-        """USDT semaphores counted in (semaphores.py): counted out at detach, and in each forked child."""
+        self.semaphores: dict[int, Patch] = {}
+        """USDT semaphores counted in, with their place (semaphores.py): counted out at detach, and in
+        each forked child."""
 
     def count_in(self, address: int) -> str:
         """Count sampler in on the USDT semaphore at ``address``, journaled and told to the guardian
@@ -69,7 +70,7 @@ class ProbeTable:
         if why:
             self._forget_semaphore(address)
         else:
-            self.semaphores.add(address)
+            self.semaphores[address] = place
         return why
 
     def count_out_all(self) -> None:

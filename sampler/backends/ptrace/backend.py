@@ -43,7 +43,7 @@ from sampler.backends.ptrace.timedprobes import LAG_S, TimedProbes
 from sampler.backends.ptrace.tracer import DETACH_TIMEOUT_S, Tracer
 from sampler.config import Probe, SessionConfig
 from sampler.debuginfo.debugfiles import DebugFinder
-from sampler.debuginfo.locate import Place, names_function, resolve_all
+from sampler.debuginfo.locate import Place, names_function, ptrace_only, resolve_all
 from sampler.debuginfo.modules import Modules
 from sampler.errors import DebuggerError, LocationNotFound, SamplerError, UsageError
 from sampler.evaluation.plan import ReadPlan, Snapshot
@@ -301,7 +301,8 @@ class PtraceBackend:
             raise LocationNotFound(f"--at {where}: {address:#x} is not the start of an instruction (decoded "
                                    f"from its function at {begin:#x}); no breakpoint was written",
                                    "give the address of an instruction (objdump -d)" if where and
-                                   where.lstrip().startswith("*") else "the debug info's line table may be "
+                                   (where.lstrip().startswith("*") or _by_address(where)) else
+                                   "the debug info's line table may be "
                                    "corrupted: give a function name, another line, or *ADDR of an instruction")
 
     def _own_int3(self, address: int) -> bool:
@@ -1118,6 +1119,11 @@ def _holds(sites: list[Site]) -> dict[int, Callable[[object], Snapshot]] | None:
     """Each site's hot-path reads by address, when every site has them; else None."""
     holds = {site.address: site.runner for site in sites if site.runner is not None and site.address is not None}
     return holds if len(holds) == len(sites) else None
+
+
+def _by_address(location: str) -> bool:
+    """FUNCTION+OFFSET or MODULE:0xADDR: the user gave the address, not the line table."""
+    return ptrace_only(location) in ("FUNCTION+OFFSET", "MODULE:0xADDR")
 
 
 def _label(probe: Probe, place: Place, places: int) -> str:

@@ -75,6 +75,19 @@ def psql(where: str, *queries: str) -> list[str]:
     return done.stdout.splitlines()
 
 
+def _semaphore(path: str, name: str) -> int:
+    """The file address of the probe NAME's semaphore, as readelf -n writes it."""
+    text = subprocess.run(["readelf", "-n", path], capture_output=True, text=True).stdout
+    return int(re.search(rf"Name: {name}\n\s+Location: \S+, Base: \S+, Semaphore: (0x[0-9a-f]+)", text)
+               .group(1), 16)  # type: ignore[union-attr]
+
+
+def _read16(pid: int, address: int) -> int:
+    with open(f"/proc/{pid}/mem", "rb") as mem:
+        mem.seek(address)
+        return int.from_bytes(mem.read(2), "little")
+
+
 def test_postgres_query_texts_and_their_latency(postgres: tuple[int, str, Path], tmp_path: Path) -> None:
     # GIVEN Debian's PostgreSQL, its probes behind semaphores, a backend forked for each connection
     postmaster, where, log = postgres
@@ -84,6 +97,15 @@ def test_postgres_query_texts_and_their_latency(postgres: tuple[int, str, Path],
                          "--at", "usdt:postgresql:query__start", "--expr", "q=str(arg0)",
                          "--to", "usdt:postgresql:query__done", "--out", str(out))
     wait_until_patched(postmaster)
+    # THEN both probes' semaphores (as readelf -n gives them) are counted in
+    server = os.readlink(f"/proc/{postmaster}/exe")
+    base = next(int(line.split("-")[0], 16) for line in Path(f"/proc/{postmaster}/maps").read_text().splitlines()
+                if line.endswith(server) and int(line.split()[2], 16) == 0)
+    counters = [base + _semaphore(server, name) for name in ("query__start", "query__done")]
+    deadline = time.monotonic() + 10
+    while [_read16(postmaster, a) for a in counters] != [1, 1]:
+        assert time.monotonic() < deadline, [_read16(postmaster, a) for a in counters]
+        time.sleep(0.05)
     # AND one connection sends 20 distinct queries
     queries = [f"SELECT {k} * 7 AS q{k}" for k in range(1, 21)]
     answers = psql(where, *queries)
@@ -100,6 +122,7 @@ def test_postgres_query_texts_and_their_latency(postgres: tuple[int, str, Path],
     text = log.read_text()
     assert "terminated by signal" not in text and "server process" not in text, text[-2000:]
     assert psql(where, "SELECT 1") == ["1"]
+    assert [_read16(postmaster, a) for a in counters] == [0, 0]
     assert_code_matches_files(postmaster)
     assert "followed from their first instruction" in stderr
 

@@ -258,15 +258,16 @@ class PtraceBackend:
         """A USDT probe with a semaphore fires only while it is non-zero: sampler counts itself in
         (semaphores.py), once per semaphore, for the whole run."""
         assert self.tracer is not None
-        for site in self.sites:
-            place = site.place
+        ends = self.latency.end_places if self.latency is not None else []
+        for label, place in [(f"--at {site.label or self.config.location}", site.place) for site in self.sites] + \
+                [(f"--to {self.config.latency_to}", place) for place in ends]:
             if place is None or place.usdt is None or not place.usdt.semaphore or place.module is None:
                 continue
             address = place.usdt.semaphore + place.module.bias
             why = self.tracer.probes.count_in(address)
             if why:
-                notice.say(f"--at {site.label or self.config.location}: its semaphore at {address:#x} is not "
-                           f"counted in ({why}): the probe fires only while another reader counts on it")
+                notice.say(f"{label}: its semaphore at {address:#x} is not counted in ({why}): the probe "
+                           "fires only while another reader counts on it")
 
     def _check_instruction(self, site: Site) -> None:
         """Refuse a breakpoint address that does not start an instruction of its function

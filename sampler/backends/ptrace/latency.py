@@ -41,7 +41,7 @@ from sampler.backends.ptrace.router import IDLE_UNTIL
 from sampler.backends.ptrace.site import Site
 from sampler.backends.ptrace.tasks import Hit
 from sampler.config import SessionConfig
-from sampler.debuginfo.locate import resolve_all
+from sampler.debuginfo.locate import Place, resolve_all
 from sampler.debuginfo.locations import InBytes, InMemory, InRegister
 from sampler.debuginfo.modules import Modules
 from sampler.debuginfo.types import Array, Scalar, Struct, Type
@@ -202,6 +202,8 @@ class Latency:
         """Where latency_us goes among the row's values."""
         self.ends: set[int] = set()
         """Every address whose hit ends a call: the returns (--latency) or --to's places (find_ends)."""
+        self.end_places: list[Place] = []
+        """--to's places (a USDT probe's semaphore is counted in for them too)."""
         self.returns = returns
         """Each site's expressions that name retval, with the value column each goes to."""
         self.returned = {site: Returned(site, is_go) for site in returns} if not to else {}
@@ -246,11 +248,12 @@ class Latency:
         for site in self.returns:
             check_return_expressions(site, [e for _, e in self.returns[site]])
         if config.latency_to is not None:
-            for place in resolve_all(modules, config.latency_to):
+            for place in resolve_all(modules, config.latency_to, config.max_probes):
                 end = Site(Scope(dataclasses.replace(config, location=config.latency_to, expressions=(), probes=()),
                                  modules, place, self.is_go), "", (), 0)
                 check(end)
                 self.ends.add(place.address)
+                self.end_places.append(place)
         else:
             for site in self.returns:
                 assert site.address is not None

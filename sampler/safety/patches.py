@@ -246,19 +246,29 @@ def put_back_into(pid: int, patches: dict[int, Patch], hold: Holder | None = Non
     return restored, f"could not put back {', '.join(failed)}" if failed else ""
 
 
+def open_checked(pid: int) -> tuple[int, list[procfs.Mapping]] | str:
+    """A writable /proc/PID/mem descriptor (the caller closes it) and the mappings read after it was
+    opened (an exec after the open is harmless: the descriptor holds the old memory); else why not."""
+    try:
+        fd = procfs.open_mem(pid, writable=True)
+    except OSError as e:
+        return f"cannot open the memory of process {pid}: {e.strerror}"
+    try:
+        return fd, procfs.maps(pid)
+    except ProcessNotFound:
+        os.close(fd)
+        return f"process {pid} is gone"
+
+
 def restore_checked(pid: int, patches: dict[int, Patch], hold: Holder | None = None) -> tuple[int, str]:
     """For a journal's patches of process ``pid``, found by PID alone: put back only the bytes
     whose mapping is still the same file at the same offset, with the same build-id and the
     same bytes around. (bytes restored, why each other was not put back, or '')."""
+    opened = open_checked(pid)
+    if isinstance(opened, str):
+        return 0, opened
+    fd, mappings = opened
     try:
-        fd = procfs.open_mem(pid, writable=True)  # first: an exec after this is harmless
-    except OSError as e:
-        return 0, f"cannot open the memory of process {pid}: {e.strerror}"
-    try:
-        try:
-            mappings = procfs.maps(pid)
-        except ProcessNotFound:
-            return 0, f"process {pid} is gone"
         placed: dict[int, Patch] = {}
         refused: list[str] = []
         build_ids: dict[tuple[str, int], str | None] = {}

@@ -18,9 +18,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from sampler.errors import ProcessNotFound
-from sampler.safety.patches import Describer, Patch, moved
-from sampler.target import procfs
+from sampler.safety.patches import Describer, Patch, moved, open_checked
 
 SIZE = 2
 LIMIT = 0xFFFF
@@ -57,15 +55,11 @@ def count_out_checked(pid: int, semaphores: dict[int, Patch]) -> tuple[int, str]
     why each other was not, or '')."""
     if not semaphores:
         return 0, ""
+    opened = open_checked(pid)
+    if isinstance(opened, str):
+        return 0, opened
+    fd, mappings = opened
     try:
-        fd = procfs.open_mem(pid, writable=True)
-    except OSError as e:
-        return 0, f"cannot open the memory of process {pid}: {e.strerror}"
-    try:
-        try:
-            mappings = procfs.maps(pid)
-        except ProcessNotFound:
-            return 0, f"process {pid} is gone"
         done, problems = 0, []
         build_ids: dict[tuple[str, int], str | None] = {}
         for address, place in semaphores.items():

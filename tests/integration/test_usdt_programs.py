@@ -146,6 +146,18 @@ def _calls(target: Target, n: int) -> None:
     target.wait_for(lambda: any(line.startswith("called") for line in target.lines[seen:]), 60, "no calls")
 
 
+def _entries(target: Target, out: Path, n: int, *exprs: str) -> None:
+    """sampler reading python:function__entry while the script makes its calls for ``n``."""
+    proc = start_sampler("trace", "--pid", str(target.pid), "--at", "usdt:python:function__entry", *exprs,
+                         "--out", str(out), "--quiet")
+    wait_until_patched(target.pid)
+    _calls(target, n)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = finish(proc)
+    assert proc.returncode == 0, stderr
+
+
 def test_pythons_function_entry_names_each_call_exactly(start_target: Callable[..., Target],
                                                         tmp_path: Path) -> None:
     # GIVEN Debian's python3.11 running a script that calls two functions a known number of times, with
@@ -156,16 +168,8 @@ def test_pythons_function_entry_names_each_call_exactly(start_target: Callable[.
     script.write_text(SCRIPT)
     target = start_target(PYTHON, str(script), binary=False, stdin=True, env={"TRACER": "1"})
     out = tmp_path / "entry.csv"
-    proc = start_sampler("trace", "--pid", str(target.pid), "--at", "usdt:python:function__entry",
-                         "--expr", "file=str(arg0)", "--expr", "fn=str(arg1)", "--expr", "line=arg2",
-                         "--out", str(out), "--quiet")
-    wait_until_patched(target.pid)
-    # WHEN it calls alpha 300 times and beta 600 times
-    _calls(target, 300)
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
-    _, stderr = finish(proc)
-    assert proc.returncode == 0, stderr
+    # WHEN it calls alpha 300 times and beta 600 times, sampler reading function__entry
+    _entries(target, out, 300, "--expr", "file=str(arg0)", "--expr", "fn=str(arg1)", "--expr", "line=arg2")
     rows = [r for r in assert_csv_whole(out) if r["file"] == str(script)]
     # THEN each call is a row with its function's name and first line, counted as the script counted
     assert sum(r["fn"] == "alpha" for r in rows) == 300
@@ -189,22 +193,20 @@ def test_without_a_tracer_python311s_function_entry_never_fires_for_bpftrace_eit
     bpftrace = subprocess.Popen(["bpftrace", "-p", str(target.pid), "-e",
                                  f"usdt:{PYTHON}:python:function__entry {{ @n = count(); }}"],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    time.sleep(4)  # (its probe in)
+    assert bpftrace.stdout is not None
+    said = ""
+    while "Attaching 1 probe" not in said:
+        line = bpftrace.stdout.readline()
+        assert line, said
+        said += line
+    time.sleep(0.5)  # (its uprobe in a moment after it says so)
     _calls(target, 100)
     bpftrace.send_signal(signal.SIGINT)
-    said, _ = bpftrace.communicate(timeout=30)
+    said += bpftrace.communicate(timeout=30)[0]
     out = tmp_path / "entry.csv"
-    proc = start_sampler("trace", "--pid", str(target.pid), "--at", "usdt:python:function__entry",
-                         "--out", str(out), "--quiet")
-    wait_until_patched(target.pid)
-    _calls(target, 100)
-    time.sleep(0.3)
-    proc.send_signal(signal.SIGINT)
-    _, stderr = finish(proc)
+    _entries(target, out, 100)
     # THEN neither saw a call: CPython's, not sampler's (bpftrace's count printed as 0 or not at all)
-    assert "Attaching 1 probe" in said, said
     assert re.search(r"@n: [1-9]", said) is None, said
-    assert proc.returncode == 0, stderr
     assert assert_csv_whole(out) == []
 
 

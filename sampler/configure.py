@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from sampler.config import Probe, SessionConfig, Switches
-from sampler.debuginfo.locate import ptrace_only
 from sampler.durations import format_duration
 from sampler.errors import ExpressionError, ProcessNotFound, UsageError
 from sampler.language import expr
 from sampler.language.condition import NUMERIC_COLUMNS, Condition
 from sampler.output import Output
+from sampler.places import ptrace_only
 from sampler.sample import PROBE, RESERVED
 from sampler.target import pgrep
 

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from sampler import notice
 from sampler.backends.base import Backend
 from sampler.config import SessionConfig
-from sampler.debuginfo.locate import ptrace_only
 from sampler.errors import SamplerError, UsageError
 from sampler.language import expr
+from sampler.places import ptrace_only
 from sampler.safety.repair import Repair
 from sampler.safety.repair import repair as repair_journal
 from sampler.target.process import TargetProcess

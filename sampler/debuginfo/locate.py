@@ -13,9 +13,9 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import fnmatch
-import re
 from dataclasses import dataclass
 
+from sampler import places as syntax
 from sampler.debuginfo import ifunc, prologue, usdtsites
 from sampler.debuginfo.clones import clones_of
 from sampler.debuginfo.dies import Malformed, origin, same_file
@@ -31,34 +31,9 @@ MAX_PROLOGUE_BYTES = 4096
 """A place further than this from its function's entry is no prologue's end: the entry is used."""
 MAX_FUNCTION_BYTES = 1 << 18
 """How much of a function is decoded for branches back into its prologue."""
-_ADDRESS = re.compile(r"^\*\s*(0x[0-9a-fA-F]+|\d+)$")
-_FILE_LINE = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+)$")
-_IN_LIBRARY = re.compile(r"^(?P<library>[^:]+):(?!:)(?P<rest>.+)$")
-_FILE_ADDRESS = re.compile(r"^(?P<library>[^:]+):(?P<address>0x[0-9a-fA-F]+)$")
-"""MODULE:0xADDR, an address as the module's file has it (objdump -d, nm; bpftrace's uprobe:/path:0x...)."""
-_OFFSET = re.compile(r"^(?P<function>[^*+][^+]*?)\s*\+\s*(?P<offset>0x[0-9a-fA-F]+|\d+)$")
-"""FUNCTION+OFFSET (gdb's and bpftrace's), LIBRARY:FUNCTION+OFFSET too."""
-_PATTERN = re.compile(r"[*?\[]")
-
-
-def ptrace_only(location: str) -> str:
-    """What in a location only the ptrace backend reads ('' when Delve can take it too)."""
-    text = location.strip()
-    if usdtsites.is_usdt(text):
-        return "a USDT probe"
-    if _FILE_ADDRESS.match(text):
-        return "MODULE:0xADDR"
-    if _OFFSET.match(text):
-        return "FUNCTION+OFFSET"
-    if is_pattern(text):
-        return "a pattern"
-    return ""
-
-
-def is_pattern(location: str) -> bool:
-    """A function name with wildcards (``ngx_http_*_handler``, ``libc:str*``), not an address."""
-    text = location.strip()
-    return not text.startswith("*") and not usdtsites.is_usdt(text) and bool(_PATTERN.search(text))
+_ADDRESS, _FILE_LINE, _IN_LIBRARY = syntax.ADDRESS, syntax.FILE_LINE, syntax.IN_LIBRARY
+_FILE_ADDRESS, _OFFSET = syntax.FILE_ADDRESS, syntax.OFFSET
+is_pattern, ptrace_only = syntax.is_pattern, syntax.ptrace_only
 
 
 @dataclass(frozen=True)
@@ -79,7 +54,7 @@ def names_function(location: str) -> bool:
     """The location is a function by name (``f``, ``lib:f``), not FILE:LINE, *ADDR, a USDT probe,
     FUNCTION+OFFSET nor MODULE:0xADDR (a pattern: each match is one)."""
     text = location.strip()
-    if usdtsites.is_usdt(text) or _FILE_ADDRESS.match(text) or _OFFSET.match(text):
+    if syntax.is_usdt(text) or _FILE_ADDRESS.match(text) or _OFFSET.match(text):
         return False
     library = _IN_LIBRARY.match(text)
     rest = library.group("rest") if library and not _FILE_LINE.match(text) else text
@@ -144,7 +119,7 @@ def resolve_all(modules: Modules, location: str, limit: int = MAX_PROBES) -> lis
     compiler clones that calls enter (clones.py), or only its clones when the compiler left no
     code under its own name; FILE:LINE and *ADDR mean one place; a USDT probe each of its sites."""
     text = location.strip()
-    if usdtsites.is_usdt(text):
+    if syntax.is_usdt(text):
         return [Place(probe.address + module.bias, module, _function_at(module, probe.address + module.bias),
                       label, probe) for module, probe, label in usdtsites.sites(modules, text, limit)]
     if is_pattern(text):

@@ -13,16 +13,13 @@ from __future__ import annotations
 import fnmatch
 from collections import Counter
 
+from sampler import places
 from sampler.debuginfo.modules import Module, Modules
 from sampler.debuginfo.usdt import Probe
 from sampler.errors import LocationNotFound
 
-PREFIX = "usdt:"
-PATTERN_CHARACTERS = "*?["
-
-
-def is_usdt(location: str) -> bool:
-    return location.strip().startswith(PREFIX)
+PREFIX = places.USDT
+is_usdt = places.is_usdt
 
 
 def split(location: str) -> tuple[str | None, str, str]:

@@ -10,7 +10,7 @@
  * The -O0 build (usdt-O0) has its arguments on the stack: memory operands off %rbp.
  *
  * usdt [PACE_US]: one step every PACE_US microseconds (0, the default: none until asked).
- * Commands on stdin: "N\n" runs N steps at once (then prints "done N guarded=G calls=C"),
+ * Commands on stdin: "N\n" runs N steps at once (then prints "done N guarded=G calls=C ns=T", T its own time for them),
  * "pace US\n" runs one step every US microseconds until the next command, "fork N\n" forks a child
  * that runs N steps and says "child PID done N guarded=G semaphore=S", "q\n" exits (at the
  * end of stdin it goes on pacing, or exits if it was not). It prints "ready pid=P" first. */
@@ -20,6 +20,7 @@
 #include <poll.h>
 #include <sys/sdt.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 long calls;
@@ -92,9 +93,13 @@ int main(int argc, char **argv) {
         }
         pace_us = 0;
         long n = atol(line);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         for (long k = 0; k < n; k++)
             step(i++, table);
-        printf("done %ld guarded=%lu calls=%ld\n", n, guarded_fires(-1), calls);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        printf("done %ld guarded=%lu calls=%ld ns=%lld\n", n, guarded_fires(-1), calls,
+               (long long)(t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
     }
     return 0;
 }

@@ -61,9 +61,9 @@ class SessionConfig:
     debug_dirs: tuple[str, ...] = ()
     """--debug-dir: folders of separate debug files, searched before /usr/lib/debug (ptrace)."""
     symbols_file: str | None = None
+    """--symbols: an unstripped copy of the executable (ptrace)."""
     max_probes: int = 1000
     """The most breakpoints one --at may mean (a pattern, a USDT probe's sites)."""
-    """--symbols: an unstripped copy of the executable (ptrace)."""
     quiet: bool = False
     """No informational lines on stderr (warnings still)."""
     every_hit: bool = False

@@ -127,11 +127,11 @@ def build(options: Options, finder: Finder | None = None, environ: Mapping[str, 
     for location in locations:
         if not location.strip():
             raise UsageError("--at is empty", "give a function or FILE:LINE")
-    for location in (*locations, *([options.to] if options.to else [])):
+    for option, location in (*(("--at", at) for at in locations), *([("--to", options.to)] if options.to else [])):
         only = ptrace_only(location)
         if only and options.backend in DELVE:
-            raise UsageError(f"--at {location}: {only} is read by the ptrace backend (--backend {options.backend})",
-                             "give --backend ptrace")
+            raise UsageError(f"{option} {location}: {only} is read by the ptrace backend (--backend "
+                             f"{options.backend})", "give --backend ptrace")
     probes: tuple[Probe, ...] = ()
     if len(locations) > 1:
         probes, expressions = _probes(options.order or ((None, options.exprs),), locations)

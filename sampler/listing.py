@@ -22,7 +22,8 @@ from sampler.debuginfo.debugfiles import DebugFinder
 from sampler.debuginfo.demangle import demangle, qualified
 from sampler.debuginfo.elffile import BadFile, ElfFile, Symbol
 from sampler.debuginfo.modules import Modules
-from sampler.errors import UsageError
+from sampler.errors import PermissionDenied, UsageError
+from sampler.printable import printable
 
 KINDS = ("usdt", "function", "global")
 
@@ -55,7 +56,11 @@ class _Source:
 
 
 def of_process(pid: int, pattern: str | None) -> list[Item]:
-    modules = Modules(pid, DebugFinder(pid, (), lambda _: None, lambda _: None))
+    try:
+        modules = Modules(pid, DebugFinder(pid, (), lambda _: None, lambda _: None))
+    except PermissionError as e:
+        raise PermissionDenied(f"cannot read the program of process {pid} ({e.strerror})",
+                               "run sampler as root, or as the process's user") from None
     try:
         modules.refresh()
         sources = [_Source(m.path, m.name, m.is_main, tuple(m.symbol_files())) for m in modules.everything()]
@@ -156,7 +161,7 @@ def as_text(items: Sequence[Item]) -> str:
             details += f" args {item.arguments or '(none)'}" + (" semaphore" if item.semaphore else "")
         elif item.size:
             details += f" {item.size} bytes"
-        lines.append(f"{item.kind:<8}  {item.location:<{width}}  {item.module} {details}")
+        lines.append(printable(f"{item.kind:<8}  {item.location:<{width}}  {item.module} {details}"))
     return "\n".join(lines) + "\n"
 
 

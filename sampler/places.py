@@ -15,7 +15,8 @@ FILE_ADDRESS = re.compile(r"^(?P<library>[^:]+):(?P<address>0x[0-9a-fA-F]+)$")
 OFFSET = re.compile(r"^(?P<function>[^*+][^+]*?)\s*\+\s*(?P<offset>0x[0-9a-fA-F]+|\d+)$")
 """FUNCTION+OFFSET (gdb's and bpftrace's), LIBRARY:FUNCTION+OFFSET too."""
 USDT = "usdt:"
-_WILDCARDS = re.compile(r"[*?\[]")
+_WILDCARDS = re.compile(r"[*?]|\[[^].,\]]+\]")
+"""``*``, ``?`` or a class of characters (``[rw]``; not ``[]`` of operator[], nor Go's ``[go.shape.int]``)."""
 _NOT_IN_PATTERNS = re.compile(r"[()<>]")
 """A name with these is a Go method (``main.(*Ring).Read``), a C++ signature (``f(char*)``) or a Rust
 impl (``<impl [T]>``): its ``*`` and ``[`` are the name's own."""

@@ -207,6 +207,18 @@ class ElfFile:
                 return data if len(data) == size else None
         return None
 
+    def writable(self, vaddr: int, size: int) -> bool:
+        """A loadable segment the program may write (data, .bss too) holds the ``size`` bytes at ``vaddr``."""
+        try:
+            return self._writable(vaddr, size)
+        except BadFile:
+            return False
+
+    @_guarded
+    def _writable(self, vaddr: int, size: int) -> bool:
+        return any(seg["p_type"] == "PT_LOAD" and seg["p_flags"] & 2 and seg["p_vaddr"] <= vaddr
+                   and vaddr + size <= seg["p_vaddr"] + seg["p_memsz"] for seg in self.elf.iter_segments())
+
     @_guarded
     def is_position_independent(self) -> bool:
         return bool(self.elf["e_type"] == "ET_DYN")

@@ -123,6 +123,11 @@ def resolve_all(modules: Modules, location: str, limit: int = MAX_PROBES) -> lis
         return [Place(probe.address + module.bias, module, _function_at(module, probe.address + module.bias),
                       label, probe) for module, probe, label in usdtsites.sites(modules, text, limit)]
     if is_pattern(text):
+        if "operator" in text or "[" in text:
+            try:  # a name of its own first (C++'s operator*, a name with brackets)
+                return [resolve(modules, text)]
+            except LocationNotFound:
+                pass
         return _matching(modules, text, limit)
     if _FILE_ADDRESS.match(text) or _OFFSET.match(text):
         return [resolve(modules, text)]

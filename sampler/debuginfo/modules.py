@@ -193,6 +193,8 @@ class Module:
         if self._usdt is None:
             try:
                 self._usdt = usdt.probes(self.file)
+                if len(self._usdt) >= usdt.MAX_PROBES:
+                    self.finder.warn(f"{self.name}: only its first {usdt.MAX_PROBES} USDT notes are read")
             except BadFile as e:
                 self.finder.warn(f"{self.name}: its USDT notes cannot be read ({e})")
                 self._usdt = []

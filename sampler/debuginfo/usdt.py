@@ -122,8 +122,9 @@ def _notes(data: bytes, base_section: int | None, file: ElfFile) -> list[Probe]:
         if len(strings) < 3:
             continue
         provider, name, spec = (s.decode("utf-8", "replace") for s in strings[:3])
-        if base_section is not None and note_base:
+        if base_section is not None and note_base:  # (prelink or strip moved it: the semaphore with it, as gdb)
             site += base_section - note_base
+            semaphore += base_section - note_base if semaphore else 0
         try:
             arguments = parse_arguments(spec)
             problem = ""
@@ -131,6 +132,8 @@ def _notes(data: bytes, base_section: int | None, file: ElfFile) -> list[Probe]:
             arguments, problem = (), f"its argument spec {spec!r} cannot be read ({e})"
         if not problem and file.bytes_at(site, 1) is None:
             problem = f"its site {site:#x} is in none of the file's loadable segments"
+        if not problem and semaphore and (semaphore % 2 or not file.writable(semaphore, 2)):
+            problem = f"its semaphore {semaphore:#x} is not a counter in the file's writable data"
         found.append(Probe(provider, name, site, semaphore, spec, arguments, problem))
     return found
 
@@ -147,9 +150,29 @@ def parse_arguments(spec: str) -> tuple[Argument, ...]:
     return tuple(parse_argument(word) for word in words)
 
 
+MAX_SPEC = 128
+"""Characters in one argument's spec (the longest seen: 28)."""
+
+
 def parse_argument(word: str) -> Argument:
     """One argument spec: SIZE@OPERAND, SIZE 1, 2, 4 or 8 (negative: signed), the operand in
     AT&T syntax: a register, a constant, or memory at disp(base,index,scale) or symbol(%rip)."""
+    if len(word) > MAX_SPEC:
+        raise BadSpec(f"a spec of {len(word)} characters (at most {MAX_SPEC})")
+    try:
+        return _argument(word)
+    except ValueError as e:  # (a number int() will not take: 010, too many digits)
+        raise BadSpec(f"{word!r}: {e}") from None
+
+
+def _number(text: str, word: str) -> int:
+    value = int(text, 0)
+    if not -(1 << 63) <= value < 1 << 64:
+        raise BadSpec(f"{word!r}: {text} does not fit in 64 bits")
+    return value
+
+
+def _argument(word: str) -> Argument:
     match = _SPEC.match(word)
     if match is None:
         raise BadSpec(f"{word!r} is no SIZE@OPERAND")
@@ -165,7 +188,7 @@ def parse_argument(word: str) -> Argument:
 def _operand(operand: str, kind: str, word: str) -> str:
     constant = _CONSTANT.match(operand)
     if constant:
-        return f"(({kind}){int(constant.group('value'), 0)})"
+        return f"(({kind}){_number(constant.group('value'), word)})"
     register = _REGISTER.match(operand)
     if register:
         return f"(({kind}){_register(register.group('name'), word)})"
@@ -197,7 +220,7 @@ def _displacement(text: str, word: str) -> tuple[list[str], int]:
     symbols, offset = [], 0
     for sign, term in _TERMS.findall(text):
         if term[0].isdigit():
-            offset += -int(term, 0) if sign == "-" else int(term, 0)
+            offset += -_number(term, word) if sign == "-" else _number(term, word)
         elif sign == "-":
             raise BadSpec(f"{word!r}: a symbol subtracted")
         else:

@@ -65,10 +65,12 @@ def sites(modules: Modules, location: str, limit: int) -> list[tuple[Module, Pro
         if found:
             break
     usable = [(module, probe) for module, probe in found if not probe.problem]
-    for module, probe in found:
-        if probe.problem:
-            modules.finder.say(f"--at {text}: {module.name}'s probe {probe.full_name} at {probe.address:#x} "
-                               f"is left out: {probe.problem}")
+    bad = [(module, probe) for module, probe in found if probe.problem]
+    for module, probe in bad[:3]:
+        modules.finder.say(f"--at {text}: {module.name}'s probe {probe.full_name} at {probe.address:#x} "
+                           f"is left out: {probe.problem}")
+    if len(bad) > 3:
+        modules.finder.say(f"--at {text}: {len(bad) - 3} more site(s) left out for such reasons")
     if not found:
         where = module_name or f"the program or the {len(modules.libraries)} libraries it has loaded"
         known = sorted({p.full_name for m in ([modules.named(module_name)] if module_name else modules.everything())

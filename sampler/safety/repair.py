@@ -29,7 +29,8 @@ class Repair:
     """The entry was bad or its bytes could not all be put back (said to the user once)."""
 
 
-def repair(pid: int | None = None, skip_traced: bool = False, hold: patches.Holder | None = None) -> list[Repair]:
+def repair(pid: int | None = None, skip_traced: bool = False, hold: patches.Holder | None = None,
+           count_out: bool = True) -> list[Repair]:
     """Put back what earlier runs left patched: for ``pid``, or every entry when None.
 
     An entry whose process is gone, or whose PID now belongs to another process
@@ -40,17 +41,19 @@ def repair(pid: int | None = None, skip_traced: bool = False, hold: patches.Hold
     unreadable entry, or one whose bytes cannot (or must not) be put back, is said
     once in the result and removed: it never blocks a later attach. A folder or file
     that is not the user's own raises JournalError and nothing is touched. ``hold`` stops a
-    process's threads for an in-process probe's jump to go back (without it, a jump stays).
+    process's threads for an in-process probe's jump to go back (without it, a jump stays). Without
+    ``count_out`` the entry's USDT semaphores are dropped, not counted out (the guardian counted out
+    those it knew of already: a counter taken off twice would undo another reader's count).
     """
     results: list[Repair] = []
     with journal.open_folders() as folders:
         for folder in folders:
-            results += _repair_folder(folder, pid, skip_traced, hold)
+            results += _repair_folder(folder, pid, skip_traced, hold, count_out)
     return results
 
 
 def _repair_folder(folder: int, pid: int | None, skip_traced: bool, hold: patches.Holder | None,
-                   ) -> list[Repair]:
+                   count_out: bool = True) -> list[Repair]:
     results = []
     for name in journal.entry_names(folder):
         if pid is not None and not name.startswith(f"{pid}-"):
@@ -74,7 +77,7 @@ def _repair_folder(folder: int, pid: int | None, skip_traced: bool, hold: patche
             continue
         restored, problem = patches.restore_checked(entry.pid, entry.patches, hold)
         journal.remove_entry(folder, name)  # (first: a semaphore is never counted out twice)
-        counted, not_counted = semaphores.count_out_checked(entry.pid, entry.semaphores)
+        counted, not_counted = semaphores.count_out_checked(entry.pid, entry.semaphores if count_out else {})
         problem = "; ".join(p for p in (problem, not_counted) if p)
         note = f"{restored} byte(s) restored" + (f", {counted} USDT semaphore(s) counted out" if counted else "")
         if problem:

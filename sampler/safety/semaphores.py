@@ -3,14 +3,16 @@
 A probe with a semaphore fires only while its counter is non-zero. Whoever reads the probe
 counts itself in (+1) and out (-1) at the end: bpftrace and perf do it through the kernel
 (a uprobe's ref_ctr_offset), and two readers never undo each other's count. This is the one
-write sampler makes to the target's *data*: like every patch, each semaphore is journaled and
-told to the guardian before it is counted in (with the file and offset it lies in, as a patched
-byte: patches.py), and the run, the guardian, ``sampler repair`` and the cleaning of a forked
-child (which gets a copy of the count) each count it out once.
+write sampler makes to the target's *data*. Like every patch, each semaphore is journaled (with
+the file and offset it lies in, as a patched byte: patches.py) and told to the guardian; the run,
+the guardian, ``sampler repair`` and the cleaning of a forked child (which gets a copy of the
+count) each count it out once.
 
-Counting out is said to the journal and the guardian *before* it is done: a worker killed in
-between leaves the counter one too high (the probe's arguments set up for no reader: the
-program's cost, never its behaviour), never one too low (another reader's probe silenced).
+The order makes every death leave the counter one too high (the probe's arguments set up for no
+reader: the program's cost, never its behaviour), never one too low (another reader's probe
+silenced): counted in first, journaled and told to the guardian after; said to the journal and
+the guardian before it is counted out; the guardian's own tidying (repair) counts out nothing it
+did not.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ def add(fd: int, address: int, delta: int) -> str:
     '' when done, else why not (a count out of a counter at 0: another wrote it; one at its limit)."""
     try:
         data = os.pread(fd, SIZE, address)
+    except (OverflowError, ValueError):
+        return "no such address"
     except OSError as e:
         return f"cannot read it ({e.strerror})"
     if len(data) != SIZE:

@@ -28,3 +28,8 @@ from sampler import places
 ])
 def test_each_kind_is_told_from_its_text(location: str, kind: str) -> None:
     assert places.ptrace_only(location) == kind
+
+
+@pytest.mark.parametrize("name", ["main.Sum[go.shape.int]", "operator[]", "std::vector<int>::operator[]"])
+def test_brackets_of_a_name_are_no_pattern(name: str) -> None:
+    assert not places.is_pattern(name)

@@ -53,6 +53,9 @@ class _File:
     def bytes_at(self, vaddr: int, size: int) -> bytes:
         return b"\x90" * size
 
+    def writable(self, vaddr: int, size: int) -> bool:
+        return True
+
 
 def _note(desc: bytes, owner: bytes = b"stapsdt\0", kind: int = 3) -> bytes:
     pad = lambda b: b + b"\0" * (-len(b) % 4)  # noqa: E731
@@ -72,3 +75,10 @@ def test_hostile_notes_are_read_bounded_and_never_raise() -> None:
     for _ in range(2000):
         data = bytes(rng.randrange(256) for _ in range(rng.randrange(200)))
         usdt._notes(good + data, None, _File())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("spec", ["4@$010", "8@08(%rbp)", "8@$" + "9" * 5000, "8@$0x" + "f" * 100,
+                                  "8@" + "1+" * 80 + "1(%rbp)"])
+def test_numbers_python_will_not_take_are_a_bad_spec_not_a_crash(spec: str) -> None:
+    with pytest.raises(usdt.BadSpec):
+        usdt.parse_argument(spec)

@@ -251,20 +251,32 @@ class PtraceBackend:
         if not forked:  # (stopped by SIGSTOP, seen before sampler's own stops can look alike: "t")
             self._stopped = any(procfs.thread_state(self.config.pid, tid) == "T"
                                 for tid in procfs.tasks(self.config.pid))
-        self.tracer.take_over() if forked else self.tracer.seize()
+        # counted in before the threads are seized: a child forked before that is none of the run's, one
+        # forked after has the count in its copy (taken off as it is let go: children.py)
         self._count_in_semaphores()
+        try:
+            self.tracer.take_over() if forked else self.tracer.seize()
+        except BaseException:
+            self.tracer.probes.count_out_all()
+            raise
 
     def _count_in_semaphores(self) -> None:
         """A USDT probe with a semaphore fires only while it is non-zero: sampler counts itself in
         (semaphores.py), once per semaphore, for the whole run."""
         assert self.tracer is not None
         ends = self.latency.end_places if self.latency is not None else []
+        mappings: list[procfs.Mapping] | None = None
         for label, place in [(f"--at {site.label or self.config.location}", site.place) for site in self.sites] + \
                 [(f"--to {self.config.latency_to}", place) for place in ends]:
             if place is None or place.usdt is None or not place.usdt.semaphore or place.module is None:
                 continue
             address = place.usdt.semaphore + place.module.bias
-            why = self.tracer.probes.count_in(address)
+            mappings = mappings if mappings is not None else procfs.maps(self.config.pid)
+            mapping = next((m for m in mappings if m.start <= address < m.end - 1), None)
+            if mapping is None or mapping.path != place.module.path or "w" not in mapping.perms:
+                why = "it lies in no writable mapping of its own file"  # (a note's address is the target's word)
+            else:
+                why = self.tracer.probes.count_in(address)
             if why:
                 notice.say(f"{label}: its semaphore at {address:#x} is not counted in ({why}): the probe "
                            "fires only while another reader counts on it")

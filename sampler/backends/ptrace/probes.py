@@ -56,36 +56,45 @@ class ProbeTable:
         each forked child."""
 
     def count_in(self, address: int) -> str:
-        """Count sampler in on the USDT semaphore at ``address``, journaled and told to the guardian
-        first; '' when done (or done already), else why not (the probe then fires only while another
-        reader counts on it: the caller says so)."""
+        """Count sampler in on the USDT semaphore at ``address``, then journal it and tell the guardian
+        (a death in between leaves the count in, never takes one that was not added: semaphores.py);
+        '' when done (or done already), else why not (the probe then fires only while another reader
+        counts on it: the caller says so)."""
         if address in self.semaphores:
             return ""
         place = semaphores.describe(self._describer, address)
-        if self.journal is not None:
-            self.journal.record_semaphore(address, place)
-        if self.guardian is not None:
-            self.guardian.note_semaphore(address)
         why = semaphores.add(self.memory.fd, address, +1)
         if why:
-            self._forget_semaphore(address)
-        else:
-            self.semaphores[address] = place
-        return why
+            return why
+        if self.journal is not None:
+            try:
+                self.journal.record_semaphore(address, place)
+            except SamplerError:
+                semaphores.add(self.memory.fd, address, -1)  # not journaled: not kept
+                raise
+        if self.guardian is not None:
+            self.guardian.note_semaphore(address)
+        self.semaphores[address] = place
+        return ""
 
     def count_out_all(self) -> None:
-        """Every semaphore counted out (said first: never twice, semaphores.py)."""
+        """Every semaphore counted out, each said to the journal and the guardian first (a death in
+        between leaves it in, never takes it twice); one the journal cannot forget stays in (repair
+        would count it out again)."""
         for address in sorted(self.semaphores):
-            self._forget_semaphore(address)
-            semaphores.add(self.memory.fd, address, -1)
+            if self._forget_semaphore(address):
+                semaphores.add(self.memory.fd, address, -1)
         self.semaphores.clear()
 
-    def _forget_semaphore(self, address: int) -> None:
-        if self.journal is not None:
-            with contextlib.suppress(SamplerError):
-                self.journal.forget_semaphore(address)
+    def _forget_semaphore(self, address: int) -> bool:
         if self.guardian is not None:
             self.guardian.semaphore_out(address)
+        if self.journal is not None:
+            try:
+                self.journal.forget_semaphore(address)
+            except SamplerError:
+                return False
+        return True
 
     def write_jump(self, site: int, jump: bytes) -> None:
         """An in-process probe's jump at ``site``, every byte journaled and told to the guardian

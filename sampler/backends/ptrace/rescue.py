@@ -111,6 +111,7 @@ class PatchRescue:
         self._fds.clear()
         for pid in (*sorted(pids), *self._children):
             try:
-                repair.repair(pid)  # the journal entry: its bytes are back, it is dropped
+                repair.repair(pid, count_out=False)  # the journal entry: its bytes are back, it is dropped (its
+                # semaphores were counted out above, those the guardian heard of: never twice)
             except SamplerError:
                 pass  # an untrusted or unwritable journal: nothing of ours to tidy

@@ -142,6 +142,27 @@ def test_a_semaphore_is_counted_in_while_sampler_reads_and_out_after(
     assert_code_matches_files(target.pid)
 
 
+def wait_until_probed(pid: int, library: str, names: tuple[str, ...], timeout: float = 30) -> None:
+    """Wait until sampler's probe (an int3 or a jump) is at each site of ``names`` in the library."""
+    maps = [line.split() for line in Path(f"/proc/{pid}/maps").read_text().splitlines()]
+    path = next(m[-1] for m in maps if len(m) == 6 and Path(m[-1]).name.startswith(library))
+    base = next(int(m[0].split("-")[0], 16) for m in maps if len(m) == 6 and m[-1] == path and int(m[2], 16) == 0)
+    with ElfFile(path) as file:
+        sites = [(base + p.address, file.byte_at(p.address)) for p in usdt.probes(file) if p.name in names]
+    assert len(sites) == len(names)
+    deadline = time.monotonic() + timeout
+    with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+        while True:
+            now = []
+            for address, _ in sites:
+                mem.seek(address)
+                now.append(mem.read(1)[0])
+            if all(byte != original for byte, (_, original) in zip(now, sites)):
+                return
+            assert time.monotonic() < deadline, f"sampler's probes are not all in within {timeout}s"
+            time.sleep(0.02)
+
+
 def _worker(proc: subprocess.Popen[str]) -> int:
     deadline = time.monotonic() + 10
     while True:
@@ -228,7 +249,7 @@ def test_libstdcxx_throw_is_counted_exactly(start_target: Callable[..., Target],
     out = tmp_path / "throws.csv"
     proc = start_sampler("trace", "--pid", str(target.pid), "--at", "usdt:libstdc++:libstdcxx:throw",
                          "--at", "usdt:libstdcxx:catch", "--out", str(out), "--quiet")
-    wait_until_patched(target.pid)  # (both probes go in at once)
+    wait_until_probed(target.pid, "libstdc++", ("throw", "catch"))  # (each goes in on its own: wait for both)
     # WHEN it throws 500 times
     target.send("500")
     target.wait_for(lambda: any(line.startswith("threw 500") for line in target.lines), 30, "no throws")

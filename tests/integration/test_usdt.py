@@ -120,9 +120,15 @@ def test_a_semaphore_is_counted_in_while_sampler_reads_and_out_after(
     proc = start_sampler("trace", "--pid", str(target.pid), "--at", "usdt:sampler:guarded", "--expr", "i=arg0",
                          "--out", str(out), "--quiet")
     wait_semaphore(target.pid, 1)
-    # THEN it is counted in, journaled with its place
-    entry = next(Path("/run/sampler").glob(f"{target.pid}-*.json")).read_text()
-    assert f'"{hex(symbol_address(target.pid, SEMAPHORE))}"' in entry and '"semaphores"' in entry
+    # THEN it is counted in, journaled with its place (right after: a moment later)
+    address = f'"{hex(symbol_address(target.pid, SEMAPHORE))}"'
+    deadline = time.monotonic() + 10
+    while not any(address in entry.read_text() for entry in Path("/run/sampler").glob(f"{target.pid}-*.json")):
+        if time.monotonic() > deadline:
+            proc.kill()
+            finish(proc)
+            raise AssertionError("the semaphore was not journaled")
+        time.sleep(0.02)
     # AND every step the program runs now fires it, and each is a row
     target.send("1000")
     target.wait_for(lambda: any(line.startswith("done 1000") for line in target.lines), 30, "no done")

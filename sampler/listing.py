@@ -21,7 +21,7 @@ from sampler.debuginfo import usdt, usdtsites
 from sampler.debuginfo.debugfiles import DebugFinder
 from sampler.debuginfo.demangle import demangle, qualified
 from sampler.debuginfo.elffile import BadFile, ElfFile, Symbol
-from sampler.debuginfo.modules import Modules
+from sampler.debuginfo.modules import Modules, library_matches
 from sampler.errors import PermissionDenied, UsageError
 from sampler.printable import printable
 
@@ -100,21 +100,16 @@ def _items(sources: Sequence[_Source], pattern: str | None) -> Iterator[Item]:
     if usdtsites.is_usdt(text):
         library, provider, name = usdtsites.split(text)
         for source in sources:
-            if library is None or _named(source, library):
+            if library is None or library_matches(source.path, library):
                 yield from _probes(source, provider, name)
         return
     library, _, name = text.rpartition(":") if ":" in text and "::" not in text else ("", "", text)
     for source in sources:
-        if library and not _named(source, library):
+        if library and not library_matches(source.path, library):
             continue
         if not text:
             yield from _probes(source, "*", "*")
         yield from _symbols(source, name or "*")
-
-
-def _named(source: _Source, library: str) -> bool:
-    """LIBRARY as --at takes it: a path, a file name, or a file name without its version."""
-    return library in (source.path, source.name) or source.name.startswith((library + ".", library + "-"))
 
 
 def _probes(source: _Source, provider: str, name: str) -> Iterator[Item]:

@@ -76,13 +76,7 @@ def resolve(modules: Modules, location: str) -> Place:
         return _plus_offset(modules, match.group("function"), int(match.group("offset"), 0))
     library = _IN_LIBRARY.match(text)
     if library and not _FILE_LINE.match(text):
-        module = modules.named(library.group("library"))
-        if module is None:
-            modules.refresh()
-            module = modules.named(library.group("library"))
-        if module is None:
-            raise LocationNotFound(f"no library {library.group('library')!r} is loaded in process "
-                                   f"{modules.pid}", "see its libraries in /proc/PID/maps")
+        module = modules.library(library.group("library"))
         place = _in_module(modules, module, library.group("rest"), everywhere=True)
         if place is None:
             rest = library.group("rest")
@@ -165,20 +159,9 @@ def resolve_all(modules: Modules, location: str, limit: int = MAX_PROBES) -> lis
     return [first, *extra, *copies]
 
 
-def _module_named(modules: Modules, library: str) -> Module:
-    module = modules.named(library)
-    if module is None:
-        modules.refresh()
-        module = modules.named(library)
-    if module is None:
-        raise LocationNotFound(f"no library {library!r} is loaded in process {modules.pid}",
-                               "see its libraries in /proc/PID/maps")
-    return module
-
-
 def _file_address(modules: Modules, library: str, address: int) -> Place:
     """MODULE:0xADDR: the module's file address (as objdump and nm print it) at run time."""
-    module = modules.main if library in (modules.main.name, modules.main.path) else _module_named(modules, library)
+    module = modules.library(library)
     if module.file.byte_at(address) is None:
         raise LocationNotFound(f"--at {library}:{address:#x}: no loadable segment of {module.path} holds that "
                                "address", "give an address as objdump -d or nm prints it for that file")
@@ -189,7 +172,7 @@ def _plus_offset(modules: Modules, function: str, offset: int) -> Place:
     """FUNCTION+OFFSET: bytes past the function's first instruction (its entry, not its prologue's
     end); within the function (its instruction boundary is checked when the probe goes in)."""
     library = _IN_LIBRARY.match(function)
-    module = _module_named(modules, library.group("library")) if library else None
+    module = modules.library(library.group("library")) if library else None
     name = library.group("rest") if library else function
     start = None
     for candidate in [module] if module is not None else modules.everything():
@@ -212,7 +195,7 @@ def _matching(modules: Modules, pattern: str, limit: int) -> list[Place]:
     """Every function whose name matches the pattern: the program's, or (LIBRARY:PATTERN) one
     library's; each one breakpoint (the first name of those at one address), up to ``limit``."""
     library = _IN_LIBRARY.match(pattern)
-    module = _module_named(modules, library.group("library")) if library else modules.main
+    module = modules.library(library.group("library")) if library else modules.main
     wanted = library.group("rest") if library else pattern
     names = sorted(n for n in module.function_names() if fnmatch.fnmatchcase(n, wanted))
     if not names:

@@ -18,7 +18,7 @@ from sampler.debuginfo.dies import Malformed
 from sampler.debuginfo.dwarf import Debug
 from sampler.debuginfo.elffile import BadFile, ElfFile, Symbol, open_shared
 from sampler.debuginfo.locations import REGISTERS
-from sampler.errors import ProcessNotFound, UnsupportedTarget
+from sampler.errors import LocationNotFound, ProcessNotFound, UnsupportedTarget
 from sampler.target import procfs
 
 
@@ -372,14 +372,20 @@ class Modules:
             return None
 
     def named(self, library: str) -> Module | None:
-        """The library a user means by LIBRARY in LIBRARY:FUNCTION: a path, a file name, or
-        a file name without its version suffix (libc, libc.so, libc.so.6)."""
-        for module in self.everything():
-            base = module.name
-            if library in (module.path, base) or base.startswith(library + ".") \
-                    or base.startswith(library + "-"):
-                return module
-        return None
+        """The library a user means by LIBRARY in LIBRARY:FUNCTION (library_matches)."""
+        return next((module for module in self.everything() if library_matches(module.path, library)), None)
+
+    def library(self, library: str) -> Module:
+        """``named``, looked for again among the libraries loaded since (dlopen); LocationNotFound when
+        no module of the process is that library."""
+        module = self.named(library)
+        if module is None:
+            self.refresh()
+            module = self.named(library)
+        if module is None:
+            raise LocationNotFound(f"no library {library!r} is loaded in process {self.pid}",
+                                   "see its libraries in /proc/PID/maps")
+        return module
 
     def code(self, address: int, size: int) -> bytes | None:
         """``size`` bytes of the process's memory at ``address`` (its code, for decoding), or
@@ -408,6 +414,13 @@ class Modules:
     def close(self) -> None:
         for module in self.everything():
             module.close()
+
+
+def library_matches(path: str, library: str) -> bool:
+    """The file at ``path`` is what a user means by LIBRARY in LIBRARY:FUNCTION: a path, a file name,
+    or a file name without its version suffix (libc, libc.so, libc.so.6)."""
+    base = posixpath.basename(path)
+    return library in (path, base) or base.startswith((library + ".", library + "-"))
 
 
 def _layout(pid: int) -> tuple[tuple[int, int, int, int, str], ...] | None:

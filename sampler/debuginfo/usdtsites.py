@@ -49,21 +49,11 @@ def sites(modules: Modules, location: str, limit: int) -> list[tuple[Module, Pro
     if not provider or not name:
         raise LocationNotFound(f"--at {text}: give usdt:PROVIDER:NAME (or usdt:LIBRARY:PROVIDER:NAME)",
                                "e.g. --at usdt:python:function__entry; sampler list --pid PID 'usdt:*' lists them")
-    found: list[tuple[Module, Probe]] = []
-    for attempt in range(2):
-        if module_name is not None:
-            module = modules.named(module_name) if attempt == 0 else (modules.refresh(), modules.named(module_name))[1]
-            if module is None:
-                if attempt == 0:
-                    continue
-                raise LocationNotFound(f"--at {text}: no library {module_name!r} is loaded in process {modules.pid}",
-                                       "see its libraries in /proc/PID/maps")
-            searched = [module]
-        else:
-            searched = modules.everything() if attempt == 0 else modules.refresh()
-        found += matching(searched, provider, name)
-        if found:
-            break
+    searched = [modules.library(module_name)] if module_name is not None else modules.everything()
+    found = matching(searched, provider, name)
+    if not found and module_name is None:  # the libraries loaded since (dlopen)
+        searched += modules.refresh()
+        found = matching(searched, provider, name)
     usable = [(module, probe) for module, probe in found if not probe.problem]
     bad = [(module, probe) for module, probe in found if probe.problem]
     for module, probe in bad[:3]:
@@ -73,8 +63,7 @@ def sites(modules: Modules, location: str, limit: int) -> list[tuple[Module, Pro
         modules.finder.say(f"--at {text}: {len(bad) - 3} more site(s) left out for such reasons")
     if not found:
         where = module_name or f"the program or the {len(modules.libraries)} libraries it has loaded"
-        known = sorted({p.full_name for m in ([modules.named(module_name)] if module_name else modules.everything())
-                        if m is not None for p in m.usdt()})
+        known = sorted({p.full_name for m in searched for p in m.usdt()})
         raise LocationNotFound(f"--at {text}: no USDT probe {provider}:{name} in {where}"
                                + (f" ({len(known)} probes there: {', '.join(known[:6])}"
                                   f"{', ...' if len(known) > 6 else ''})" if known else " (none has a USDT probe)"),

@@ -55,10 +55,10 @@ CODE_SIZE = 8 * PAGE
 TAKE_OUT_TRIES = 20
 """Times every thread is held to find none inside a trampoline's recording part, 1 ms apart."""
 STACK_SCAN = 8 << 20
+"""Bytes of each thread's stack, from its stack pointer up, looked at for a return into the pages, at most."""
 SIGNAL_SCAN = 256 << 10
 """How much of a held thread's stack, from its pointer up, is looked at for a signal handler's saved pc
 inside a jump's bytes before the jump goes in (a handler's frames and its signal frame lie there)."""
-"""Bytes of each thread's stack, from its stack pointer up, looked at for a return into the pages, at most."""
 AT_HWCAP2, HWCAP2_FSGSBASE = 26, 2
 K = TypeVar("K")
 

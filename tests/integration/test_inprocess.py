@@ -231,6 +231,8 @@ def test_a_go_program_survives_reading_probes_put_in_and_taken_out_again_and_aga
         result = sampler("trace", "--pid", str(target.pid), "--at", "main.touch", "--probe", "inprocess",
                          "--expr", "n=a.n", "--expr", "sum=a.sum", "--hist", "n", "--duration", "1s")
         # THEN each run read in the target, and the program goes on bursting
+        if result.returncode != 0:  # (in full: pytest cuts a long assertion message short)
+            print(f"run {run}: {result.stderr}\nthe target's last lines:\n" + "\n".join(target.lines[-60:]))
         assert result.returncode == 0, (run, result.stderr, target.lines[-30:])
         assert "in-process from now on" in result.stderr, result.stderr
         assert target.proc.poll() is None, target.lines[-20:]

@@ -1,0 +1,281 @@
+"""The CPython interpreter of a process: where its _PyRuntime is, its version and layout, and
+what each of its threads runs in Python (frames, innermost first), which one holds the GIL, and the
+names the `threading` module gave them.
+
+Found by the symbol _PyRuntime in the program or a loaded library (libpython3.X.so); the version
+from Py_Version (3.11 and later) or the file's name (python3.X, libpython3.X.so), else the version
+string in its read-only data. Nothing here stops a thread: the caller decides whether the threads
+are held while it reads (collect.py).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from sampler.debuginfo.elffile import BadFile
+from sampler.debuginfo.modules import Module, Modules
+from sampler.errors import UnsupportedTarget
+from sampler.python import layouts
+from sampler.python.lines import line_at
+from sampler.python.objects import Objects, Read, Unreadable
+
+MAX_THREADS = 4096
+MAX_FRAMES = 1024
+MAX_TABLE = 1 << 20
+"""A line table of more bytes than this is not read."""
+PTHREAD_TID = 0x2D0
+"""glibc's struct pthread: where the thread's own tid is (x86_64, glibc 2.26 and later), for 3.8-3.10,
+whose thread states know only their pthread_t; a guess checked against the process's threads."""
+CSTACK = 3
+"""FRAME_OWNED_BY_CSTACK (3.12 and later): the interpreter's own shim frame, not the program's."""
+_NAME = re.compile(r"(?:lib)?python(\d)\.(\d+)([a-z]*)(?:\.so|$)")
+_VERSION_TEXT = re.compile(rb"(?<![0-9.])3\.(\d{1,2})\.\d{1,2}(?:(?:a|b|rc)\d{1,2})?\+? \(")
+
+
+@dataclass
+class PyFrame:
+    function: str
+    file: str
+    line: int
+    qualname: str | None = None
+    entry: bool = False
+    """The first frame of a call of the interpreter's eval loop (3.11 and later): the frames until
+    the next entry run in one native _PyEval_EvalFrameDefault."""
+
+
+@dataclass
+class PyThread:
+    thread_state: int
+    thread_id: int
+    """threading.get_ident(): the pthread_t."""
+    tid: int | None
+    """The kernel's thread id; None when it cannot be told."""
+    frames: list[PyFrame] = field(default_factory=list)
+    holds_gil: bool = False
+    name: str | None = None
+    problem: str | None = None
+    """Why its frames stop short (a pointer that leads nowhere: torn or damaged)."""
+
+
+class NotPython(UnsupportedTarget):
+    pass
+
+
+class Interpreter:
+    """One process's CPython: opened once, its threads read as often as asked."""
+
+    def __init__(self, modules: Modules, read: Read) -> None:
+        module, runtime = _find(modules)
+        self.module = module
+        self.runtime = runtime
+        self.version = _version(module, read)
+        try:
+            self.layout = layouts.layout(self.version, lambda size: read(runtime, size))
+        except layouts.Unsupported as e:
+            raise UnsupportedTarget(f"{module.path}: {e}", "sampler reads CPython 3.8 to 3.13") from None
+        self.objects = Objects(self.version, self.layout, read)
+        self._code: dict[tuple[int, bytes], tuple[str, str, str | None, int, bytes, int]] = {}
+
+    @property
+    def version_text(self) -> str:
+        return f"{self.version[0]}.{self.version[1]}"
+
+    # -- threads ------------------------------------------------------------------
+
+    def main_interpreter(self) -> int:
+        interp = self.objects.word(self.runtime + self.layout["runtime.interpreters_head"])
+        if not interp:
+            raise Unreadable("no interpreter yet (_PyRuntime.interpreters.head is NULL)")
+        return interp
+
+    def thread_states(self, interp: int) -> list[int]:
+        found: list[int] = []
+        tstate = self.objects.field(interp, "interp.threads_head")
+        while tstate and len(found) < MAX_THREADS and tstate not in found:
+            found.append(tstate)
+            tstate = self.objects.field(tstate, "tstate.next")
+        return found
+
+    def gil_holder(self, interp: int) -> int | None:
+        """The thread state that holds the GIL, None when it is free (or not read)."""
+        lay = self.layout
+        try:
+            if "interp.gil" in lay:
+                gil = self.objects.field(interp, "interp.gil")
+            else:
+                gil = self.runtime + lay["runtime.gil"]
+            if not gil:
+                return None
+            locked = int.from_bytes(self.objects.read(gil + lay["gil.locked"], 4), "little")
+            return self.objects.word(gil + lay["gil.last_holder"]) if locked else None
+        except Unreadable:
+            return None
+
+    def threads(self, tids: set[int] | None = None, names: bool = True) -> list[PyThread]:
+        """Every Python thread of the main interpreter with its frames (innermost first)."""
+        interp = self.main_interpreter()
+        holder = self.gil_holder(interp)
+        found = []
+        for tstate in self.thread_states(interp):
+            thread = PyThread(tstate, self.objects.field(tstate, "tstate.thread_id"), None)
+            thread.tid = self._tid(tstate, thread.thread_id, tids)
+            thread.holds_gil = tstate == holder
+            try:
+                self._frames(tstate, thread.frames)
+            except Unreadable as e:
+                thread.problem = str(e)
+            found.append(thread)
+        if names:
+            named = self.thread_names(interp)
+            for thread in found:
+                thread.name = named.get(thread.thread_id)
+        return found
+
+    def _tid(self, tstate: int, thread_id: int, tids: set[int] | None) -> int | None:
+        try:
+            if "tstate.native_thread_id" in self.layout:
+                tid = self.objects.field(tstate, "tstate.native_thread_id") & 0xFFFFFFFF
+            else:
+                tid = int.from_bytes(self.objects.read(thread_id + PTHREAD_TID, 4), "little")
+        except Unreadable:
+            return None
+        return tid if tids is None or tid in tids else None
+
+    def thread_names(self, interp: int) -> dict[int, str]:
+        """threading._active's threads by ident: their names (none when threading is not imported)."""
+        names: dict[int, str] = {}
+        try:
+            threading = self.module_object(interp, "threading")
+            if threading is None:
+                return names
+            active = self.objects.attribute(threading, "_active")
+            for key, value in self.objects.dict_items(active, MAX_THREADS):
+                try:
+                    ident = self.objects.integer(key)
+                    names[ident] = self.objects.text(self.objects.attribute(value, "_name"), 256)
+                except Unreadable:
+                    continue
+        except Unreadable:
+            pass
+        return names
+
+    def module_object(self, interp: int, name: str) -> int | None:
+        modules = self.objects.field(interp, "interp.modules")
+        return self.objects.dict_get(modules, name) if modules else None
+
+    # -- frames -------------------------------------------------------------------
+
+    def _frames(self, tstate: int, out: list[PyFrame]) -> None:
+        lay = self.layout
+        objects = self.objects
+        if self.version < (3, 11):
+            frame = objects.field(tstate, "tstate.frame")
+            while frame and len(out) < MAX_FRAMES:
+                code = objects.field(frame, "frame.code")
+                lasti = int.from_bytes(objects.read(frame + lay["frame.lasti"], 4), "little", signed=True)
+                offset = lasti * 2 if self.version >= (3, 10) else lasti
+                out.append(self._frame(code, offset, entry=True))
+                frame = objects.field(frame, "frame.back")
+            return
+        if self.version >= (3, 13):
+            frame = objects.field(tstate, "tstate.current_frame")
+        else:
+            cframe = objects.field(tstate, "tstate.cframe")
+            frame = objects.field(cframe, "cframe.current_frame") if cframe else 0
+        seen = 0
+        entry_next = False
+        while frame and seen < MAX_FRAMES:
+            seen += 1
+            owner = objects.read(frame + lay["iframe.owner"], 1)[0]
+            if self.version >= (3, 12) and owner == CSTACK:
+                if out:
+                    out[-1].entry = True
+                frame = objects.field(frame, "iframe.previous")
+                continue
+            code = objects.field(frame, "iframe.code")
+            if self.version >= (3, 13) and objects.type_name(code) != "code":
+                frame = objects.field(frame, "iframe.previous")
+                continue
+            instr = objects.field(frame, "iframe.instr")
+            offset = instr - (code + lay["code.code_adaptive"])
+            if offset > MAX_TABLE * 8:
+                offset = -1
+            entry = self.version == (3, 11) and objects.read(frame + lay["iframe.is_entry"], 1)[0] != 0
+            out.append(self._frame(code, offset - (offset & 1), entry=entry))
+            entry_next = entry
+            frame = objects.field(frame, "iframe.previous")
+        if out and not entry_next:
+            out[-1].entry = True
+
+    def _frame(self, code: int, offset: int, entry: bool) -> PyFrame:
+        name, file, qualname, first, table, _ = self.code_info(code)
+        return PyFrame(name, file, line_at(self.version, table, first, offset), qualname, entry)
+
+    def code_info(self, code: int) -> tuple[str, str, str | None, int, bytes, int]:
+        """(name, file, qualname, first line, line table, argument count) of a code object; kept by
+        its address and its fields' pointers (an address freed and used again is read again)."""
+        objects = self.objects
+        lay = self.layout
+        head = objects.read(code, max(lay["code.linetable"], lay["code.filename"], lay["code.name"],
+                                      lay.get("code.qualname", 0)) + 8)
+
+        def word(key: str) -> int:
+            return int.from_bytes(head[lay[key]:lay[key] + 8], "little")
+
+        key = (code, head)
+        known = self._code.get(key)
+        if known is not None:
+            return known
+        name = objects.text(word("code.name"), MAX_NAME_CHARS)
+        file = objects.text(word("code.filename"), 4096)
+        qualname = objects.text(word("code.qualname"), MAX_NAME_CHARS) if "code.qualname" in lay else None
+        first = int.from_bytes(head[lay["code.firstlineno"]:lay["code.firstlineno"] + 4], "little", signed=True)
+        argcount = int.from_bytes(head[lay["code.argcount"]:lay["code.argcount"] + 4], "little", signed=True)
+        table_obj = word("code.linetable")
+        table = objects.bytes_of(table_obj, MAX_TABLE) if table_obj else b""
+        info = (name, file, qualname, first, table, argcount)
+        if len(self._code) > 50_000:
+            self._code.clear()
+        self._code[key] = info
+        return info
+
+
+MAX_NAME_CHARS = 512
+
+
+def _find(modules: Modules) -> tuple[Module, int]:
+    for module in modules.everything():
+        symbol = module.object_symbol("_PyRuntime")
+        if symbol is not None:
+            return module, symbol.address + module.bias
+    raise NotPython(f"{modules.main.path} is not CPython: no _PyRuntime in the program or its libraries",
+                    "py: names and Python stacks need a CPython 3.8-3.13 process")
+
+
+def _version(module: Module, read: Read) -> tuple[int, int]:
+    symbol = module.object_symbol("Py_Version")
+    if symbol is not None:
+        try:
+            hexversion = int.from_bytes(read(symbol.address + module.bias, 4), "little")
+            if hexversion >> 24 == 3:
+                return 3, (hexversion >> 16) & 0xFF
+        except Exception:  # noqa: BLE001 (unreadable: the name then)
+            pass
+    found = _NAME.search(module.name)
+    if found is not None:
+        if found.group(3) and ("d" in found.group(3) or "t" in found.group(3)):
+            kind = "debug (Py_DEBUG)" if "d" in found.group(3) else "free-threaded"
+            raise UnsupportedTarget(f"{module.path} is a {kind} build of CPython: its objects' layout is not the "
+                                    "release build's that sampler reads", "sample a release build")
+        return int(found.group(1)), int(found.group(2))
+    try:
+        section = module.file.section_bytes(".rodata")
+    except BadFile:
+        section = None
+    if section is not None:
+        match = _VERSION_TEXT.search(section[1][:64 << 20])
+        if match is not None:
+            return 3, int(match.group(1))
+    raise UnsupportedTarget(f"{module.path}: has _PyRuntime, and no version sampler can read (no Py_Version, "
+                            "no python3.X in its name, no version text)", "sampler reads CPython 3.8 to 3.13")

@@ -409,8 +409,15 @@ def list_command(pattern: str | None, pid: int | None, pgrep: str | None, exe: s
               help="Stop a thread asleep in epoll_wait, semop, sigtimedwait or io_getevents too when its stack "
                    "needs registers only a stop gives (by default it is left alone and its stack ends there): "
                    "the call the stop ends is made again as it goes on, its timeout counted from then.")
+@click.option("--native", is_flag=True,
+              help="CPython: the native frames too, each _PyEval_EvalFrameDefault replaced by the Python frames it "
+                   "runs (default: a Python thread shows its Python frames only).")
+@click.option("--nonblocking", is_flag=True,
+              help="CPython: stop no thread; a running thread's Python frames are read as it runs (said torn when "
+                   "they changed meanwhile) and its native stack is not read (default: the running threads are "
+                   "held while the Python frames are read).")
 def stack(pids: tuple[int, ...], pgrep: str | None, every_match: bool, exe: str | None, out_format: str,
-          consistent: bool, max_depth: int, interrupt_waits: bool) -> int:
+          consistent: bool, max_depth: int, interrupt_waits: bool, native: bool, nonblocking: bool) -> int:
     """Where every thread of a process is now: its user stack (functions, files and lines, inlined
     calls), state, the system call it waits in, its wait channel and kernel stack.
 
@@ -419,12 +426,14 @@ def stack(pids: tuple[int, ...], pgrep: str | None, every_match: bool, exe: str 
       sampler stack --pid 4242
       sampler stack --pgrep nginx --all --format json
       sampler stack --exe /usr/sbin/nginx --consistent
+      sampler stack --pgrep gunicorn --native
     """
     from sampler import stacks
 
     targets = configure.targets_of(configure.Options("stack", pids=pids, pgrep=pgrep, every_match=every_match,
                                                      exe=exe))
-    click.echo(stacks.report(targets, out_format, consistent, max_depth, interrupt_waits), nl=False)
+    click.echo(stacks.report(targets, out_format, consistent, max_depth, interrupt_waits,
+                             "nonblocking" if nonblocking else "held", native), nl=False)
     return 0
 
 
@@ -444,9 +453,14 @@ def stack(pids: tuple[int, ...], pgrep: str | None, every_match: bool, exe: str 
 @click.option("--max-depth", type=click.IntRange(min=1, max=4096), default=256, show_default=True,
               help="Frames per stack at most.")
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
+@click.option("--native", is_flag=True,
+              help="CPython: the native frames too, merged with the Python ones (default: Python frames only).")
+@click.option("--nonblocking", is_flag=True,
+              help="CPython: stop no thread, read the Python frames as they run (default: a running thread is held "
+                   "while its Python frames are read).")
 def profile(pids: tuple[int, ...], pgrep: str | None, every_match: bool, exe: str | None, rate: float,
             duration: float | None, out: str, off_cpu: bool, max_overhead: float | None, max_depth: int,
-            quiet: bool) -> int:
+            quiet: bool, native: bool, nonblocking: bool) -> int:
     """Where the time goes: every thread's stack sampled at a rate, as a flame graph. A running
     thread is stopped only while its registers and stack are read; nothing is written into it.
 
@@ -467,7 +481,8 @@ def profile(pids: tuple[int, ...], pgrep: str | None, every_match: bool, exe: st
     stop = StopFlag()
     previous = {signum: signal.signal(signum, lambda *_: stop.set()) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
-        result = sampling.profile(targets, rate, duration, stop, off_cpu, max_overhead, max_depth, say)
+        result = sampling.profile(targets, rate, duration, stop, off_cpu, max_overhead, max_depth, say,
+                                  python_way="nonblocking" if nonblocking else "held", native=native)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

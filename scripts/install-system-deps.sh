@@ -30,6 +30,8 @@ command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 # it: only .gopclntab), Debian's own python3 (the interpreter, not pyenv's), elfutils' eu-stack
 command -v prometheus-node-exporter >/dev/null 2>&1 || need+=(prometheus-node-exporter)
 [ -x /usr/bin/python3.11 ] || need+=(python3.11)
+# its debug file (the tests check sampler's table of 3.11's layout against its DWARF)
+dpkg-query -W -f='${Status}' python3.11-dbg 2>/dev/null | grep -q 'ok installed' || need+=(python3.11-dbg)
 command -v eu-stack >/dev/null 2>&1 || need+=(elfutils)
 # the flame graph test opens sampler's SVG in a real headless browser
 command -v chromium >/dev/null 2>&1 || need+=(chromium)

@@ -11,6 +11,7 @@ are held while it reads (collect.py).
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 
 from sampler.debuginfo.elffile import BadFile
@@ -21,6 +22,7 @@ from sampler.python.lines import line_at
 from sampler.python.objects import Objects, Read, Unreadable
 
 MAX_THREADS = 4096
+NAMES_S = 1.0
 MAX_FRAMES = 1024
 MAX_TABLE = 1 << 20
 """A line table of more bytes than this is not read."""
@@ -36,9 +38,12 @@ _VERSION_TEXT = re.compile(rb"(?<![0-9.])3\.(\d{1,2})\.\d{1,2}(?:(?:a|b|rc)\d{1,
 @dataclass
 class PyFrame:
     function: str
+    """Its qualified name where the version keeps one (3.11 and later: ``Thread.run``), as py-spy
+    shows it; else the code's name."""
     file: str
     line: int
-    qualname: str | None = None
+    name: str = ""
+    """The code's own name (co_name)."""
     entry: bool = False
     """The first frame of a call of the interpreter's eval loop (3.11 and later): the frames until
     the next entry run in one native _PyEval_EvalFrameDefault."""
@@ -56,6 +61,8 @@ class PyThread:
     name: str | None = None
     problem: str | None = None
     """Why its frames stop short (a pointer that leads nowhere: torn or damaged)."""
+    torn: bool = False
+    """Read while it ran (--nonblocking), and its innermost frame changed meanwhile."""
 
 
 class NotPython(UnsupportedTarget):
@@ -76,6 +83,8 @@ class Interpreter:
             raise UnsupportedTarget(f"{module.path}: {e}", "sampler reads CPython 3.8 to 3.13") from None
         self.objects = Objects(self.version, self.layout, read)
         self._code: dict[tuple[int, bytes], tuple[str, str, str | None, int, bytes, int]] = {}
+        self._names: dict[int, str] = {}
+        self._names_read = -NAMES_S
 
     @property
     def version_text(self) -> str:
@@ -112,24 +121,28 @@ class Interpreter:
         except Unreadable:
             return None
 
-    def threads(self, tids: set[int] | None = None, names: bool = True) -> list[PyThread]:
-        """Every Python thread of the main interpreter with its frames (innermost first)."""
+    def threads(self, tids: set[int] | None = None, wanted: set[int | None] | None = None) -> list[PyThread]:
+        """Every Python thread of the main interpreter (those on ``tids``, the process's threads) with
+        its frames, innermost first (only those on ``wanted`` when given: a profile's running threads)."""
         interp = self.main_interpreter()
         holder = self.gil_holder(interp)
         found = []
         for tstate in self.thread_states(interp):
             thread = PyThread(tstate, self.objects.field(tstate, "tstate.thread_id"), None)
             thread.tid = self._tid(tstate, thread.thread_id, tids)
+            if wanted is not None and thread.tid not in wanted:
+                continue
             thread.holds_gil = tstate == holder
             try:
+                before = self._top(tstate)
                 self._frames(tstate, thread.frames)
+                thread.torn = self._top(tstate) != before
             except Unreadable as e:
                 thread.problem = str(e)
             found.append(thread)
-        if names:
-            named = self.thread_names(interp)
-            for thread in found:
-                thread.name = named.get(thread.thread_id)
+        named = self.thread_names(interp)
+        for thread in found:
+            thread.name = named.get(thread.thread_id)
         return found
 
     def _tid(self, tstate: int, thread_id: int, tids: set[int] | None) -> int | None:
@@ -143,7 +156,16 @@ class Interpreter:
         return tid if tids is None or tid in tids else None
 
     def thread_names(self, interp: int) -> dict[int, str]:
-        """threading._active's threads by ident: their names (none when threading is not imported)."""
+        """threading._active's threads by ident: their names (none when threading is not imported),
+        read again at most once a second (a profile asks at every tick)."""
+        now = time.monotonic()
+        if now - self._names_read < NAMES_S:
+            return self._names
+        self._names_read = now
+        self._names = self._read_names(interp)
+        return self._names
+
+    def _read_names(self, interp: int) -> dict[int, str]:
         names: dict[int, str] = {}
         try:
             threading = self.module_object(interp, "threading")
@@ -165,6 +187,18 @@ class Interpreter:
         return self.objects.dict_get(modules, name) if modules else None
 
     # -- frames -------------------------------------------------------------------
+
+    def _top(self, tstate: int) -> int:
+        """The innermost frame: when it is another after the frames were read, the thread called or
+        returned meanwhile and the frames read may mix two moments (torn). A thread that only went on
+        in the same frame is not torn: its innermost line may be a few instructions old."""
+        objects = self.objects
+        if self.version < (3, 11):
+            return objects.field(tstate, "tstate.frame")
+        if self.version >= (3, 13):
+            return objects.field(tstate, "tstate.current_frame")
+        cframe = objects.field(tstate, "tstate.cframe")
+        return objects.field(cframe, "cframe.current_frame") if cframe else 0
 
     def _frames(self, tstate: int, out: list[PyFrame]) -> None:
         lay = self.layout
@@ -210,7 +244,7 @@ class Interpreter:
 
     def _frame(self, code: int, offset: int, entry: bool) -> PyFrame:
         name, file, qualname, first, table, _ = self.code_info(code)
-        return PyFrame(name, file, line_at(self.version, table, first, offset), qualname, entry)
+        return PyFrame(qualname or name, file, line_at(self.version, table, first, offset), name, entry)
 
     def code_info(self, code: int) -> tuple[str, str, str | None, int, bytes, int]:
         """(name, file, qualname, first line, line table, argument count) of a code object; kept by

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from typing import Union
 
 from sampler.evaluation.reads import UnreadableMemory
 from sampler.python.layouts import Layout
@@ -56,7 +57,7 @@ class Described:
         return hash((self.type_name, self.address))
 
 
-Value = int | float | bool | str | bytes | None | Described
+Value = Union[int, float, bool, str, bytes, None, Described]  # (3.9: no X | Y at run time)
 
 
 class Objects:

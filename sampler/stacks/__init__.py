@@ -14,7 +14,8 @@ from sampler.unwind.walk import MAX_DEPTH
 
 
 def report(pids: Sequence[int], out_format: str = "text", consistent: bool = False,
-           max_depth: int = MAX_DEPTH, interrupt_waits: bool = False) -> str:
+           max_depth: int = MAX_DEPTH, interrupt_waits: bool = False, python: str = collect.HELD,
+           native: bool = False) -> str:
     """Every thread of each process, as text or JSON Lines (one object per process). One process
     that cannot be read is an error; of several, each says why in its place."""
     parts = []
@@ -22,7 +23,8 @@ def report(pids: Sequence[int], out_format: str = "text", consistent: bool = Fal
     with collect.first_in_line():  # (the modules' tables too: read while threads may wait)
         for pid in pids:
             try:
-                parts.append(write(collect.collect(pid, consistent, max_depth, interrupt_waits=interrupt_waits)))
+                found = collect.collect(pid, consistent, max_depth, interrupt_waits=interrupt_waits, python=python)
+                parts.append(write(found, native))
             except SamplerError as e:
                 if len(pids) == 1:
                     raise

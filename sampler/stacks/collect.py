@@ -28,7 +28,13 @@ from sampler.unwind import goroutines
 from sampler.unwind.code import CodeMap
 from sampler.unwind.frames import Stack
 from sampler.unwind.goroutines import Goroutine
+from sampler.python.interpreter import Interpreter, NotPython, PyThread
+from sampler.python.objects import Unreadable
 from sampler.unwind.walk import MAX_DEPTH, RIP, RSP, unwind
+
+
+HELD, NONBLOCKING, OFF = "held", "nonblocking", "off"
+"""Reader's ways of reading a CPython's Python frames."""
 
 
 @dataclass
@@ -41,6 +47,8 @@ class ThreadStack:
     stopped_us: float | None = None
     current_g: int | None = None
     """Go: the goroutine it ran when it was stopped (its TLS slot), None when it was not stopped."""
+    python: PyThread | None = None
+    """CPython: the thread's Python frames, its name in `threading`, whether it holds the GIL."""
 
 
 @dataclass
@@ -51,15 +59,27 @@ class ProcessStacks:
     goroutines: list[Goroutine] | None = None
     notes: list[str] = field(default_factory=list)
     took_s: float = 0.0
+    python: str | None = None
+    """CPython's version ("3.11") when the process runs one."""
+    python_unmatched: list[PyThread] = field(default_factory=list)
+    """Python threads whose kernel thread could not be told (3.8-3.10 without glibc's layout)."""
 
 
 class Reader:
     """One process: its modules and code, opened once, and its threads read as often as asked
     (a profile reads them at every tick)."""
 
-    def __init__(self, pid: int, debug_dirs: tuple[str, ...] = (), interrupt_waits: bool = False) -> None:
+    def __init__(self, pid: int, debug_dirs: tuple[str, ...] = (), interrupt_waits: bool = False,
+                 python: str = HELD) -> None:
         self.pid = pid
         self.notes: list[str] = []
+        self.python = python
+        """How a CPython's Python frames are read: HELD (its running threads held meanwhile), NONBLOCKING
+        (nothing stopped: a running thread's frames may be torn, and its native stack is not read),
+        or OFF."""
+        self._interpreter: Interpreter | None = None
+        self._interpreter_tried = python == OFF
+        self.python_unmatched: list[PyThread] = []
         self.modules = Modules(pid, DebugFinder(pid, debug_dirs, lambda _: None, self.notes.append))
         try:
             self.snapshots = Snapshots(pid)
@@ -118,6 +138,7 @@ class Reader:
         reused: dict[int, ThreadStack] = {}
         threads = []
         snapshot: tuple[list[tuple[int, bytes]], bool] | None = None
+        py_threads: dict[int, PyThread] = {}
         try:
             for tid in tids:
                 thread = thread_of(self.pid, tid, kernel)
@@ -130,12 +151,18 @@ class Reader:
                     images[tid] = self._image(thread, hold=consistent)
                 threads.append(thread)
             to_stop = [tid for tid, (image, how) in images.items() if image is None and how == STOP]
-            for tid, taken in self.snapshots.stopped_many(to_stop).items():  # all interrupted at once
+            held = self.python == HELD and self.interpreter() is not None  # held while their Python is read
+            stop = self.snapshots.hold_many if held else self.snapshots.stopped_many
+            for tid, taken in stop(to_stop).items():  # all interrupted at once
                 images[tid] = (None, f"not read: {taken.problem}") if taken.problem else (taken, _held(taken))
             if consistent and with_goroutines:
                 snapshot = self._goroutine_snapshot()
+            if held:
+                py_threads = self._python_threads(tids, [t.tid for t in threads])
         finally:
             self.snapshots.release_all()
+        if self.python == NONBLOCKING and self.interpreter() is not None:
+            py_threads = self._python_threads(tids, [t.tid for t in threads])
         if self.remember:  # threads gone since: forgotten
             self._asleep = {tid: known for tid, known in self._asleep.items() if tid in images or tid in reused}
         self._refresh_if_new([image for image, _ in images.values() if image is not None])
@@ -148,7 +175,7 @@ class Reader:
             if image is None:
                 found.append(ThreadStack(thread, None, how))
                 continue
-            if image.stopped and consistent:
+            if image.stopped and (consistent or self.python == HELD):
                 how = _held(image)  # (its hold known now that it was let go)
             stack = self._unwind(image, max_depth)
             if stack.short_of_registers and not image.stopped and not consistent \
@@ -164,8 +191,41 @@ class Reader:
             found.append(ThreadStack(thread, stack, how, image.stopped_us, image.current_g))
             if self.remember and image.quiet is not None and not stack.short_of_registers:
                 self._asleep[thread.tid] = (image.quiet, found[-1])
+        for i, each in enumerate(found):
+            if each.thread.tid in py_threads:
+                found[i] = dataclasses.replace(each, python=py_threads.pop(each.thread.tid))
+                known = self._asleep.get(each.thread.tid)
+                if known is not None and known[1] is each:  # (a profile's sleeper keeps its Python frames too)
+                    self._asleep[each.thread.tid] = (known[0], found[i])
         gs, note = self.goroutines(found, max_depth, snapshot) if with_goroutines else (None, None)
         return found, gs, note
+
+    def interpreter(self) -> Interpreter | None:
+        """The process's CPython, opened at the first read; None when it runs none (or one sampler
+        does not read: said once in the notes)."""
+        if not self._interpreter_tried:
+            self._interpreter_tried = True
+            try:
+                self._interpreter = Interpreter(self.modules, self.snapshots.read)
+            except NotPython:
+                pass
+            except UnsupportedTarget as e:
+                self.notes.append(f"Python frames not read: {e}")
+        return self._interpreter
+
+    def _python_threads(self, tids: list[int], wanted: list[int]) -> dict[int, PyThread]:
+        """The Python threads on ``wanted`` by kernel thread id (those not told apart: python_unmatched)."""
+        interpreter = self.interpreter()
+        if interpreter is None:
+            return {}
+        try:
+            every = set(procfs.tasks(self.pid))
+            threads = interpreter.threads(every, None if set(wanted) >= every else {*wanted, None})
+        except Unreadable as e:
+            self.notes.append(f"Python frames not read: {e}")
+            return {}
+        self.python_unmatched = [t for t in threads if t.tid is None]
+        return {t.tid: t for t in threads if t.tid is not None}
 
     def _image(self, thread: Thread, hold: bool = False) -> tuple[Image | None, str]:
         if thread.state == "Z":
@@ -180,6 +240,8 @@ class Reader:
         reason = self.snapshots.must_not_stop(thread.tid)
         if reason is not None:
             return None, f"not read: {reason}, and it woke while it was read"
+        if self.python == NONBLOCKING and self.interpreter() is not None:
+            return None, "not read: it runs, and --nonblocking stops no thread (its Python frames are read as it runs)"
         if not hold:
             return None, STOP  # (stopped with the others: stopped_many)
         image = self.snapshots.hold(thread.tid)
@@ -297,15 +359,16 @@ def _held(image: Image) -> str:
 
 
 def collect(pid: int, consistent: bool = False, max_depth: int = MAX_DEPTH,
-            debug_dirs: tuple[str, ...] = (), interrupt_waits: bool = False) -> ProcessStacks:
+            debug_dirs: tuple[str, ...] = (), interrupt_waits: bool = False, python: str = HELD) -> ProcessStacks:
     """Every thread of ``pid``, with its user stack; ProcessNotFound when it is not there (or is
     a zombie), UnsupportedTarget for a kernel thread."""
     started = time.monotonic()
     check_process(pid)
     name = procfs.comm(pid)
     tids = sorted(procfs.tasks(pid))
-    reader = Reader(pid, debug_dirs, interrupt_waits)
+    reader = Reader(pid, debug_dirs, interrupt_waits, python)
     try:
+        reader.interpreter()  # (its symbols read before any thread is held)
         if consistent:  # what the unwinding needs read before any thread is held
             reader.warm()
             reader.goroutine_reader()
@@ -314,6 +377,10 @@ def collect(pid: int, consistent: bool = False, max_depth: int = MAX_DEPTH,
         reader.close()
     result = ProcessStacks(pid, name, threads, gs)
     result.notes = reader.notes + ([note] if note else [])
+    interpreter = reader.interpreter()
+    if interpreter is not None:
+        result.python = interpreter.version_text
+        result.python_unmatched = reader.python_unmatched
     if not alive(pid):
         result.notes.append(f"the process exited while it was read: {sum(t.stack is not None for t in threads)} "
                             f"of its {len(tids)} threads were read")

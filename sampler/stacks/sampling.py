@@ -24,7 +24,8 @@ from sampler.budget import Budget, wake_latency_s
 from sampler.durations import format_duration
 from sampler.errors import ProcessNotFound
 from sampler.printable import printable
-from sampler.stacks.collect import Reader, ThreadStack, alive, first_in_line
+from sampler.stacks import python
+from sampler.stacks.collect import HELD, NONBLOCKING, Reader, ThreadStack, alive, first_in_line
 from sampler.stop import StopFlag
 from sampler.target import procfs
 from sampler.unwind.walk import MAX_DEPTH
@@ -47,6 +48,8 @@ class Profile:
     unread: int = 0
     """Threads a tick could not read (one that ended meanwhile, one another tracer holds)."""
     unread_why: dict[str, int] = field(default_factory=dict)
+    torn: int = 0
+    """Python stacks read as their thread ran (--nonblocking) that changed meanwhile."""
     stopped_ticks: int = 0
     """Ticks that found every thread of a process stopped by a signal (state T): none ran."""
     started: float = 0.0
@@ -68,20 +71,22 @@ class Profile:
                          for why, count in sorted(self.unread_why.items(), key=lambda item: -item[1])[:3])
         stopped = f"; the process was stopped by a signal at {self.stopped_ticks} tick(s): none of its threads " \
             "ran" if self.stopped_ticks else ""
+        stopped += f"; {self.torn} Python stack(s) changed while they were read (torn)" if self.torn else ""
         return (f"{self.samples} samples ({which}) of {len(self.threads)} thread(s) in {self.elapsed_s:.1f} s, "
                 f"{self.rate_hz:.0f} of {rate:g} ticks/s{held}{unread}{stopped}")
 
 
 def profile(pids: Sequence[int], rate: float, duration_s: float | None, stop: StopFlag, off_cpu: bool = False,
             max_overhead: float | None = None, max_depth: int = MAX_DEPTH,
-            progress: Callable[[str], None] | None = None, debug_dirs: tuple[str, ...] = ()) -> Profile:
+            progress: Callable[[str], None] | None = None, debug_dirs: tuple[str, ...] = (),
+            python_way: str = HELD, native: bool = False) -> Profile:
     """Sample every thread of ``pids`` ``rate`` times a second until ``duration_s`` or ``stop``."""
     readers: dict[int, Reader] = {}
     result = Profile()
     with first_in_line():
         try:
             _profile(pids, readers, result, rate, duration_s, stop, off_cpu, max_overhead, max_depth, progress,
-                     debug_dirs)
+                     debug_dirs, python_way, native)
         finally:
             for reader in readers.values():
                 reader.close()
@@ -91,10 +96,12 @@ def profile(pids: Sequence[int], rate: float, duration_s: float | None, stop: St
 
 def _profile(pids: Sequence[int], readers: dict[int, Reader], result: Profile, rate: float,
              duration_s: float | None, stop: StopFlag, off_cpu: bool, max_overhead: float | None, max_depth: int,
-             progress: Callable[[str], None] | None, debug_dirs: tuple[str, ...]) -> None:
+             progress: Callable[[str], None] | None, debug_dirs: tuple[str, ...], python_way: str = HELD,
+             native: bool = False) -> None:
     for pid in pids:
-        readers[pid] = Reader(pid, debug_dirs)
+        readers[pid] = Reader(pid, debug_dirs, python=python_way)
         readers[pid].remember = True
+        readers[pid].interpreter()
         result.names[pid] = procfs.comm(pid)
     for reader in readers.values():  # the tables of the code each runs, read before the clock starts
         reader.warm()
@@ -102,11 +109,12 @@ def _profile(pids: Sequence[int], readers: dict[int, Reader], result: Profile, r
         progress(f"profiling {', '.join(f'PID {pid}' for pid in pids)} at {rate:g} Hz"
                  + (f" for {format_duration(duration_s)}" if duration_s else " until Ctrl-C"))
     result.started = time.monotonic()
-    _loop(readers, result, rate, duration_s, stop, off_cpu, max_overhead, max_depth, progress)
+    _loop(readers, result, rate, duration_s, stop, off_cpu, max_overhead, max_depth, progress, native)
 
 
 def _loop(readers: dict[int, Reader], result: Profile, rate: float, duration_s: float | None, stop: StopFlag,
-          off_cpu: bool, max_overhead: float | None, max_depth: int, progress: Callable[[str], None] | None) -> None:
+          off_cpu: bool, max_overhead: float | None, max_depth: int, progress: Callable[[str], None] | None,
+          native: bool = False) -> None:
     asked = 1.0 / rate
     interval = asked
     budget = Budget(max_overhead, wake_latency_s()) if max_overhead is not None else None
@@ -137,7 +145,7 @@ def _loop(readers: dict[int, Reader], result: Profile, rate: float, duration_s: 
                 continue
             root = f"{printable(result.names[pid])} ({pid})" if several else None
             for thread in found:
-                _count(result, pid, thread, root, off_cpu)
+                _count(result, pid, thread, root, off_cpu, native)
                 if thread.stopped_us is not None:
                     result.held_us.append(thread.stopped_us)
                     costs.append(thread.stopped_us)
@@ -177,24 +185,29 @@ def _tick(reader: Reader, off_cpu: bool, max_depth: int) -> list[ThreadStack]:
         return []
     found, _, _ = reader.read(tids, max_depth=max_depth, kernel=False)
     if not off_cpu:  # one that went to sleep before it was read is no sample of where time goes
-        found = [thread for thread in found if thread.stopped_us is not None or thread.stack is None]
+        found = [thread for thread in found if thread.stopped_us is not None or thread.stack is None
+                 or reader.python == NONBLOCKING]
     return found
 
 
-def _count(result: Profile, pid: int, found: ThreadStack, root: str | None, off_cpu: bool) -> None:
+def _count(result: Profile, pid: int, found: ThreadStack, root: str | None, off_cpu: bool,
+           native: bool = False) -> None:
     result.threads.add((pid, found.thread.tid))
-    if found.stack is None:
+    as_python = python.folded(found.stack, found.python, native)
+    if found.stack is None and as_python is None:
         result.unread += 1
         reason = found.how.removeprefix("not read: ")
         result.unread_why[reason] = result.unread_why.get(reason, 0) + 1
         return
-    folded = found.stack.folded(unknown=True)
+    if as_python is not None and found.python is not None and found.python.torn:
+        result.torn += 1
+    folded = as_python if as_python is not None else found.stack.folded(unknown=True)  # type: ignore[union-attr]
     state = found.thread.state
     if off_cpu and state in ("T", "t"):
         folded += ";[stopped by a signal]" if state == "T" else ";[stopped by a tracer]"
     elif off_cpu and state != "R" and found.thread.syscall is not None and found.thread.syscall.name:
         folded = f"{folded};[{found.thread.syscall.name}]" if folded else f"[{found.thread.syscall.name}]"
-    if found.stack.ended and found.stack.frames:
+    if as_python is None and found.stack is not None and found.stack.ended and found.stack.frames:
         folded = "[unwinding stopped];" + folded  # a partial stack: not under the real root
     if root is not None:
         folded = f"{root};{folded}" if folded else root

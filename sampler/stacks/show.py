@@ -7,15 +7,20 @@ import json
 from typing import Any
 
 from sampler.printable import printable
+from sampler.python.interpreter import PyFrame, PyThread
 from sampler.stacks.collect import ProcessStacks, ThreadStack
+from sampler.stacks.python import merged
 from sampler.target.threads import Thread
 from sampler.unwind.frames import Frame
 from sampler.unwind.goroutines import Goroutine
 
 
-def as_json(process: ProcessStacks) -> str:
-    record = {"pid": process.pid, "name": process.name,
+def as_json(process: ProcessStacks, native: bool = False) -> str:
+    """``native`` is for the text; the JSON always carries both a thread's native ``frames`` and,
+    for CPython, its ``python`` frames."""
+    record = {"pid": process.pid, "name": process.name, "python": process.python,
               "threads": [_thread_record(t) for t in process.threads],
+              "python_threads_unmatched": [_python_thread_record(t) for t in process.python_unmatched],
               "goroutines": None if process.goroutines is None else [_goroutine_record(g) for g in process.goroutines],
               "notes": process.notes, "took_s": round(process.took_s, 4)}
     return json.dumps(record, separators=(",", ":")) + "\n"
@@ -45,7 +50,18 @@ def _thread_record(found: ThreadStack) -> dict[str, Any]:
         "wchan": t.wchan, "kernel": list(t.kernel) if t.kernel is not None else None,
         "read": found.how, "stopped_us": None if found.stopped_us is None else round(found.stopped_us, 1),
         "frames": None if found.stack is None else [_frame_record(f) for f in found.stack.frames],
-        "ended": None if found.stack is None else found.stack.ended}
+        "ended": None if found.stack is None else found.stack.ended,
+        **({} if found.python is None else _python_thread_record(found.python))}
+
+
+def _python_thread_record(t: PyThread) -> dict[str, Any]:
+    return {"python": [_python_frame_record(f) for f in t.frames],
+            "python_thread": {"name": t.name, "ident": t.thread_id, "holds_gil": t.holds_gil, "torn": t.torn,
+                              "problem": t.problem}}
+
+
+def _python_frame_record(f: PyFrame) -> dict[str, Any]:
+    return {"function": f.function, "file": f.file, "line": f.line, "name": f.name}
 
 
 def _frame_record(frame: Frame) -> dict[str, Any]:
@@ -54,11 +70,17 @@ def _frame_record(frame: Frame) -> dict[str, Any]:
             "inlined": frame.inlined, "how": frame.how}
 
 
-def as_text(process: ProcessStacks) -> str:
-    lines = [f"Process {process.pid} ({printable(process.name)}): {len(process.threads)} thread(s)"]
+def as_text(process: ProcessStacks, native: bool = False) -> str:
+    """A CPython's threads show their Python frames (with ``native``, merged with the native ones);
+    a thread that runs no Python, its native frames."""
+    python = f", CPython {process.python}" if process.python else ""
+    lines = [f"Process {process.pid} ({printable(process.name)}){python}: {len(process.threads)} thread(s)"]
     for found in process.threads:
         lines.append("")
-        lines += _thread_text(found)
+        lines += _thread_text(found, native)
+    for t in process.python_unmatched:
+        lines += ["", f"Python thread {_python_name(t)} (its kernel thread not known):"]
+        lines += [_python_frame_text(i, f) for i, f in enumerate(t.frames)]
     if process.goroutines is not None:
         lines += ["", f"{len(process.goroutines)} goroutine(s)"]
         for g in process.goroutines:
@@ -67,10 +89,31 @@ def as_text(process: ProcessStacks) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _thread_text(found: ThreadStack) -> list[str]:
+def _python_name(t: PyThread) -> str:
+    name = f'"{printable(t.name)}"' if t.name is not None else f"{t.thread_id:#x}"
+    return name + (", holds the GIL" if t.holds_gil else "")
+
+
+def _python_frame_text(index: int, frame: PyFrame) -> str:
+    return f"#{index:<3}{'[python]':18} {printable(frame.function)} at {printable(frame.file)}:{frame.line}"
+
+
+def _thread_text(found: ThreadStack, native: bool = False) -> list[str]:
     t = found.thread
     lines = [f'Thread {t.tid} "{printable(t.name)}" state {t.state}: {_call(t)}; {found.how}']
-    if found.stack is not None:
+    py = found.python
+    if py is not None:
+        lines.append(f"  Python thread {_python_name(py)}" + (" (it ran while it was read: torn)" if py.torn else ""))
+    if py is not None and py.frames and not native:
+        lines += [_python_frame_text(i, frame) for i, frame in enumerate(py.frames)]
+        if py.problem:
+            lines.append(f"    (the Python stack ends here: {printable(py.problem)})")
+    elif py is not None and py.frames:
+        lines += [_python_frame_text(i, f) if isinstance(f, PyFrame) else _frame_text(i, f)
+                  for i, f in enumerate(merged(found.stack, py))]
+        if found.stack is not None and found.stack.ended:
+            lines.append(f"    (the native stack ends here: {printable(found.stack.ended)})")
+    elif found.stack is not None:
         lines += [_frame_text(i, frame) for i, frame in enumerate(found.stack.frames)]
         if found.stack.ended:
             lines.append(f"    (the stack ends here: {printable(found.stack.ended)})")

@@ -28,6 +28,7 @@ from sampler.evaluation import usdtargs
 from sampler.evaluation.evaluate import Evaluator, Object, SampleError, Untyped, dotted_name
 from sampler.evaluation.fields import short_form
 from sampler.evaluation.golang import GoTypes
+from sampler.evaluation.pyvalues import PyValues
 from sampler.evaluation.reads import Read, Stop, UnreadableMemory
 from sampler.language import casts, expr
 from sampler.language.expr import REGISTER_PREFIX, register_name, source_name
@@ -70,6 +71,7 @@ class Scope:
         self._variables: dict[int, dict[str, Variable]] = {}
         """Variables in scope, per breakpoint address (file address)."""
         self._globals: dict[str, Object | None] = {}
+        self._python: PyValues | None = None
 
     # -- before the first hit ----------------------------------------------------
 
@@ -85,6 +87,12 @@ class Scope:
             self._find_goid()
         self._prepare_interfaces(read)
 
+    def prepare_python(self, read: Read) -> None:
+        """py: expressions: the process's CPython found now (its symbols read, its version known),
+        not at the first row; one line when it runs none."""
+        if any(expression.python is not None for expression in self.expressions):
+            self.python_values(read)
+
     def fixed_ranges(self) -> list[tuple[int, int]]:
         """The bytes of the globals the expressions use (their addresses do not move)."""
         return [(o.location.address, o.location.address + max(o.type.size, 1))
@@ -96,11 +104,20 @@ class Scope:
                  on_branch: Callable[[], None] | None = None) -> tuple[Value, str]:
         """One expression: (value, '') or (None, why not). ``on_branch`` is told when the
         evaluation took a way the data chose (an interface's dynamic type, a C string's end)."""
+        expression = self.expressions[index]
+        if expression.python is not None:
+            return self.python_values(read).evaluate(expression.python, read)
         evaluator = self.evaluator(hit, read, on_branch)
         try:
-            return evaluator.value(self.expressions[index].tree), ""
+            return evaluator.value(expression.tree), ""
         except SampleError as e:
             return None, str(e)
+
+    def python_values(self, read: Read) -> PyValues:
+        """The process's CPython (py: expressions), found once: ExpressionError when it runs none."""
+        if self._python is None:
+            self._python = PyValues(self.modules, read)
+        return self._python
 
     def evaluator(self, hit: Stop | None, read: Read, on_branch: Callable[[], None] | None = None) -> Evaluator:
         """What evaluates the expressions at the hit (None: globals only), reading through ``read``."""
@@ -280,6 +297,8 @@ class Scope:
                 self.function, names = None, set()
         unknown: dict[int, list[str]] = {}
         for index, expression in enumerate(self.expressions):
+            if expression.python is not None:
+                continue  # (a py: path: evaluation/pyvalues.py, its interpreter found at the first read)
             if expr.ustack_depth(expression.tree) is not None:
                 if self.address is None:
                     raise ExpressionError(f"{expression.text}: the stack of a thread stopped at a breakpoint",

@@ -20,7 +20,8 @@ import re
 from dataclasses import dataclass
 
 from sampler.errors import ExpressionError
-from sampler.language import casts
+from sampler.language import casts, pyexpr
+from sampler.language.pyexpr import PyPath
 
 ARITY = {"len": (1, 1), "cap": (1, 1), "str": (1, 2), "buf": (2, 2), "startswith": (2, 2), "ustack": (0, 1)}
 """The built-ins and how many arguments each takes: Go's len() and cap(), bpftrace's str()
@@ -71,7 +72,13 @@ class Expression:
     text: str
     """The expression as the user wrote it; what text-driven debuggers are sent."""
     tree: ast.Expression
-    """The checked tree; unary ``*`` appears as a call to ``__deref__``."""
+    """The checked tree; unary ``*`` appears as a call to ``__deref__``. A py: expression's is the
+    name PYTHON, which no evaluator but the Python one knows (nothing reads it as 0 by mistake)."""
+    python: PyPath | None = None
+    """A py: expression's path (language/pyexpr.py): read by evaluation/pyvalues.py."""
+
+
+PYTHON = "__python__"
 
 
 def parse_option(option: str) -> Expression:
@@ -79,6 +86,9 @@ def parse_option(option: str) -> Expression:
     match = _NAME_PREFIX.match(option)
     name, text = (match.group(1), option[match.end():]) if match else (None, option)
     text = text.strip()
+    if pyexpr.is_python(text):
+        return Expression(name=name or text, text=text, tree=ast.Expression(body=ast.Name(id=PYTHON, ctx=ast.Load())),
+                          python=pyexpr.parse(text))
     tree = parse(text)
     return Expression(name=name or text, text=text, tree=tree)
 

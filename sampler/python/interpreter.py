@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from sampler.debuginfo.elffile import BadFile
 from sampler.debuginfo.modules import Module, Modules
 from sampler.errors import UnsupportedTarget
+from sampler.evaluation.reads import UnreadableMemory
 from sampler.python import layouts
 from sampler.python.lines import line_at
 from sampler.python.objects import Objects, Read, Unreadable
@@ -82,9 +83,24 @@ class Interpreter:
         except layouts.Unsupported as e:
             raise UnsupportedTarget(f"{module.path}: {e}", "sampler reads CPython 3.8 to 3.13") from None
         self.objects = Objects(self.version, self.layout, read)
+        self._secret(module, read)
         self._code: dict[tuple[int, bytes], tuple[str, str, str | None, int, bytes, int]] = {}
         self._names: dict[int, str] = {}
         self._names_read = -NAMES_S
+
+    def _secret(self, module: Module, read: Read) -> None:
+        """The process's hash secret, so that dicts are probed by hash (checked before it is used)."""
+        symbol = module.object_symbol("_Py_HashSecret")
+        if symbol is None:
+            return
+        try:
+            raw = read(symbol.address + module.bias, 16)
+            modules = self.objects.field(self.main_interpreter(), "interp.modules")
+            if modules:
+                self.objects.trust_secret((int.from_bytes(raw[:8], "little"), int.from_bytes(raw[8:], "little")),
+                                          modules)
+        except (Unreadable, UnreadableMemory):
+            pass
 
     @property
     def version_text(self) -> str:

@@ -15,6 +15,7 @@ from typing import Union
 
 from sampler.evaluation.reads import UnreadableMemory
 from sampler.python.layouts import Layout
+from sampler.python.strhash import int_hash, str_hash
 
 Read = Callable[[int, int], bytes]
 
@@ -67,7 +68,11 @@ class Objects:
         self.version = version
         self.layout = layout
         self._read = read
+        self.reading: Read | None = None
+        """What reads while a row is evaluated (the row's own read, checked for tearing), else ``read``."""
         self._type_names: dict[int, str] = {}
+        self.secret: tuple[int, int] | None = None
+        """The process's _Py_HashSecret (k0, k1) once checked (trust_secret)."""
 
     # -- memory ------------------------------------------------------------------
 
@@ -75,7 +80,7 @@ class Objects:
         if address <= 0 or size < 0:
             raise Unreadable(f"a pointer to {address:#x}")
         try:
-            return self._read(address, size)
+            return (self.reading or self._read)(address, size)
         except UnreadableMemory as e:
             raise Unreadable(str(e)) from None
 
@@ -212,12 +217,83 @@ class Objects:
         return found
 
     def dict_get(self, d: int, key: str | int) -> int | None:
+        """The value of ``key`` (a str or an int) in dict ``d``: found as the interpreter finds it, by
+        the key's hash, where the process's hash secret is known (``secret``); else by comparing keys."""
         keys = self.field(d, "dict.keys")
         values = self.field(d, "dict.values")
+        if self.secret is not None:
+            index, value = self._probe(keys, key)
+            if index is None:
+                return None
+            return self._split_value(values, index) if values else value
         for index, entry_key, value in self._entries(keys):
             if self._key_is(entry_key, key):
                 return self._split_value(values, index) if values else value
         return None
+
+    def hash_of(self, key: str | int) -> int:
+        assert self.secret is not None
+        return str_hash(self.version, *self.secret, key) if isinstance(key, str) else int_hash(key)
+
+    def _probe(self, keys: int, key: str | int) -> tuple[int | None, int]:
+        """(entry index, value) of ``key`` in a dict's keys object, probed as CPython's lookdict
+        probes; (None, 0) when it is not there."""
+        lay = self.layout
+        if self.version >= (3, 11):
+            log2_size, log2_index_bytes, kind = self.read(keys + lay["keys.log2_size"], 3)
+            if log2_size > 40 or log2_index_bytes > 44 or log2_index_bytes < log2_size:
+                raise Unreadable(f"a dict of 2^{log2_size} slots: not believed")
+            size = 1 << log2_size
+            width = (1 << log2_index_bytes) >> log2_size
+            entries = keys + lay["keys.indices"] + (1 << log2_index_bytes)
+            entry_size, key_at, stored_hash = (24, 8, True) if kind == 0 else (16, 0, False)
+        else:
+            size = self.signed(keys + lay["keys.size"])
+            if not 0 < size <= 2 * MAX_ENTRIES or size & (size - 1):
+                raise Unreadable(f"a dict of {size} slots: not believed")
+            width = 1 if size <= 0xFF else 2 if size <= 0xFFFF else 4 if size <= 0xFFFFFFFF else 8
+            entries = keys + lay["keys.indices"] + size * width
+            entry_size, key_at, stored_hash = 24, 8, True
+        if width not in (1, 2, 4, 8):
+            raise Unreadable(f"a dict's index of {width}-byte slots: not believed")
+        wanted = self.hash_of(key)
+        mask = size - 1
+        perturb = wanted & ((1 << 64) - 1)
+        i = perturb & mask
+        for _ in range(size + 64):
+            index = int.from_bytes(self.read(keys + lay["keys.indices"] + i * width, width), "little", signed=True)
+            if index == -1:  # DKIX_EMPTY
+                return None, 0
+            if index >= 0:
+                if index >= size:
+                    raise Unreadable(f"a dict's index {index} past its {size} slots: not believed")
+                raw = self.read(entries + index * entry_size, entry_size)
+                entry_key = int.from_bytes(raw[key_at:key_at + 8], "little")
+                value = int.from_bytes(raw[key_at + 8:key_at + 16], "little")
+                held = int.from_bytes(raw[0:8], "little", signed=True) if stored_hash else \
+                    (self.signed(entry_key + STR_HASH) if entry_key else None)
+                if entry_key and held == wanted and self._key_is(entry_key, key):
+                    return index, value
+            perturb >>= 5
+            i = (i * 5 + perturb + 1) & mask
+        raise Unreadable("a dict whose probing never ends: not believed")
+
+    def trust_secret(self, secret: tuple[int, int], d: int) -> bool:
+        """Take ``secret`` as the process's hash secret when it gives the hash the process cached
+        for the first str keys of dict ``d`` (sys.modules); else keys are compared one by one."""
+        checked = 0
+        for _, key, _ in self._entries(self.field(d, "dict.keys"))[:8]:
+            if self.type_name(key) != "str":
+                continue
+            cached = self.signed(key + STR_HASH)
+            if cached == -1:
+                continue
+            if str_hash(self.version, *secret, self.text(key)) != cached:
+                return False
+            checked += 1
+        if checked:
+            self.secret = secret
+        return checked > 0
 
     def dict_items(self, d: int, limit: int) -> list[tuple[int, int]]:
         """(key, value) objects of a dict, in table order, ``limit`` at most."""
@@ -351,6 +427,8 @@ class Objects:
         return None
 
 
+STR_HASH = 24
+"""PyASCIIObject's cached hash (-1: not computed yet), the same in 3.8-3.13."""
 SET_USED = 24
 """PySetObject's ``used`` (after the header and ``fill``), the same in 3.8-3.13."""
 DICT_SUBCLASS = 1 << 29

@@ -217,6 +217,7 @@ class PtraceBackend:
             self.moment = Moment(memory)
             if site.scope.is_go:
                 site.scope.prepare_go(self.memory.read)
+            site.scope.prepare_python(self.memory.read)
             try:
                 self.zero_stop_guard.call(lambda: site.evaluate(memory, None))
             except MemoryHang:
@@ -227,6 +228,7 @@ class PtraceBackend:
             self._check_instruction(site)
             if site.scope.is_go:
                 site.scope.prepare_go(self.memory.read)
+            site.scope.prepare_python(self.memory.read)
             self._at[site.address] = site
         if len(self._at) < len(self.sites):
             raise UsageError("two --at give the same breakpoint address", "give each place once")

@@ -8,9 +8,6 @@ see them all (ceval.c holds the interpreter's, dictobject.c the dict's...), by n
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
 from elftools.dwarf.die import DIE
 from elftools.elf.elffile import ELFFile
 
@@ -30,7 +27,7 @@ class Structs:
             name = cu.get_top_DIE().attributes.get("DW_AT_name")
             if name is None or not name.value.decode(errors="replace").endswith(UNITS):
                 continue  # (Debian's build names them "../Python/ceval.c")
-            for die in _all(cu.get_top_DIE()):
+            for die in cu.get_top_DIE().iter_children():
                 if die.tag in ("DW_TAG_structure_type", "DW_TAG_typedef") and "DW_AT_name" in die.attributes:
                     key = die.attributes["DW_AT_name"].value.decode()
                     if die.tag == "DW_TAG_typedef" or "DW_AT_declaration" not in die.attributes:
@@ -69,11 +66,6 @@ class Structs:
 
     def size(self, name: str) -> int:
         return int(self.struct(name).attributes["DW_AT_byte_size"].value)
-
-
-def _all(die: DIE) -> Iterator[DIE]:
-    for child in die.iter_children():
-        yield child
 
 
 def _name(die: DIE) -> str | None:
@@ -190,6 +182,3 @@ def layout_of(elf: ELFFile, version: tuple[int, int]) -> dict[str, int]:
     put("float.value", "PyFloatObject", "ob_fval")
     return out
 
-
-def _unused(_: Any) -> None:  # pragma: no cover
-    pass

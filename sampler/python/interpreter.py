@@ -32,6 +32,7 @@ PTHREAD_TID = 0x2D0
 whose thread states know only their pthread_t; a guess checked against the process's threads."""
 CSTACK = 3
 """FRAME_OWNED_BY_CSTACK (3.12 and later): the interpreter's own shim frame, not the program's."""
+_PYTHONISH = re.compile(r"python", re.I)
 _NAME = re.compile(r"(?:lib)?python(\d)\.(\d+)([a-z]*)(?:\.so|$)")
 _VERSION_TEXT = re.compile(rb"(?<![0-9.])3\.(\d{1,2})\.\d{1,2}(?:(?:a|b|rc)\d{1,2})?\+? \(")
 
@@ -126,10 +127,7 @@ class Interpreter:
         """The thread state that holds the GIL, None when it is free (or not read)."""
         lay = self.layout
         try:
-            if "interp.gil" in lay:
-                gil = self.objects.field(interp, "interp.gil")
-            else:
-                gil = self.runtime + lay["runtime.gil"]
+            gil = self.objects.field(interp, "interp.gil") if "interp.gil" in lay else self.runtime + lay["runtime.gil"]
             if not gil:
                 return None
             locked = int.from_bytes(self.objects.read(gil + lay["gil.locked"], 4), "little")
@@ -137,7 +135,8 @@ class Interpreter:
         except Unreadable:
             return None
 
-    def threads(self, tids: set[int] | None = None, wanted: set[int | None] | None = None) -> list[PyThread]:
+    def threads(self, tids: set[int] | None = None, wanted: set[int | None] | None = None,
+                names: bool = True) -> list[PyThread]:
         """Every Python thread of the main interpreter (those on ``tids``, the process's threads) with
         its frames, innermost first (only those on ``wanted`` when given: a profile's running threads)."""
         interp = self.main_interpreter()
@@ -156,7 +155,7 @@ class Interpreter:
             except Unreadable as e:
                 thread.problem = str(e)
             found.append(thread)
-        named = self.thread_names(interp)
+        named = self.thread_names(interp) if names else {}
         for thread in found:
             thread.name = named.get(thread.thread_id)
         return found
@@ -295,9 +294,16 @@ MAX_NAME_CHARS = 512
 
 
 def _find(modules: Modules) -> tuple[Module, int]:
+    """The module that defines _PyRuntime, from each file's own symbols (CPython exports it: no
+    debug file is opened for a process that runs no Python)."""
     for module in modules.everything():
-        symbol = module.object_symbol("_PyRuntime")
-        if symbol is not None:
+        if not _PYTHONISH.search(module.name) and not module.is_main:
+            continue  # (a library of another name: not read; an embedding program may be any name)
+        try:
+            symbol = module.file.symbols().get("_PyRuntime")
+        except BadFile:
+            continue
+        if symbol is not None and not symbol.is_function:
             return module, symbol.address + module.bias
     raise NotPython(f"{modules.main.path} is not CPython: no _PyRuntime in the program or its libraries",
                     "py: names and Python stacks need a CPython 3.8-3.13 process")
@@ -310,7 +316,7 @@ def _version(module: Module, read: Read) -> tuple[int, int]:
             hexversion = int.from_bytes(read(symbol.address + module.bias, 4), "little")
             if hexversion >> 24 == 3:
                 return 3, (hexversion >> 16) & 0xFF
-        except Exception:  # noqa: BLE001 (unreadable: the name then)
+        except Exception:
             pass
     found = _NAME.search(module.name)
     if found is not None:

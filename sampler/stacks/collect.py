@@ -22,16 +22,15 @@ from sampler.debuginfo.elffile import BadFile
 from sampler.debuginfo.modules import Modules
 from sampler.errors import ProcessNotFound, UnsupportedTarget
 from sampler.evaluation.reads import UnreadableMemory
+from sampler.python.interpreter import Interpreter, NotPython, PyThread
+from sampler.python.objects import Unreadable
 from sampler.target import procfs
 from sampler.target.threads import Thread, thread_of
 from sampler.unwind import goroutines
 from sampler.unwind.code import CodeMap
 from sampler.unwind.frames import Stack
 from sampler.unwind.goroutines import Goroutine
-from sampler.python.interpreter import Interpreter, NotPython, PyThread
-from sampler.python.objects import Unreadable
 from sampler.unwind.walk import MAX_DEPTH, RIP, RSP, unwind
-
 
 HELD, NONBLOCKING, OFF = "held", "nonblocking", "off"
 """Reader's ways of reading a CPython's Python frames."""

@@ -156,3 +156,25 @@ def test_a_python_older_than_3_8_is_said_and_its_native_stack_shown(start_target
     assert any("3.7 is older than sampler reads (3.8 to 3.13)" in note for note in record["notes"]), record["notes"]
     threads = record["threads"]
     assert isinstance(threads, list) and all(t["frames"] for t in threads)
+
+
+@pytest.mark.parametrize("python", [p for p in ALL if p.id in ("debian-3.11", "pyenv-3.9", "pyenv-3.13")])
+def test_ustack_at_a_native_probe_names_the_python_callers(python: str, start_target: Callable[..., Target],
+                                                           tmp_path: Path) -> None:
+    """ustack at libc's getppid in a CPython: each Python caller named, two calls of often() for each
+    of seldom()."""
+    need(python)
+    target = start_target(python, str(SCRIPTS / "calls.py"), binary=False)
+    out = tmp_path / "rows.csv"
+    result = sampler("trace", "--pid", str(target.pid), "--at", "libc:getppid", "--expr", "ustack",
+                     "--duration", "3s", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    rows = [line.split(",")[5] for line in out.read_text().splitlines()[1:]]
+    python_frames = [";".join(f for f in row.split(";") if ".py:" in f) for row in rows]  # (native ones between)
+    callers = [re.search(r"rounds \([^)]*\);(often|seldom) \([^)]*\)$", frames) for frames in python_frames]
+    assert all(callers), [row.split(";")[-6:] for row, found in zip(rows, callers) if not found][:3]
+    often = sum(found.group(1) == "often" for found in callers if found)
+    seldom = len(rows) - often
+    assert seldom >= 20 and abs(often - 2 * seldom) <= 3, (often, seldom)
+    assert all(row.split(";")[-1] == "getppid" for row in rows), rows[:2]
+    _untouched(target.pid)

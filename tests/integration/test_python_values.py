@@ -49,8 +49,9 @@ def test_every_value_is_what_the_program_logged(python: str, start_target: Calla
     target = start_target(python, str(VALUES), binary=False, stdin=True)
     for step in (1, 2, 3):
         target.send("s")
-        target.wait_for(lambda: any(line.startswith(f"step {step} ") for line in target.lines), 10, "no step")
-        logged = next(line for line in target.lines if line.startswith(f"step {step} "))
+        prefix = f"step {step} "
+        target.wait_for(lambda: any(line.startswith(prefix) for line in target.lines), 10, "no step")  # noqa: B023
+        logged = next(line for line in target.lines if line.startswith(prefix))
         fields = dict(re.findall(r"(\w+)=(\S+)", logged))
         row = _row(target.pid, tmp_path)
         assert row["error"] == "" if step >= 2 else row["error"] == "new: no key 'new2'", row["error"]

@@ -236,6 +236,7 @@ class PtraceBackend:
             self.latency.find_ends(self.config, self.modules, self._at, self._check_instruction)
         if self.stacks is not None:
             self.stacks.refresh(self.memory)  # the modules' code mapped now, before any thread waits
+            self.stacks.python(self.memory)  # (a CPython's ustack is Python too: found before any hit)
         if not forked:  # (a forked child's parent waits at its fork event meanwhile)
             # what the DWARF parse left behind: collected now, and frozen so that no collection
             # of those objects falls inside a pause

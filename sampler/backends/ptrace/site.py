@@ -83,7 +83,7 @@ class Site:
 
         def in_pause() -> tuple[str, Snapshot]:
             if self.stack_depths and self.stacks is not None:
-                copies[0] = self.stacks.copy(hit.registers, memory)  # one read; unwound after the thread went on
+                copies[0] = self.stacks.copy(hit.registers, memory, hit.tid)  # one read; unwound after it went on
             if plans is None or merged is None:
                 fixed = self.scope.fixed_ranges()
                 recorders[:] = [Recorder(memory.read, hit.registers, fixed) for _ in range(count)]
@@ -236,7 +236,7 @@ class Site:
             if hit is None or self.stacks is None:
                 return None, "ustack: the stack of a thread stopped at a breakpoint"
             try:
-                return self.stacks.folded(self.stacks.copy(hit.registers, memory), memory,
+                return self.stacks.folded(self.stacks.copy(hit.registers, memory, getattr(hit, "tid", None)), memory,
                                           self.stack_depths[index]), ""
             except UnreadableMemory as e:
                 return None, f"the stack cannot be read ({e})"

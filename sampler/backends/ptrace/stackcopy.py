@@ -13,7 +13,11 @@ from typing import Any
 from sampler.backends.ptrace.memory import Memory
 from sampler.backends.ptrace.snapshot import RED_ZONE
 from sampler.debuginfo.modules import Modules
+from sampler.errors import UnsupportedTarget
 from sampler.evaluation.reads import UnreadableMemory
+from sampler.python.interpreter import Interpreter, PyThread
+from sampler.python.objects import Unreadable
+from sampler.stacks import python
 from sampler.target import procfs
 from sampler.unwind.code import CodeMap
 from sampler.unwind.walk import MAX_DEPTH, RSP, registers_of, unwind
@@ -26,6 +30,8 @@ class Copy:
     registers: dict[int, int]
     at: int
     data: bytes
+    python: PyThread | None = None
+    """CPython: the thread's Python frames, read while it waited."""
 
 
 class StackCopier:
@@ -36,9 +42,22 @@ class StackCopier:
         self.modules = modules
         self._code: CodeMap | None = None
         self._stacks: list[tuple[int, int]] = []
+        self._python: Interpreter | None = None
+        self._python_tried = False
 
-    def copy(self, registers: Any, memory: Memory) -> Copy:
-        """While the thread waits: its registers and one read of its stack's top."""
+    def python(self, memory: Memory) -> Interpreter | None:
+        """The process's CPython (its ustack is Python where it runs Python), found once."""
+        if not self._python_tried:
+            self._python_tried = True
+            try:
+                self._python = Interpreter(self.modules, memory.read)
+            except UnsupportedTarget:
+                self._python = None
+        return self._python
+
+    def copy(self, registers: Any, memory: Memory, tid: int | None = None) -> Copy:
+        """While the thread waits: its registers and one read of its stack's top (and, in a CPython,
+        its Python frames)."""
         values = registers_of(registers)
         sp = values[RSP]
         span = self._mapping(sp)
@@ -53,7 +72,15 @@ class StackCopier:
                 data = memory.read(start, min(end - start, COPY_BYTES))
             except UnreadableMemory:
                 data = b""
-        return Copy(values, start, data)
+        python = None
+        interpreter = self.python(memory) if tid is not None else None
+        if interpreter is not None:
+            try:
+                found = interpreter.threads(None, {tid}, names=False)
+                python = found[0] if found else None
+            except (Unreadable, UnreadableMemory):
+                python = None
+        return Copy(values, start, data, python)
 
     def folded(self, copy: Copy, memory: Memory, limit: int) -> str:
         """After the thread went on: the stack, outermost first, ``;`` between frames; the
@@ -65,6 +92,10 @@ class StackCopier:
             return memory.read(address, size)
 
         stack = unwind(copy.registers, self._code_map(memory), read, limit or MAX_DEPTH)
+        merged = python.folded(stack, copy.python, native=True)
+        if merged is not None:
+            parts = merged.split(";")
+            return ";".join(parts[-limit:]) if limit else merged
         return stack.folded(limit or None)
 
     def _code_map(self, memory: Memory) -> CodeMap:

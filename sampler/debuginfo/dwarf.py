@@ -125,6 +125,8 @@ _SCOPES = ("DW_TAG_namespace", "DW_TAG_class_type", "DW_TAG_structure_type", "DW
 """The DIEs whose names qualify a function's (C++, Rust)."""
 MAX_UNIT_RANGES = 1_000_000
 """Address ranges of compile units indexed (a 30 MB Go program has about 6,000)."""
+MAX_FUNCTION_PIECES = 16
+"""Pieces of one split function read (a hot part and a .cold one, seldom more)."""
 
 _guarded = converting(Malformed, keep=(OptimizedOut,))
 """Debug information is input sampler does not control: whatever the parser raises on bad
@@ -277,8 +279,7 @@ class Debug:
         functions: list[Function] = []
         for die in self._top_level(cu):
             if die.tag == "DW_TAG_subprogram":
-                function = self._function(die)
-                if function is not None:
+                for function in self._functions_of(die):
                     functions.append(function)
                     self.functions.setdefault(function.name, function)
             elif die.tag == "DW_TAG_variable" and "DW_AT_location" in die.attributes:
@@ -324,6 +325,28 @@ class Debug:
     @_guarded
     def scan_all(self) -> None:
         self._scan_until(lambda: False)
+
+    def _functions_of(self, die: DIE) -> list[Function]:
+        """A subprogram's code: one Function, or one per piece of a function the compiler split
+        (DW_AT_ranges: a hot part and a .cold one, as PGO builds such as Debian's python3.11 have),
+        the piece with its entry first (its DW_AT_low_pc or DW_AT_entry_pc, else the lowest)."""
+        single = self._function(die)
+        if single is not None:
+            return [single]
+        if "DW_AT_ranges" not in die.attributes:
+            return []
+        name = _name_through(die)
+        if not name:
+            return []
+        try:
+            pieces = [(begin, end) for begin, end in self._ranges(die, MAX_FUNCTION_PIECES) if begin < end]
+        except Exception:  # damaged ranges: the function is not known by address
+            return []
+        entry = die.attributes.get("DW_AT_entry_pc") or die.attributes.get("DW_AT_low_pc")
+        first = entry.value if entry is not None and entry.form == "DW_FORM_addr" else min(
+            (begin for begin, _ in pieces), default=0)
+        pieces.sort(key=lambda piece: (not piece[0] <= first < piece[1], piece[0]))
+        return [Function(name, begin, end, die) for begin, end in pieces]
 
     @staticmethod
     def _function(die: DIE) -> Function | None:

@@ -51,8 +51,11 @@ def sampler_stacks(stdout: str) -> dict[int, list[dict[str, object]]]:
 
 
 def plain(name: str) -> str:
-    """A function's name without glibc's internal prefixes and suffixes, or C++'s qualification."""
+    """A function's name without glibc's internal prefixes and suffixes, or C++'s qualification, or
+    the compiler's suffixes of a symbol (``time_sleep.lto_priv.0``: DWARF, which gdb reads, names it
+    ``time_sleep``)."""
     name = name.split("@")[0].rsplit("::", 1)[-1]
+    name = re.sub(r"(\.(lto_priv|constprop|isra|part|cold)(\.\d+)?)+$", "", name)
     while True:
         shorter = re.sub(r"^(_|GI_|libc_)", "", name)
         if shorter == name:

@@ -23,7 +23,7 @@ from sampler.errors import ExpressionError, ProcessNotFound, UsageError
 from sampler.language import expr
 from sampler.language.condition import NUMERIC_COLUMNS, Condition
 from sampler.output import Output
-from sampler.places import ptrace_only
+from sampler.places import is_python, ptrace_only
 from sampler.sample import PROBE, RESERVED
 from sampler.target import pgrep
 
@@ -128,6 +128,10 @@ def build(options: Options, finder: Finder | None = None, environ: Mapping[str, 
         if not location.strip():
             raise UsageError("--at is empty", "give a function or FILE:LINE")
     for option, location in (*(("--at", at) for at in locations), *([("--to", options.to)] if options.to else [])):
+        if is_python(location):
+            raise UsageError(f"{option} {location}: Python functions as probes are not built yet (issue 39)",
+                             "for now: sampler stack or profile for where it is, --expr 'py:module.name' for "
+                             "values, --at a C function with --count-by ustack for its Python callers")
         only = ptrace_only(location)
         if only and options.backend in DELVE:
             raise UsageError(f"{option} {location}: {only} is read by the ptrace backend (--backend "

@@ -22,6 +22,11 @@ _NOT_IN_PATTERNS = re.compile(r"[()<>]")
 impl (``<impl [T]>``): its ``*`` and ``[`` are the name's own."""
 
 
+def is_python(location: str) -> bool:
+    """``py:module.function``: a Python function (not built yet: configure.py says so)."""
+    return location.strip().startswith("py:")
+
+
 def is_usdt(location: str) -> bool:
     return location.strip().startswith(USDT)
 

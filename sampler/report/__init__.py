@@ -77,7 +77,7 @@ def _check_column(table: Table, name: str) -> None:
 
 def _values(rows: list[Row], name: str) -> list[float]:
     if name not in stats.OWN and name != "late_us":
-        rows = [row for row in rows if not stats.failed_in(row["error"], name)]
+        rows = [row for row in rows if not stats.failed_in(row["error"], name, row)]
     there = present(cells(rows, name))
     if not there:
         return []  # no value in these rows (a process of the run whose every sample missed)

@@ -36,7 +36,7 @@ def plot(table: Table, path: str) -> int:
             axis.plot([t for t, _ in points], [v for _, v in points], marker=".", markersize=3, linewidth=0.8,
                       label=label)
             if name != "pause_us":
-                failed = [row["elapsed_s"] for row in rows if failed_in(row["error"], name)]
+                failed = [row["elapsed_s"] for row in rows if failed_in(row["error"], name, row)]
                 if failed:
                     axis.plot(failed, [axis.get_ylim()[0]] * len(failed), "x", color="red", label=f"{label}: error")
         axis.set_ylabel(name)

@@ -18,7 +18,7 @@ OWN = ("pause_us", "wait_us")
 def column_stats(rows: list[Row], name: str) -> Stats:
     """rows, errors, and for numbers min/p50/p95/p99/max/mean and how often the value changed;
     first and last value for every column."""
-    failed = [name not in OWN and failed_in(row["error"], name) for row in rows]
+    failed = [name not in OWN and failed_in(row["error"], name, row) for row in rows]
     there = present([value for value, bad in zip(cells(rows, name), failed) if not bad])
     stats: Stats = {"rows": len(rows), "errors": sum(failed), "values": len(there)}
     numbers = numeric(there)
@@ -44,14 +44,21 @@ def nearest(ordered: list[float | int], q: float) -> float | int:
     return ordered[round(q * (len(ordered) - 1))]
 
 
-def failed_in(error: str, name: str) -> bool:
+def failed_in(error: str, name: str, row: Row | None = None) -> bool:
     """The row's error names this expression ('name: why; other: why'), or the whole sample
-    failed (a miss: no expression was read)."""
+    failed (a miss: no expression was read). With ``row``: a column that holds a value did not
+    fail, whatever the error says (--latency's notes on latency_us have no 'name: ' part)."""
     if not error:
+        return False
+    if row is not None and row.get(name) not in (None, "") and not _nan(row.get(name)):
         return False
     parts = [part.strip() for part in error.split("; ")]
     return any(part.startswith(f"{name}: ") for part in parts) or not any(": " in p for p in parts) \
         or parts[0].startswith("breakpoint not hit")
+
+
+def _nan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
 
 
 def _plain(value: Any) -> Any:
@@ -159,7 +166,7 @@ def top_values(rows: list[Row], name: str, count: int) -> list[dict[str, Any]]:
     """The ``count`` most frequent values of a column (strings included), with their share;
     rows where the column failed are counted under no value."""
     if name not in (*OWN, "thread", "late_us", "pid"):
-        rows = [row for row in rows if not failed_in(row["error"], name)]
+        rows = [row for row in rows if not failed_in(row["error"], name, row)]
     values = [_text(value) for value in cells(rows, name) if value is not None]
     counts = Counter(values)
     total = len(values)

@@ -23,7 +23,8 @@ def report(pids: Sequence[int], out_format: str = "text", consistent: bool = Fal
     with collect.first_in_line():  # (the modules' tables too: read while threads may wait)
         for pid in pids:
             try:
-                found = collect.collect(pid, consistent, max_depth, interrupt_waits=interrupt_waits, python=python)
+                found = collect.collect(pid, consistent, max_depth, interrupt_waits=interrupt_waits, python=python,
+                                        native=native or out_format == "json")
                 parts.append(write(found, native))
             except SamplerError as e:
                 if len(pids) == 1:

@@ -78,6 +78,9 @@ class Reader:
         or OFF."""
         self._interpreter: Interpreter | None = None
         self._interpreter_tried = python == OFF
+        self.native = True
+        """False: a thread that runs Python is not unwound natively (its Python frames are what is shown;
+        the native DWARF of a CPython with its debug file takes seconds to read)."""
         self.python_unmatched: list[PyThread] = []
         self.modules = Modules(pid, DebugFinder(pid, debug_dirs, lambda _: None, self.notes.append))
         try:
@@ -176,6 +179,9 @@ class Reader:
                 continue
             if image.stopped and (consistent or self.python == HELD):
                 how = _held(image)  # (its hold known now that it was let go)
+            if not self.native and thread.tid in py_threads and py_threads[thread.tid].frames:
+                found.append(ThreadStack(thread, None, how, image.stopped_us))  # its Python frames are its stack
+                continue
             stack = self._unwind(image, max_depth)
             if stack.short_of_registers and not image.stopped and not consistent \
                     and self.snapshots.must_not_stop(thread.tid) is None:
@@ -358,7 +364,8 @@ def _held(image: Image) -> str:
 
 
 def collect(pid: int, consistent: bool = False, max_depth: int = MAX_DEPTH,
-            debug_dirs: tuple[str, ...] = (), interrupt_waits: bool = False, python: str = HELD) -> ProcessStacks:
+            debug_dirs: tuple[str, ...] = (), interrupt_waits: bool = False, python: str = HELD,
+            native: bool = True) -> ProcessStacks:
     """Every thread of ``pid``, with its user stack; ProcessNotFound when it is not there (or is
     a zombie), UnsupportedTarget for a kernel thread."""
     started = time.monotonic()
@@ -366,6 +373,7 @@ def collect(pid: int, consistent: bool = False, max_depth: int = MAX_DEPTH,
     name = procfs.comm(pid)
     tids = sorted(procfs.tasks(pid))
     reader = Reader(pid, debug_dirs, interrupt_waits, python)
+    reader.native = native
     try:
         reader.interpreter()  # (its symbols read before any thread is held)
         if consistent:  # what the unwinding needs read before any thread is held

@@ -100,6 +100,7 @@ def _profile(pids: Sequence[int], readers: dict[int, Reader], result: Profile, r
              native: bool = False) -> None:
     for pid in pids:
         readers[pid] = Reader(pid, debug_dirs, python=python_way)
+        readers[pid].native = native
         readers[pid].remember = True
         readers[pid].interpreter()
         result.names[pid] = procfs.comm(pid)

@@ -69,6 +69,11 @@ def test_an_error_names_the_expression_it_is_about() -> None:
     assert not failed_in("delta: optimized out", "cap")
     assert failed_in("breakpoint not hit within 2s", "cap")  # a miss: nothing was read
     assert not failed_in("", "cap")
+    # --latency's notes have no 'name: ' part: a row whose column holds a value did not fail (issue 37)
+    note = "latency_us holds the kernel's part of 3 stop(s) of sampler's inside the call"
+    assert failed_in(note, "latency_us")
+    assert not failed_in(note, "latency_us", {"latency_us": "512.3", "error": note})
+    assert failed_in(note, "latency_us", {"latency_us": "", "error": note})
 
 
 def test_the_live_view_shows_last_min_p50_max_and_a_sparkline() -> None:

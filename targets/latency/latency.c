@@ -6,6 +6,9 @@
  *   latency jump CALLS   hop(i, k): as work, but every third call leaves by longjmp
  *   latency saved CALLS  tick(i): returns i + 1, while another thread waits with an address inside the
  *                        padding after tick()'s ret on its stack (as a signal handler's saved pc would be)
+ *   latency pair CALLS   pair_of(i): busy 100 us, returns struct pair {i, -i} (16 bytes: rax and rdx)
+ *   latency big CALLS    big_of(i): busy 100 us, returns struct big {i, 2i, 3i, i / 4.0} (32 bytes: in the
+ *                        caller's memory, rax its address)
  *
  * The main thread waits until the first 64 bytes of the function change (a tracer's breakpoint),
  * then makes the calls and writes "call I K NS RESULT" for each (NS: the program's own clock around
@@ -95,6 +98,21 @@ static void wait_for_tracer(const void *function) {
     }
 }
 
+struct pair { long a; long b; };
+struct big { long a; long b; long c; double d; };
+
+__attribute__((noinline)) struct pair pair_of(long i) {
+    busy_us(100);
+    struct pair p = { i, -i };
+    return p;
+}
+
+__attribute__((noinline)) struct big big_of(long i) {
+    busy_us(100);
+    struct big r = { i, 2 * i, 3 * i, (double)i / 4.0 };
+    return r;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: latency work|half|nest|jump CALLS\n");
@@ -106,7 +124,9 @@ int main(int argc, char **argv) {
     const void *function = strcmp(mode, "half") == 0 ? (const void *)half
                          : strcmp(mode, "nest") == 0 ? (const void *)nest
                          : strcmp(mode, "jump") == 0 ? (const void *)hop
-                         : strcmp(mode, "saved") == 0 ? (const void *)tick : (const void *)work;
+                         : strcmp(mode, "saved") == 0 ? (const void *)tick
+                         : strcmp(mode, "pair") == 0 ? (const void *)pair_of
+                         : strcmp(mode, "big") == 0 ? (const void *)big_of : (const void *)work;
     if (strcmp(mode, "saved") == 0) {
         pthread_t thread;
         pthread_create(&thread, NULL, holds_saved_pc, NULL);
@@ -129,6 +149,12 @@ int main(int argc, char **argv) {
             } else {
                 printf("jumped %ld %ld %llu\n", i, k, (unsigned long long)(now_ns() - t0));
             }
+        } else if (strcmp(mode, "pair") == 0) {
+            struct pair r = pair_of(i);
+            printf("call %ld 1 %llu %ld %ld\n", i, (unsigned long long)(now_ns() - t0), r.a, r.b);
+        } else if (strcmp(mode, "big") == 0) {
+            struct big r = big_of(i);
+            printf("call %ld 1 %llu %ld %ld %ld %.17g\n", i, (unsigned long long)(now_ns() - t0), r.a, r.b, r.c, r.d);
         } else if (strcmp(mode, "saved") == 0) {
             long r = tick(i);
             printf("call %ld 0 %llu %ld\n", i, (unsigned long long)(now_ns() - t0), r);

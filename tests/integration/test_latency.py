@@ -108,6 +108,24 @@ def test_a_double_result_is_read_from_xmm0(start_target: Callable[..., Target], 
                  {i: (k, us, str(float(result))) for i, (k, us, result) in program_calls(target).items()})
 
 
+@pytest.mark.parametrize("probe", ["auto", "int3"])
+def test_a_struct_result_is_read_from_rax_and_rdx_or_through_the_address_in_rax(
+        probe: str, start_target: Callable[..., Target], tmp_path: Path) -> None:
+    """struct pair (16 bytes) comes back in rax and rdx; struct big (32 bytes) in the caller's memory,
+    its address in rax: read at the return (an in-process return probe records registers only, so
+    the big one is int3s: the caller's slot holds a later call's values by the time a record is read)."""
+    pair = start_target("latency", "pair", "12")
+    rows, _ = timed_rows(pair, "pair_of", tmp_path / "p.csv", "--latency", "--probe", probe, "--expr", "i=i",
+                         "--expr", "a=retval.a", "--expr", "b=retval.b", rows=12)
+    assert [(int(r["i"]), int(r["a"]), int(r["b"])) for r in rows] == [(i, i, -i) for i in range(12)]
+    big = start_target("latency", "big", "12")
+    rows, stderr = timed_rows(big, "big_of", tmp_path / "b.csv", "--latency", "--probe", probe, "--expr", "i=i",
+                              "--expr", "c=retval.c", "--expr", "d=retval.d", rows=12)
+    assert [(int(r["i"]), int(r["c"]), float(r["d"])) for r in rows] == [(i, 3 * i, i / 4) for i in range(12)]
+    if probe == "auto":
+        assert "retval is read through memory at the return" in stderr, stderr
+
+
 def test_recursion_pairs_each_return_with_its_own_entry(start_target: Callable[..., Target], tmp_path: Path) -> None:
     # GIVEN nest(10): each level busy 100 us, then the level under it; it returns the levels below + 1
     target = start_target("latency", "nest", "4")

@@ -44,7 +44,7 @@ from sampler.config import SessionConfig
 from sampler.debuginfo.locate import Place, resolve_all
 from sampler.debuginfo.locations import InBytes, InMemory, InRegister
 from sampler.debuginfo.modules import Modules
-from sampler.debuginfo.types import Array, Scalar, Struct, Type
+from sampler.debuginfo.types import Array, Pointer, Scalar, Struct, Type
 from sampler.errors import ExpressionError, LocationNotFound, UsageError
 from sampler.evaluation.evaluate import Evaluator, Object, SampleError
 from sampler.evaluation.reads import Stop, UnreadableMemory
@@ -125,6 +125,13 @@ class Returned:
         if self.go_words > len(GO_RESULTS) or not _word_by_word(first):
             self.why_not = (f"its first result ({first.name}) is not one word a register in Go's ABI (a struct "
                             "of small fields, an array, a float inside): not read")
+
+    @property
+    def in_memory(self) -> bool:
+        """The value is read from memory at the return: a struct returned in memory, or what a
+        returned pointer points to (a probe that records only registers would read it too late)."""
+        t = self.type
+        return (isinstance(t, Struct) and t.size > 16) or isinstance(t, Pointer)
 
     @property
     def needs_xmm(self) -> bool:

@@ -19,13 +19,14 @@ the int3s' hits of a run that mixes both.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 from collections.abc import Callable
 
 import numpy as np
 
 from sampler.backends.ptrace.inprocess import Read
-from sampler.backends.ptrace.latency import EndedRows, Latency
+from sampler.backends.ptrace.latency import RETVAL, EndedRows, Latency
 from sampler.backends.ptrace.memory import Memory
 from sampler.backends.ptrace.site import Site
 from sampler.config import SessionConfig
@@ -36,6 +37,7 @@ from sampler.evaluation.reads import UnreadableMemory
 from sampler.evaluation.scope import Scope
 from sampler.inprocess.reads import REGISTERS, Layout, Recorded
 from sampler.inprocess.relocate import Displaced, Refused, displace_return, displace_to_return
+from sampler.language.expr import Expression
 from sampler.sample import Reading, Value
 
 LAG_S = 0.02
@@ -80,6 +82,10 @@ class TimedProbes:
         returned = latency.returned.get(site)
         if returned is not None and returned.needs_xmm and latency.returns.get(site):
             return "a floating-point retval is in xmm0, which an in-process probe does not record"
+        if returned is not None and returned.in_memory and any(
+                not _bare_retval(expression) for _, expression in latency.returns.get(site, ())):
+            return ("retval is read through memory at the return (a struct returned in memory, or what a returned "
+                    "pointer points to), which an in-process return probe does not read: int3s read it")
         points = latency.points.get(site)
         if points is None or points.followed or points.unfollowed or points.indirect:
             return "the function leaves by a tail call or a jump through a register: int3s follow it"
@@ -202,3 +208,9 @@ class TimedProbes:
 def _owner(thread: str) -> object:
     """The owner of a record's call: its thread id, as an int3's hit names it."""
     return int(thread) if thread.isdigit() else thread
+
+
+def _bare_retval(expression: Expression) -> bool:
+    """The expression is ``retval`` alone (its register, or a pointer's address: no memory read)."""
+    body = expression.tree.body
+    return isinstance(body, ast.Name) and body.id == RETVAL

@@ -128,10 +128,11 @@ def build(options: Options, finder: Finder | None = None, environ: Mapping[str, 
         if not location.strip():
             raise UsageError("--at is empty", "give a function or FILE:LINE")
     for option, location in (*(("--at", at) for at in locations), *([("--to", options.to)] if options.to else [])):
-        if is_python(location):
-            raise UsageError(f"{option} {location}: Python functions as probes are not built yet (issue 39)",
-                             "for now: sampler stack or profile for where it is, --expr 'py:module.name' for "
-                             "values, --at a C function with --count-by ustack for its Python callers")
+        if is_python(location) and (options.command != "trace" or option == "--to" or options.latency
+                                    or options.backend in DELVE or options.follow_forks):
+            raise UsageError(f"{option} {location}: a Python function's probe is read by sampler trace (ptrace) "
+                             "alone, without --latency, --to or --follow-forks yet",
+                             "e.g. sampler trace --pid P --at py:app.handle --expr 'n=py:n'")
         only = ptrace_only(location)
         if only and options.backend in DELVE:
             raise UsageError(f"{option} {location}: {only} is read by the ptrace backend (--backend "

@@ -329,7 +329,7 @@ class Debug:
     def _functions_of(self, die: DIE) -> list[Function]:
         """A subprogram's code: one Function, or one per piece of a function the compiler split
         (DW_AT_ranges: a hot part and a .cold one, as PGO builds such as Debian's python3.11 have),
-        the piece with its entry first (its DW_AT_low_pc or DW_AT_entry_pc, else the lowest)."""
+        the piece with its entry first (its DW_AT_entry_pc, else the first range listed)."""
         single = self._function(die)
         if single is not None:
             return [single]
@@ -342,9 +342,9 @@ class Debug:
             pieces = [(begin, end) for begin, end in self._ranges(die, MAX_FUNCTION_PIECES) if begin < end]
         except Exception:  # damaged ranges: the function is not known by address
             return []
-        entry = die.attributes.get("DW_AT_entry_pc") or die.attributes.get("DW_AT_low_pc")
-        first = entry.value if entry is not None and entry.form == "DW_FORM_addr" else min(
-            (begin for begin, _ in pieces), default=0)
+        entry = die.attributes.get("DW_AT_entry_pc")  # (else the first range's start: DWARF 5, 2.18)
+        first = entry.value if entry is not None and entry.form == "DW_FORM_addr" else \
+            (pieces[0][0] if pieces else 0)
         pieces.sort(key=lambda piece: (not piece[0] <= first < piece[1], piece[0]))
         return [Function(name, begin, end, die) for begin, end in pieces]
 
@@ -542,6 +542,38 @@ class Debug:
             return decode_lines(*self._line_data(offset))
         except Malformed as e:
             return str(e)
+
+    def functions_of(self, function: Function) -> list[Function]:
+        """Every piece of a function (one, or a split function's hot and cold parts)."""
+        return self._functions_of(function.die) or [function]
+
+    def declared_at(self, die: DIE) -> tuple[str, int] | None:
+        """(file, line) a DIE says it is declared at (DW_AT_decl_file and DW_AT_decl_line)."""
+        file, line = die.attributes.get("DW_AT_decl_file"), die.attributes.get("DW_AT_decl_line")
+        if file is None or line is None:
+            return None
+        name = self._file_names(cast(CompileUnit, die.cu)).get(int(file.value))
+        return (name, int(line.value)) if name else None
+
+    def line_starts(self, die: DIE, file: str, line: int, low: int, high: int) -> list[int]:
+        """Where the code of FILE:LINE starts in [low, high) of ``die``'s unit: the address of each
+        row of that line whose row before is of another line (a block the compiler copied has one
+        start in each copy)."""
+        unit = cast(CompileUnit, die.cu)
+        table = self._lines.get(unit.cu_offset)
+        if table is None:
+            table = self._lines[unit.cu_offset] = self._line_table(unit)
+        if not isinstance(table, Table):
+            return []
+        wanted = {index for index, name in table.names.items() if same_file(name, file)}
+        found = []
+        previous: tuple[int, int] | None = None
+        for address, index, number in zip(table.addresses, table.files, table.lines):
+            here = (index, number)
+            if low <= address < high and index in wanted and number == line and previous != here:
+                found.append(address)
+            previous = here
+        return found
 
     def _file_names(self, unit: CompileUnit) -> dict[int, str]:
         """The unit's file names by index (DW_AT_call_file, DW_AT_decl_file): its line table's, or

@@ -19,10 +19,10 @@ from sampler.sample import Value
 class PyValues:
     """The py: expressions of one process."""
 
-    def __init__(self, modules: Modules, read: Read) -> None:
+    def __init__(self, modules: Modules, read: Read, interpreter: Interpreter | None = None) -> None:
         """Refused in one line when the process runs no CPython sampler reads."""
         try:
-            self.interpreter = Interpreter(modules, read)
+            self.interpreter = interpreter or Interpreter(modules, read)
         except UnsupportedTarget as e:
             raise ExpressionError(f"py: expressions: {e}", e.hint) from None
         self.objects = self.interpreter.objects

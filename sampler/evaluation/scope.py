@@ -31,7 +31,8 @@ from sampler.evaluation.golang import GoTypes
 from sampler.evaluation.pyvalues import PyValues
 from sampler.evaluation.reads import Read, Stop, UnreadableMemory
 from sampler.language import casts, expr
-from sampler.language.expr import REGISTER_PREFIX, register_name, source_name
+from sampler.language.expr import REGISTER_PREFIX, Expression, register_name, source_name
+from sampler.python.objects import Unreadable
 from sampler.sample import Value
 
 ARGUMENTS = {f"arg{i}": register for i, register in enumerate(("rdi", "rsi", "rdx", "rcx", "r8", "r9"))}
@@ -106,17 +107,35 @@ class Scope:
         evaluation took a way the data chose (an interface's dynamic type, a C string's end)."""
         expression = self.expressions[index]
         if expression.python is not None:
-            return self.python_values(read).evaluate(expression.python, read)
+            return self._python_value(expression, hit, read)
         evaluator = self.evaluator(hit, read, on_branch)
         try:
             return evaluator.value(expression.tree), ""
         except SampleError as e:
             return None, str(e)
 
+    def _python_value(self, expression: Expression, hit: Stop | None, read: Read) -> tuple[Value, str]:
+        """A py: expression; at a Python probe's hit its first name may be the frame's argument or local."""
+        assert expression.python is not None
+        probe = self.place.python if self.place is not None else None
+        values = self.python_values(read)
+        if probe is None or hit is None:
+            return values.evaluate(expression.python, read)
+        objects = probe.interpreter.objects
+        objects.reading = read
+        try:
+            frame_locals = probe.locals(probe.frame(hit.registers, getattr(hit, "tid", 0)))
+        except Unreadable as e:
+            return None, f"the frame's locals: {e}"
+        finally:
+            objects.reading = None
+        return values.evaluate(expression.python, read, frame_locals)
+
     def python_values(self, read: Read) -> PyValues:
         """The process's CPython (py: expressions), found once: ExpressionError when it runs none."""
         if self._python is None:
-            self._python = PyValues(self.modules, read)
+            probe = self.place.python if self.place is not None else None
+            self._python = PyValues(self.modules, read, probe.interpreter if probe is not None else None)
         return self._python
 
     def evaluator(self, hit: Stop | None, read: Read, on_branch: Callable[[], None] | None = None) -> Evaluator:

@@ -127,6 +127,7 @@ def layout_of(elf: ELFFile, version: tuple[int, int]) -> dict[str, int]:
         put("frame.back", "struct _frame", "f_back")
         put("frame.code", "struct _frame", "f_code")
         put("frame.lasti", "struct _frame", "f_lasti")
+        put("frame.localsplus", "struct _frame", "f_localsplus")
     if v >= (3, 11):
         iframe = "struct _PyInterpreterFrame"
         put("iframe.code", iframe, "f_executable" if v >= (3, 13) else "f_code")
@@ -150,6 +151,8 @@ def layout_of(elf: ELFFile, version: tuple[int, int]) -> dict[str, int]:
         put("code.code", code, "co_code")
         put("code.varnames", code, "co_varnames")
         put("code.nlocals", code, "co_nlocals")
+    put("function.code", "PyFunctionObject", "func_code")
+    put("method.function", "PyMethodObject", "im_func")
     put("type.name", "PyTypeObject", "tp_name")
     put("type.basicsize", "PyTypeObject", "tp_basicsize")
     put("type.flags", "PyTypeObject", "tp_flags")

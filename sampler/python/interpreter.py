@@ -149,9 +149,9 @@ class Interpreter:
                 continue
             thread.holds_gil = tstate == holder
             try:
-                before = self._top(tstate)
+                before = self.top_frame(tstate)
                 self._frames(tstate, thread.frames)
-                thread.torn = self._top(tstate) != before
+                thread.torn = self.top_frame(tstate) != before
             except Unreadable as e:
                 thread.problem = str(e)
             found.append(thread)
@@ -203,7 +203,7 @@ class Interpreter:
 
     # -- frames -------------------------------------------------------------------
 
-    def _top(self, tstate: int) -> int:
+    def top_frame(self, tstate: int) -> int:
         """The innermost frame: when it is another after the frames were read, the thread called or
         returned meanwhile and the frames read may mix two moments (torn). A thread that only went on
         in the same frame is not torn: its innermost line may be a few instructions old."""

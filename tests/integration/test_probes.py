@@ -174,7 +174,11 @@ def test_several_probes_in_one_trace_count_every_call_of_each(start_target: Call
     assert list(rows[0])[:9] == ["seq", "time", "elapsed_s", "pid", "thread", "probe", "turn", "scale", "w"]
     counts = Counter(row["probe"] for row in rows)
     assert set(counts) == {"ring_gap", "check_slow"} and min(counts.values()) > 100, counts
-    assert abs(counts["ring_gap"] - counts["check_slow"]) <= 4, counts
+    # (the calls of the run's last moments are rows of one ring and not yet of the other when the run
+    # ends: under CI's load 103 of 9,500 were; the counts agree up to the last call both saw)
+    both = min(max(float(row["elapsed_s"]) for row in rows if row["probe"] == probe) for probe in counts)
+    seen = Counter(row["probe"] for row in rows if float(row["elapsed_s"]) <= both)
+    assert abs(seen["ring_gap"] - seen["check_slow"]) <= 4, (seen, counts)
     for row in rows:
         assert row["error"] == "" and int(row["turn"]) >= 0, row
         assert (row["scale"] != "" and row["w"] == "") if row["probe"] == "ring_gap" else \

@@ -178,3 +178,47 @@ def test_ustack_at_a_native_probe_names_the_python_callers(python: str, start_ta
     assert seldom >= 20 and abs(often - 2 * seldom) <= 3, (often, seldom)
     assert all(row.split(";")[-1] == "getppid" for row in rows), rows[:2]
     _untouched(target.pid)
+
+
+def test_a_python_web_service_under_load_has_its_handlers_in_its_flame_graph(
+        start_target: Callable[..., Target], tmp_path: Path) -> None:
+    """targets/python/service.py (http.server, a thread a request) under a bounded request loop: the
+    profile's stacks are its handler's Python functions, under serve_forever's request threads."""
+    import http.client
+    import threading
+    need("/usr/bin/python3.11")
+    target = start_target("/usr/bin/python3.11", str(SCRIPTS / "service.py"), binary=False)
+    port = int(re.search(r"port=(\d+)", target.lines[0]).group(1))  # type: ignore[union-attr]
+    done = threading.Event()
+    answered = [0]
+
+    def load() -> None:
+        while not done.is_set():
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            connection.request("GET", "/work")
+            assert connection.getresponse().status == 200
+            answered[0] += 1
+            connection.close()
+
+    loaders = [threading.Thread(target=load, daemon=True) for _ in range(2)]
+    for loader in loaders:
+        loader.start()
+    try:
+        folded, svg = tmp_path / "service.folded", tmp_path / "service.svg"
+        result = sampler("profile", "--pid", str(target.pid), "--duration", "3s", "--out", str(folded))
+        assert result.returncode == 0, result.stderr
+        result = sampler("profile", "--pid", str(target.pid), "--duration", "1s", "--out", str(svg))
+        assert result.returncode == 0, result.stderr
+    finally:
+        done.set()
+        for loader in loaders:
+            loader.join(15)
+    assert answered[0] > 20
+    counts = {line.rsplit(" ", 1)[0]: int(line.rsplit(" ", 1)[1]) for line in folded.read_text().splitlines()}
+    total = sum(counts.values())
+    handling = sum(n for stack, n in counts.items() if "Handler.do_GET (" in stack)
+    assert total >= 30 and handling >= 0.5 * total, sorted(counts.items(), key=lambda item: -item[1])[:5]
+    for function in ("render_rows (", "checksum ("):
+        assert any(function in stack and "Handler.do_GET (" in stack for stack in counts), function
+    text = svg.read_text()
+    assert "Handler.do_GET" in text and "render_rows" in text

@@ -100,9 +100,3 @@ def test_a_process_that_is_not_cpython_is_one_line(start_target: Callable[..., T
     lines = result.stderr.strip().splitlines()
     assert "is not CPython: no _PyRuntime" in lines[-1] and "Traceback" not in result.stderr, lines
     target.assert_untouched()
-
-
-def test_python_functions_as_probes_are_said_not_built() -> None:
-    result = sampler("trace", "--pid", "1", "--at", "py:app.handle")
-    assert result.returncode == 2 and "Python functions as probes are not built yet" in result.stderr, result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1

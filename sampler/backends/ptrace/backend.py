@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import os
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
@@ -52,6 +53,7 @@ from sampler.evaluation.scope import Scope
 from sampler.inprocess.reads import Layout, Unfit
 from sampler.inprocess.relocate import Displaced
 from sampler.language.expr import Expression, ustack_depth
+from sampler.places import is_python
 from sampler.safety.guardian import Guardian, Ward
 from sampler.safety.journal import Journal
 from sampler.sample import Bulk, Reading
@@ -83,7 +85,8 @@ class PtraceBackend:
         self.is_go = is_go
         self.modules = modules
         probes = config.probe_list()
-        placed = [(probe, resolve_all(modules, probe.location, config.max_probes)) for probe in probes]
+        placed = [(probe, _python_places(modules, config.pid, probe.location) if is_python(probe.location)
+                   else resolve_all(modules, probe.location, config.max_probes)) for probe in probes]
         self.probe_column = len(probes) > 1 or any(len(places) > 1 for _, places in placed)
         """Rows say which probe and site they came from (a 'probe' column first)."""
         offset = 1 if self.probe_column else 0
@@ -522,7 +525,11 @@ class PtraceBackend:
         hit = tracer.wait_for_hit(until, stop)
         if hit is None:
             return None
-        return self._at[hit.address].read_hit(memory, hit, waiting, self._step_over, tracer.guard)
+        site = self._at[hit.address]
+        if site.python is not None and not site.python_hit(hit, memory):
+            self._step_over(hit)  # another Python function's frame: on at once, no row
+            return None
+        return site.read_hit(memory, hit, waiting, self._step_over, tracer.guard)
 
     # -- in-process probes (trace --probe auto|inprocess) ----------------------------------------
 
@@ -715,6 +722,9 @@ class PtraceBackend:
         return self._parked
 
     def _why_no_inprocess(self, site: Site) -> str:
+        if site.python is not None:
+            return ("a Python function's probe: every Python call reaches its place, and sampler lets the other "
+                    "functions' calls go (an in-process filter is not built yet)")
         if self.is_go and site.expressions and self._goroutines().why_not:  # (a count goes at an entry)
             return f"a goroutine parked inside a jump's bytes could not be seen: {self._goroutines().why_not}"
         if site.expressions and site.stack_depths:
@@ -1139,6 +1149,24 @@ class Turn:
     holds: dict[int, Callable[[object], Snapshot]] | None
     armed: float
     """When (monotonic seconds): the sample's wait starts there."""
+
+
+def _python_places(modules: Modules, pid: int, location: str) -> list[Place]:
+    """``--at py:module.function``: the interpreter's frame start, each place with its filter."""
+    from sampler.python import probes as python_probes
+
+    fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY)
+
+    def read(address: int, size: int) -> bytes:
+        try:
+            data = os.pread(fd, size, address)
+        except OSError as e:
+            raise UnreadableMemory(f"cannot read {size} bytes at {address:#x} ({e.strerror})") from None
+        if len(data) != size:
+            raise UnreadableMemory(f"cannot read {size} bytes at {address:#x}")
+        return data
+
+    return [dataclasses.replace(place, python=probe) for place, probe in python_probes.resolve(modules, read, location)]
 
 
 def _holds(sites: list[Site]) -> dict[int, Callable[[object], Snapshot]] | None:

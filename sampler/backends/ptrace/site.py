@@ -22,6 +22,8 @@ from sampler.evaluation.plan import PlanMiss, ReadPlan, Recorder, Snapshot, Step
 from sampler.evaluation.reads import Read, Stop, UnreadableMemory
 from sampler.evaluation.scope import Scope
 from sampler.language.expr import Expression, ustack_depth
+from sampler.python.objects import Unreadable
+from sampler.python.probes import PyProbe
 from sampler.sample import Reading, Value
 
 
@@ -64,6 +66,26 @@ class Site:
 
     def missed(self, error: str, wait_us: float) -> Reading:
         return Reading(self._laid_out([None] * len(self.expressions)), wait_us=wait_us, error=error)
+
+    @property
+    def python(self) -> PyProbe | None:
+        """A Python function's probe (``--at py:...``): its code object and frame at a hit."""
+        place = self.scope.place
+        return place.python if place is not None else None
+
+    def python_hit(self, hit: Hit, memory: Memory) -> bool:
+        """The hit thread starts a frame of this probe's function (read while it waits); a frame
+        that cannot be read is no hit of it."""
+        probe = self.python
+        assert probe is not None
+        objects = probe.interpreter.objects
+        objects.reading = memory.read
+        try:
+            return probe.frame_code(probe.frame(hit.registers, hit.tid)) == probe.code
+        except Unreadable:
+            return False
+        finally:
+            objects.reading = None
 
     def read_hit(self, memory: Memory, hit: Hit, since: float, let_go: Callable[[Hit], None],
                  guard: Guard | None = None) -> Reading:
@@ -188,6 +210,8 @@ class Site:
     def _learn(self, memory: Memory, recorders: list[Recorder]) -> None:
         """Make the read plans from this hit's full evaluation and the one before it (the
         first hit only notes how its reads came about)."""
+        if self.python is not None:
+            return  # (a Python probe's values are read in full at each hit: its frame is another each time)
         found = [recorder.candidates() for recorder in recorders]
         if self.learnt is None:
             self.learnt = found

@@ -1,0 +1,173 @@
+"""Python functions as probes (``--at py:module.function``): where the interpreter starts running a
+frame, taken only for that function's code object.
+
+The native place: 3.8-3.10 enter _PyEval_EvalFrameDefault for every frame they run (its frame in
+the second argument register, the first in 3.8); 3.11 and later run a Python-to-Python call inside
+the same call of the eval loop and start every frame at its label ``start_frame``, whose address
+the interpreter's DWARF gives (pyenv's builds, Debian's with python3.11-dbg), where the thread's
+current frame (its thread state's) is the new one. Every Python call of the process reaches that
+place: the probe is an int3 there, and sampler lets go at once every hit whose frame runs another
+code object (the filter), which costs every Python call of the process a stop (docs/cost.md). A
+generator or coroutine of the function is a hit each time it is resumed, as it starts its frame
+again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sampler.debuginfo.dies import descendants, name_of, origin
+from sampler.debuginfo.dwarf import Debug, Function
+from sampler.debuginfo.locate import Place
+from sampler.debuginfo.modules import Modules
+from sampler.errors import LocationNotFound, UnsupportedTarget
+from sampler.language import pyexpr
+from sampler.python.interpreter import Interpreter
+from sampler.python.objects import Read, Unreadable
+
+EVAL = "_PyEval_EvalFrameDefault"
+
+
+@dataclass
+class PyProbe:
+    """One Python function's probe: its code object, and how a hit finds the frame it starts."""
+
+    interpreter: Interpreter
+    code: int
+    name: str
+    frame_register: str | None
+    """3.8-3.10: the argument register that holds the frame; None: the thread state's current frame."""
+
+    def frame(self, registers: Any, tid: int) -> int:
+        """The frame the thread starts at this hit (its PyFrameObject or _PyInterpreterFrame)."""
+        if self.frame_register is not None:
+            return int(getattr(registers, self.frame_register))
+        interpreter = self.interpreter
+        for tstate in interpreter.thread_states(interpreter.main_interpreter()):
+            if interpreter.objects.field(tstate, "tstate.native_thread_id") & 0xFFFFFFFF == tid:
+                return interpreter.top_frame(tstate)
+        raise Unreadable(f"no Python thread state is thread {tid}'s")
+
+    def frame_code(self, frame: int) -> int:
+        key = "frame.code" if self.interpreter.version < (3, 11) else "iframe.code"
+        return self.interpreter.objects.field(frame, key)
+
+    def locals(self, frame: int) -> dict[str, int]:
+        """The frame's arguments and locals by name (their objects; 0: not set yet)."""
+        interpreter = self.interpreter
+        objects = interpreter.objects
+        lay = interpreter.layout
+        if interpreter.version < (3, 11):
+            names_tuple = objects.field(self.code, "code.varnames")
+            start = frame + lay["frame.localsplus"]
+        else:
+            names_tuple = objects.field(self.code, "code.localsplusnames")
+            start = frame + lay["iframe.localsplus"]
+        count = objects.signed(names_tuple + lay["var.size"])
+        if not 0 <= count <= 4096:
+            raise Unreadable(f"a code object of {count} locals: not believed")
+        raw_names = objects.read(names_tuple + lay["tuple.items"], 8 * count) if count else b""
+        raw_values = objects.read(start, 8 * count) if count else b""
+        found = {}
+        for i in range(count):
+            name = objects.text(int.from_bytes(raw_names[8 * i:8 * i + 8], "little"), 256)
+            found[name] = int.from_bytes(raw_values[8 * i:8 * i + 8], "little")
+        return found
+
+
+def resolve(modules: Modules, read: Read, location: str) -> list[tuple[Place, PyProbe]]:
+    """``py:module.function`` (``py:module.Class.method``) as the native places of its probe; one line
+    when the process runs no CPython sampler reads, the function is not there, or the interpreter's
+    frame start cannot be found."""
+    try:
+        interpreter = Interpreter(modules, read)
+    except UnsupportedTarget as e:
+        raise LocationNotFound(f"--at {location}: {e}", e.hint) from None
+    path = pyexpr.parse(location.strip())
+    if path.steps or path.length:
+        raise LocationNotFound(f"--at {location}: a function is named by dots alone", "e.g. --at py:app.handle")
+    code, name = _code_of(interpreter, path.names, location)
+    module = interpreter.module
+    if interpreter.version < (3, 11):
+        symbol = module.function_symbol(EVAL)
+        if symbol is None:
+            raise LocationNotFound(f"--at {location}: no symbol {EVAL} in {module.path}", "")
+        register = "rdi" if interpreter.version == (3, 8) else "rsi"
+        addresses = [symbol + module.bias]
+        return [(Place(a, module, None, f"py:{name}"), PyProbe(interpreter, code, name, register)) for a in addresses]
+    debug = module.debug(remote=False)
+    function = debug.function_named(EVAL) if debug is not None else None
+    if debug is None or function is None:
+        raise LocationNotFound(f"--at {location}: {module.path} has no DWARF for {EVAL}, where CPython "
+                               f"{interpreter.version_text} starts a frame",
+                               "install its debug file (Debian: python3.X-dbg) or give a build with -g")
+    starts = _frame_starts(debug, function, FRAME_STARTS[interpreter.version >= (3, 13)])
+    if not starts:
+        raise LocationNotFound(f"--at {location}: the DWARF of {module.path} gives no address for {EVAL}'s "
+                               "start of a frame", "")
+    starts = [a + module.bias for a in starts]
+    return [(Place(a, module, None, f"py:{name}"), PyProbe(interpreter, code, name, None)) for a in sorted(set(starts))]
+
+
+def _code_of(interpreter: Interpreter, names: tuple[str, ...], location: str) -> tuple[int, str]:
+    objects = interpreter.objects
+    try:
+        interp = interpreter.main_interpreter()
+        obj, used = 0, 0
+        for count in range(len(names), 0, -1):
+            found = interpreter.module_object(interp, ".".join(names[:count]))
+            if found:
+                obj, used = found, count
+                break
+        if not obj:
+            raise LocationNotFound(f"--at {location}: no module {names[0]!r} in sys.modules", "check the spelling")
+        for part in names[used:]:
+            obj = objects.attribute(obj, part)
+        kind = objects.type_name(obj)
+        if kind == "method":
+            obj = objects.field(obj, "method.function")
+            kind = objects.type_name(obj)
+        if kind in ("classmethod", "staticmethod"):
+            obj = objects.word(obj + 16)  # (cm_callable / sm_callable, after the object's header)
+            kind = objects.type_name(obj)
+        if kind != "function":
+            raise LocationNotFound(f"--at {location}: a {kind}, not a Python function", "")
+        code = objects.field(obj, "function.code")
+        qualname = interpreter.code_info(code)[2] or interpreter.code_info(code)[0]
+        return code, qualname
+    except Unreadable as e:
+        raise LocationNotFound(f"--at {location}: {e}", "check the spelling") from None
+
+
+FRAME_STARTS = {False: ("start_frame",), True: ("TARGET_RESUME", "TARGET_RESUME_CHECK", "TARGET_INSTRUMENTED_RESUME")}
+"""Where a frame starts in the eval loop: 3.11 and 3.12 go to start_frame for every frame they start;
+3.13's specialized calls push the frame and go straight to its first instruction, RESUME (or its
+specialized and monitored forms), which every function starts with."""
+
+
+def _frame_starts(debug: Debug, function: Function, labels: tuple[str, ...]) -> list[int]:
+    """The labels' addresses (file addresses), and for start_frame where the line after it starts in
+    every copy of its code the compiler made (Debian's PGO build of 3.11 has three copies of that code
+    and gives the label one of them: two thirds of the calls were missed)."""
+    found: set[int] = set()
+    pieces = [(f.low, f.high) for f in debug.functions_of(function)]
+    for die in descendants(function.die):
+        if die.tag != "DW_TAG_label":
+            continue
+        abstract = origin(die, "DW_AT_abstract_origin")
+        label = name_of(die) or name_of(abstract)
+        if label not in labels:
+            continue
+        low = die.attributes.get("DW_AT_low_pc")
+        if low is not None:
+            found.add(int(low.value))
+        if label != "start_frame":
+            continue  # (RESUME's handlers: the label alone; the line after it is further in the same code)
+        declared = debug.declared_at(die) or (debug.declared_at(abstract) if abstract is not None else None)
+        if declared is None:
+            continue
+        file, line = declared
+        for start, end in pieces:
+            found.update(debug.line_starts(function.die, file, line + 1, start, end))
+    return sorted(found)

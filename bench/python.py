@@ -120,6 +120,7 @@ def main() -> None:
         finally:
             spinner.stop()
     dumps = dump_times(args.python, args.rounds)
+    probe = probe_cost(args.python, args.rounds, args.window)
     report = [f"# What reading a Python program's stacks costs it ({args.python}, commit {COMMIT})", "",
               f"`.venv/bin/python bench/python.py --python {args.python} --rounds {args.rounds} --window "
               f"{args.window:g}`: targets/python/spinner.py's one busy thread, its units per second while each "
@@ -135,8 +136,37 @@ def main() -> None:
                "| command | seconds |", "|---|---|"]
     for name, value in dumps.items():
         report.append(f"| `{name}` | {value:.2f} |")
+    report += ["", "A Python function's probe (`sampler trace --at py:__main__.never`, a function never called) "
+               "while the thread makes its Python calls (one `unit()` a unit): every Python call of the process "
+               "reaches the probe's place and is let go by sampler (median of the rounds):", "",
+               "| | units/s | a Python call costs |", "|---|---|---|",
+               f"| nothing | {probe['none']:.0f} | |",
+               f"| `--at py:__main__.never` (int3) | {probe['int3']:.0f} | "
+               f"{(1 / probe['int3'] - 1 / probe['none']) * 1e6:.1f} us more |"]
     write_results(args.results, "python", rows, "\n".join(report) + "\n")
     print("\n".join(report))
+
+
+def probe_cost(python: str, rounds: int, seconds: float) -> dict[str, float]:
+    """spinner.py's units per second with nothing and with a Python probe armed at a function it never
+    calls (the int3 at the frame start filters every call)."""
+    spinner = Spinner(python, "spinner.py")
+    found: dict[str, list[float]] = {"none": [], "int3": []}
+    try:
+        time.sleep(1.5)
+        for _ in range(rounds):
+            base, _ = window(spinner, None, seconds)
+            found["none"].append(base)
+            proc = subprocess.Popen([SAMPLER, "trace", "--pid", str(spinner.pid), "--at", "py:__main__.never",
+                                     "--duration", f"{seconds + 8:g}s", "--out", "/dev/null", "--quiet"],
+                                    stderr=subprocess.PIPE, text=True)
+            time.sleep(6)  # (its attach: the interpreter's DWARF read)
+            rate, _ = window(spinner, None, seconds)
+            found["int3"].append(rate)
+            proc.wait(60)
+    finally:
+        spinner.stop()
+    return {key: statistics.median(values) for key, values in found.items()}
 
 
 def dump_times(python: str, runs: int) -> dict[str, float]:

@@ -9,6 +9,10 @@ def unit():
     return sum(range(100))
 
 
+def never():
+    """Never called: a probe here costs every other Python call of the process (bench/python.py)."""
+
+
 def work():
     done = 0
     start = time.monotonic()

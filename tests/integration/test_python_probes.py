@@ -44,7 +44,7 @@ def test_every_call_of_a_python_function_from_two_threads_is_a_row_with_its_argu
     for tag in ("alpha", "beta"):
         assert sorted(int(row["n"]) for row in rows if row["tag"] == tag) == list(range(200))
         assert len({row["thread"] for row in rows if row["tag"] == tag}) == 1
-    assert "an int3 (a Python function's probe" in stderr
+    assert "an int3 (a Python function's probe: every Python call of the process stops" in stderr
     assert_code_matches_files(target.pid)
 
 

@@ -723,8 +723,9 @@ class PtraceBackend:
 
     def _why_no_inprocess(self, site: Site) -> str:
         if site.python is not None:
-            return ("a Python function's probe: every Python call reaches its place, and sampler lets the other "
-                    "functions' calls go (an in-process filter is not built yet)")
+            return ("a Python function's probe: every Python call of the process stops at its place while it is "
+                    "in, and sampler lets the other functions' calls go: a few hundred microseconds each, see "
+                    "docs/cost.md; an in-process filter is not built yet")
         if self.is_go and site.expressions and self._goroutines().why_not:  # (a count goes at an entry)
             return f"a goroutine parked inside a jump's bytes could not be seen: {self._goroutines().why_not}"
         if site.expressions and site.stack_depths:

@@ -211,7 +211,7 @@ class Reader:
         if not self._interpreter_tried:
             self._interpreter_tried = True
             try:
-                self._interpreter = Interpreter(self.modules, self.snapshots.read)
+                self._interpreter = Interpreter(self.modules, self.snapshots.read_data)
             except NotPython:
                 pass
             except UnsupportedTarget as e:

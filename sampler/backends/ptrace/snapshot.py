@@ -115,6 +115,7 @@ class Snapshots:
         """False: a stopped thread's registers only (freeze.py holds threads to patch, not to read)."""
         setting = guard.forced()
         self.files_may_hang = guard.needed(pid) if setting is None else setting
+        self._remapped = time.monotonic()
         """A FUSE or network file system is mounted: a page of a file's mapping is never read live."""
 
     def close(self) -> None:
@@ -330,6 +331,35 @@ class Snapshots:
         except OSError:
             pass
 
+    def read_data(self, address: int, size: int) -> bytes:
+        """The live memory at any address the process maps now (a CPython's objects and frames: its heap,
+        and chunks each new thread maps), without looking in the mappings first where no FUSE or network
+        file system is mounted (nothing then can hold a read); else ``read``."""
+        if self.files_may_hang:
+            return self.read(address, size)
+        if address <= 0 or size < 0:
+            raise UnreadableMemory(f"nothing is mapped at {address:#x}")
+        try:
+            data = os.pread(self.mem, size, address)
+        except OSError as e:
+            raise UnreadableMemory(f"cannot read {size} bytes at {address:#x} ({e.strerror})") from None
+        if len(data) != size:
+            raise UnreadableMemory(f"cannot read {size} bytes at {address:#x}")
+        return data
+
+    def _remap(self) -> bool:
+        """The mappings read again, at most every REMAP_S (an address in none of them may be in one
+        made since; a bad pointer is not worth a read of /proc/PID/maps each time)."""
+        now = time.monotonic()
+        if now - self._remapped < REMAP_S:
+            return False
+        self._remapped = now
+        try:
+            self.maps = procfs.maps(self.pid)
+        except (ProcessNotFound, OSError):
+            return False
+        return True
+
     def _mapping(self, address: int) -> procfs.Mapping | None:
         for mapping in self.maps:
             if mapping.start <= address < mapping.end:
@@ -341,7 +371,9 @@ class Snapshots:
         the vDSO always; a file's mapping unless a FUSE or network file system is mounted (guard.py:
         a page such a file system does not send would hold the read for good)."""
         mapping = self._mapping(address)
-        if mapping is None or address + size > mapping.end:
+        if (mapping is None or address + size > mapping.end) and self._remap():
+            mapping = self._mapping(address)  # (mapped since it was read: a new thread's stack, a CPython
+        if mapping is None or address + size > mapping.end:  # thread's frame chunk, the heap grown)
             raise UnreadableMemory(f"nothing is mapped at {address:#x}")
         if self.files_may_hang and not _plain(mapping) and mapping.path != "[vdso]":
             raise UnreadableMemory(f"{address:#x} is in a file's mapping ({mapping.path}): not read, "
@@ -353,6 +385,10 @@ class Snapshots:
         if len(data) != size:
             raise UnreadableMemory(f"cannot read {size} bytes at {address:#x}")
         return data
+
+
+REMAP_S = 0.1
+"""The mappings are read again at most this often when an address is in none of them."""
 
 
 def _plain(mapping: procfs.Mapping) -> bool:

@@ -430,6 +430,8 @@ def stack(pids: tuple[int, ...], pgrep: str | None, every_match: bool, exe: str 
     """
     from sampler import stacks
 
+    if consistent and nonblocking:
+        raise UsageError("--consistent stops every thread at once; --nonblocking stops none", "give one of them")
     targets = configure.targets_of(configure.Options("stack", pids=pids, pgrep=pgrep, every_match=every_match,
                                                      exe=exe))
     click.echo(stacks.report(targets, out_format, consistent, max_depth, interrupt_waits,

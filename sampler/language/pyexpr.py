@@ -78,7 +78,14 @@ def parse(text: str) -> PyPath:
         if match is None:
             raise ExpressionError(f"{text!r}: '.NAME' or '[KEY]' was expected at {rest[at:at + 10]!r}",
                                   "a py: expression reads; it has no operators or calls")
-        key = ast.literal_eval(match.group(1))
+        try:
+            key = ast.literal_eval(match.group(1))
+        except (SyntaxError, ValueError) as e:
+            raise ExpressionError(f"{text!r}: the key {match.group(1)[:40]} cannot be read ({e})",
+                                  "a key is \"text\", 'text' or an integer") from None
+        if isinstance(key, str) and any(0xD800 <= ord(c) <= 0xDFFF for c in key):
+            raise ExpressionError(f"{text!r}: a key with a lone surrogate is no str a program can hold as a key",
+                                  "give the key's characters")
         steps.append(("item", key))
         at = match.end()
     if expect_name or not names:

@@ -33,6 +33,8 @@ whose thread states know only their pthread_t; a guess checked against the proce
 CSTACK = 3
 """FRAME_OWNED_BY_CSTACK (3.12 and later): the interpreter's own shim frame, not the program's."""
 _PYTHONISH = re.compile(r"python", re.I)
+DEBUG_SYMBOLS = ("_Py_RefTotal", "_Py_GetGlobalRefTotal", "_Py_ForgetReference")
+"""Symbols only a debug build of CPython has (Py_REF_DEBUG, Py_TRACE_REFS)."""
 _NAME = re.compile(r"(?:lib)?python(\d)\.(\d+)([a-z]*)(?:\.so|$)")
 _VERSION_TEXT = re.compile(rb"(?<![0-9.])3\.(\d{1,2})\.\d{1,2}(?:(?:a|b|rc)\d{1,2})?\+? \(")
 
@@ -83,6 +85,8 @@ class Interpreter:
             self.layout = layouts.layout(self.version, lambda size: read(runtime, size))
         except layouts.Unsupported as e:
             raise UnsupportedTarget(f"{module.path}: {e}", "sampler reads CPython 3.8 to 3.13") from None
+        except (UnreadableMemory, Unreadable) as e:
+            raise UnsupportedTarget(f"{module.path}: its _PyRuntime cannot be read ({e})", "") from None
         self.objects = Objects(self.version, self.layout, read)
         self._secret(module, read)
         self._code: dict[tuple[int, bytes], tuple[str, str, str | None, int, bytes, int]] = {}
@@ -272,7 +276,7 @@ class Interpreter:
         def word(key: str) -> int:
             return int.from_bytes(head[lay[key]:lay[key] + 8], "little")
 
-        key = (code, head)
+        key = (code, head[8:])  # (not its reference count: that changes at every call)
         known = self._code.get(key)
         if known is not None:
             return known
@@ -310,6 +314,19 @@ def _find(modules: Modules) -> tuple[Module, int]:
 
 
 def _version(module: Module, read: Read) -> tuple[int, int]:
+    found = _NAME.search(module.name)
+    if found is not None and found.group(3) and ("d" in found.group(3) or "t" in found.group(3)):
+        kind = "debug (Py_DEBUG)" if "d" in found.group(3) else "free-threaded"
+        raise UnsupportedTarget(f"{module.path} is a {kind} build of CPython: its objects' layout is not the "
+                                "release build's that sampler reads", "sample a release build")
+    try:
+        own = module.file.symbols()
+    except BadFile:
+        own = {}
+    if any(name in own for name in DEBUG_SYMBOLS):
+        raise UnsupportedTarget(f"{module.path} is a debug build of CPython (it counts references: "
+                                "Py_REF_DEBUG): its objects' layout is not the release build's that sampler reads",
+                                "sample a release build")
     symbol = module.object_symbol("Py_Version")
     if symbol is not None:
         try:
@@ -318,12 +335,7 @@ def _version(module: Module, read: Read) -> tuple[int, int]:
                 return 3, (hexversion >> 16) & 0xFF
         except Exception:
             pass
-    found = _NAME.search(module.name)
-    if found is not None:
-        if found.group(3) and ("d" in found.group(3) or "t" in found.group(3)):
-            kind = "debug (Py_DEBUG)" if "d" in found.group(3) else "free-threaded"
-            raise UnsupportedTarget(f"{module.path} is a {kind} build of CPython: its objects' layout is not the "
-                                    "release build's that sampler reads", "sample a release build")
+    if found is not None:  # (its name, checked above)
         return int(found.group(1)), int(found.group(2))
     try:
         section = module.file.section_bytes(".rodata")

@@ -170,7 +170,7 @@ class Objects:
         count = min(length, limit)
         raw = self.read(data, count * kind) if count else b""
         encoding = {1: "latin-1", 2: "utf-16-le", 4: "utf-32-le"}[kind]
-        shown = raw.decode(encoding, "replace")
+        shown = raw.decode("latin-1") if kind == 1 else _decode(raw, encoding)
         return shown + ("..." if length > limit else "")
 
     def bytes_of(self, obj: int, limit: int = MAX_TEXT) -> bytes:
@@ -225,11 +225,11 @@ class Objects:
             index, value = self._probe(keys, key)
             if index is None:
                 return None
-            return self._split_value(values, index) if values else value
+            return (self._split_value(values, index) if values else value) or None
         for index, entry_key, value in self._entries(keys):
             if self._key_is(entry_key, key):
-                return self._split_value(values, index) if values else value
-        return None
+                return (self._split_value(values, index) if values else value) or None  # (0: a split dict's key
+        return None                                                                 # with no value here)
 
     def hash_of(self, key: str | int) -> int:
         assert self.secret is not None
@@ -397,6 +397,9 @@ class Objects:
         if offset > 0:
             d = self.word(obj + offset)
             return self.dict_get(d, name) if d else None
+        if offset < 0:
+            raise Unreadable(f"a {self.type_name(obj)}'s attributes (its __dict__ after its variable part) are "
+                             "not read")
         return None
 
     def _cached_key_value(self, cls: int, values: int, name: str) -> int | None:
@@ -425,6 +428,14 @@ class Objects:
                 if found:
                     return found
         return None
+
+
+def _decode(raw: bytes, encoding: str) -> str:
+    """UCS-2 and UCS-4 text as CPython holds it: a lone surrogate kept (as the program's own str has it)."""
+    try:
+        return raw.decode(encoding, "surrogatepass")
+    except UnicodeDecodeError:
+        return raw.decode(encoding, "replace")
 
 
 STR_HASH = 24

@@ -151,6 +151,7 @@ def _frame_starts(debug: Debug, function: Function, labels: tuple[str, ...]) -> 
     every copy of its code the compiler made (Debian's PGO build of 3.11 has three copies of that code
     and gives the label one of them: two thirds of the calls were missed)."""
     found: set[int] = set()
+    starts: set[int] = set()
     pieces = [(f.low, f.high) for f in debug.functions_of(function)]
     for die in descendants(function.die):
         if die.tag != "DW_TAG_label":
@@ -169,5 +170,13 @@ def _frame_starts(debug: Debug, function: Function, labels: tuple[str, ...]) -> 
             continue
         file, line = declared
         for start, end in pieces:
-            found.update(debug.line_starts(function.die, file, line + 1, start, end))
-    return sorted(found)
+            starts.update(debug.line_starts(function.die, file, line + 1, start, end))
+    kept = sorted(found)
+    for address in sorted(starts):  # one place a copy: a start close after a label or another start is the
+        if not any(0 <= address - at <= ONE_COPY for at in kept):  # same copy's (an inlined call's rows between
+            kept.append(address)                                    # its line's): it would count a call twice
+    return sorted(kept)
+
+
+ONE_COPY = 128
+"""Bytes within which two starts of start_frame's next line are one copy of its code."""

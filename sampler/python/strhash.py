@@ -54,8 +54,8 @@ def str_hash(version: tuple[int, int], k0: int, k1: int, text: str) -> int:
     if not text:
         return 0
     widest = max(map(ord, text))
-    data = text.encode("latin-1") if widest < 256 else text.encode("utf-16-le") if widest < 65536 \
-        else text.encode("utf-32-le")
+    data = text.encode("latin-1") if widest < 256 else text.encode("utf-16-le", "surrogatepass") \
+        if widest < 65536 else text.encode("utf-32-le", "surrogatepass")
     c, d = (1, 3) if version >= (3, 11) else (2, 4)
     x = siphash(k0, k1, data, c, d)
     x = x - (1 << 64) if x >= 1 << 63 else x

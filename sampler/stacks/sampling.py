@@ -187,7 +187,7 @@ def _tick(reader: Reader, off_cpu: bool, max_depth: int) -> list[ThreadStack]:
     found, _, _ = reader.read(tids, max_depth=max_depth, kernel=False)
     if not off_cpu:  # one that went to sleep before it was read is no sample of where time goes
         found = [thread for thread in found if thread.stopped_us is not None or thread.stack is None
-                 or reader.python == NONBLOCKING]
+                 or (reader.python == NONBLOCKING and thread.thread.state == "R")]
     return found
 
 

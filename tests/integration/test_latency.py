@@ -282,3 +282,15 @@ def test_a_saved_pc_inside_a_return_window_keeps_its_int3(start_target: Callable
     calls = {int(line.split()[1]): line.split()[4] for line in target.lines if line.startswith("call ")}
     assert len(rows) >= 290 and all(row["got"] == calls[int(row["i"])] for row in rows), rows[:3]
     assert_left_clean(target)
+
+
+def test_count_by_counts_the_timed_calls_by_an_entry_value(start_target: Callable[..., Target]) -> None:
+    """--count-by on --latency's rows (issue 37): work(i, k) with k = 1 + i % 5, 15 calls: each k three times."""
+    target = start_target("latency", "work", "15")
+    result = sampler("trace", "--pid", str(target.pid), "--at", "work", "--latency", "--expr", "k=arg1",
+                     "--count-by", "k", "--max-events", "15", "--quiet")
+    assert result.returncode == 0, result.stderr
+    target.wait_for(lambda: any(line.startswith("done calls=") for line in target.lines), 60, "the calls did not end")
+    counts = {int(line.split()[0]): int(line.split()[1]) for line in result.stdout.splitlines()
+              if line.split() and line.split()[0].isdigit()}
+    assert counts == {k: 3 for k in range(1, 6)}, result.stdout

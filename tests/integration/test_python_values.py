@@ -4,6 +4,7 @@ logged after the step it was read at (it steps only when told), for Debian's pyt
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -84,7 +85,8 @@ def test_a_name_that_is_not_there_is_the_rows_error(text: str, error: str, start
     assert row["v"] == "" and row["error"].startswith(f"v: {error}"), row["error"]
 
 
-@pytest.mark.parametrize("text", ["py:", "py:a..b", "py:a+1", "len(py:a", 'py:a["x]'])
+@pytest.mark.parametrize("text", ["py:", "py:a..b", "py:a+1", "len(py:a", 'py:a["x]', 'py:a["\\x"]',
+                                  "py:a[" + "9" * 5000 + "]"])
 def test_a_malformed_py_expression_is_one_line(text: str, start_target: Callable[..., Target]) -> None:
     target = start_target("/usr/bin/python3.11", str(VALUES), binary=False, stdin=True)
     result = sampler("attach", "--pid", str(target.pid), "--expr", text, "--count", "1", "--out", "-")
@@ -100,3 +102,17 @@ def test_a_process_that_is_not_cpython_is_one_line(start_target: Callable[..., T
     lines = result.stderr.strip().splitlines()
     assert "is not CPython: no _PyRuntime" in lines[-1] and "Traceback" not in result.stderr, lines
     target.assert_untouched()
+
+
+def test_a_debug_build_of_cpython_is_one_line(start_target: Callable[..., Target]) -> None:
+    """python3.11d (python3.11-dbg's Py_DEBUG interpreter): its objects carry more than a release build's, so
+    values are refused in one line and a stack says why it has no Python frames."""
+    python = "/usr/bin/python3.11d"
+    if not os.path.exists(python):
+        pytest.skip("python3.11-dbg's python3.11d is not here (make setup installs python3.11-dbg)")
+    target = start_target(python, str(VALUES), binary=False, stdin=True)
+    result = sampler("attach", "--pid", str(target.pid), "--expr", "py:__main__.big", "--count", "1", "--out", "-")
+    last = result.stderr.strip().splitlines()[-1]
+    assert result.returncode == 2 and "debug" in last and "build of CPython" in last, result.stderr
+    stack = sampler("stack", "--pid", str(target.pid))
+    assert stack.returncode == 0 and "Python frames not read" in stack.stdout and "debug" in stack.stdout, stack.stdout

@@ -46,7 +46,7 @@ from sampler.config import Probe, SessionConfig
 from sampler.debuginfo.debugfiles import DebugFinder
 from sampler.debuginfo.locate import Place, names_function, ptrace_only, resolve_all
 from sampler.debuginfo.modules import Modules
-from sampler.errors import DebuggerError, LocationNotFound, SamplerError, UsageError
+from sampler.errors import DebuggerError, LocationNotFound, ProcessNotFound, SamplerError, UsageError
 from sampler.evaluation.plan import ReadPlan, Snapshot
 from sampler.evaluation.reads import UnreadableMemory
 from sampler.evaluation.scope import Scope
@@ -58,7 +58,7 @@ from sampler.safety.guardian import Guardian, Ward
 from sampler.safety.journal import Journal
 from sampler.sample import Bulk, Reading
 from sampler.stop import StopFlag
-from sampler.target import procfs
+from sampler.target import permission, procfs
 from sampler.target.process import TargetProcess
 
 DRAIN_S = 0.01
@@ -1153,12 +1153,21 @@ class Turn:
 
 
 def _python_places(modules: Modules, pid: int, location: str) -> list[Place]:
-    """``--at py:module.function``: the interpreter's frame start, each place with its filter."""
+    """``--at py:module.function``: the interpreter's frame start, each place with its filter (the
+    function is found in the process's memory before it is seized; at a hit the filter reads through
+    the hit's own reads)."""
     from sampler.python import probes as python_probes
 
-    fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY)
+    try:
+        fd = procfs.open_mem(pid)
+    except (FileNotFoundError, ProcessLookupError):
+        raise ProcessNotFound(f"process {pid} exited while sampler looked at it") from None
+    except PermissionError:
+        raise permission.denied(pid, "read the memory of") from None
 
     def read(address: int, size: int) -> bytes:
+        if fd < 0:
+            raise UnreadableMemory("the process's memory is read at a hit only")
         try:
             data = os.pread(fd, size, address)
         except OSError as e:
@@ -1167,7 +1176,12 @@ def _python_places(modules: Modules, pid: int, location: str) -> list[Place]:
             raise UnreadableMemory(f"cannot read {size} bytes at {address:#x}")
         return data
 
-    return [dataclasses.replace(place, python=probe) for place, probe in python_probes.resolve(modules, read, location)]
+    try:
+        found = python_probes.resolve(modules, read, location)
+    finally:
+        os.close(fd)
+        fd = -1
+    return [dataclasses.replace(place, python=probe) for place, probe in found]
 
 
 def _holds(sites: list[Site]) -> dict[int, Callable[[object], Snapshot]] | None:

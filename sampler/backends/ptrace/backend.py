@@ -1156,6 +1156,7 @@ def _python_places(modules: Modules, pid: int, location: str) -> list[Place]:
     """``--at py:module.function``: the interpreter's frame start, each place with its filter (the
     function is found in the process's memory before it is seized; at a hit the filter reads through
     the hit's own reads)."""
+    from sampler.backends.ptrace.snapshot import pread_exactly
     from sampler.python import probes as python_probes
 
     try:
@@ -1168,13 +1169,7 @@ def _python_places(modules: Modules, pid: int, location: str) -> list[Place]:
     def read(address: int, size: int) -> bytes:
         if fd < 0:
             raise UnreadableMemory("the process's memory is read at a hit only")
-        try:
-            data = os.pread(fd, size, address)
-        except OSError as e:
-            raise UnreadableMemory(f"cannot read {size} bytes at {address:#x} ({e.strerror})") from None
-        if len(data) != size:
-            raise UnreadableMemory(f"cannot read {size} bytes at {address:#x}")
-        return data
+        return pread_exactly(fd, address, size)
 
     try:
         found = python_probes.resolve(modules, read, location)

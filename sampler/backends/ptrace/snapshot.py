@@ -339,13 +339,7 @@ class Snapshots:
             return self.read(address, size)
         if address <= 0 or size < 0:
             raise UnreadableMemory(f"nothing is mapped at {address:#x}")
-        try:
-            data = os.pread(self.mem, size, address)
-        except OSError as e:
-            raise UnreadableMemory(f"cannot read {size} bytes at {address:#x} ({e.strerror})") from None
-        if len(data) != size:
-            raise UnreadableMemory(f"cannot read {size} bytes at {address:#x}")
-        return data
+        return pread_exactly(self.mem, address, size)
 
     def _remap(self) -> bool:
         """The mappings read again, at most every REMAP_S (an address in none of them may be in one
@@ -378,13 +372,18 @@ class Snapshots:
         if self.files_may_hang and not _plain(mapping) and mapping.path != "[vdso]":
             raise UnreadableMemory(f"{address:#x} is in a file's mapping ({mapping.path}): not read, "
                                    "the process has a FUSE or network file system mounted")
-        try:
-            data = os.pread(self.mem, size, address)
-        except OSError as e:
-            raise UnreadableMemory(f"cannot read {size} bytes at {address:#x} ({e.strerror})") from None
-        if len(data) != size:
-            raise UnreadableMemory(f"cannot read {size} bytes at {address:#x}")
-        return data
+        return pread_exactly(self.mem, address, size)
+
+
+def pread_exactly(fd: int, address: int, size: int) -> bytes:
+    """``size`` bytes at ``address`` of a /proc/PID/mem descriptor; UnreadableMemory when not all are there."""
+    try:
+        data = os.pread(fd, size, address)
+    except OSError as e:
+        raise UnreadableMemory(f"cannot read {size} bytes at {address:#x} ({e.strerror})") from None
+    if len(data) != size:
+        raise UnreadableMemory(f"cannot read {size} bytes at {address:#x}")
+    return data
 
 
 REMAP_S = 0.1

@@ -232,7 +232,10 @@ def test_a_go_program_survives_reading_probes_put_in_and_taken_out_again_and_aga
                          "--expr", "n=a.n", "--expr", "sum=a.sum", "--hist", "n", "--duration", "1s")
         # THEN each run read in the target, and the program goes on bursting
         if result.returncode != 0:  # (in full: pytest cuts a long assertion message short)
-            print(f"run {run}: {result.stderr}\nthe target's last lines:\n" + "\n".join(target.lines[-60:]))
+            crash = next((i for i, line in enumerate(target.lines) if re.match(
+                r"(fatal error|unexpected|SIG[A-Z]+|panic|runtime:|goroutine \d+ \[running)", line)), len(target.lines))
+            print(f"run {run}: {result.stderr}\nthe target's crash, from its first line:\n"
+                  + "\n".join(target.lines[max(0, crash - 5):crash + 60]))
         assert result.returncode == 0, (run, result.stderr, target.lines[-30:])
         assert "in-process from now on" in result.stderr, result.stderr
         assert target.proc.poll() is None, target.lines[-20:]

@@ -86,3 +86,17 @@ def test_line_tables_of_random_bytes_give_a_line() -> None:
         table = rng.randbytes(rng.randrange(64))
         for version in ((3, 8), (3, 10), (3, 11)):
             assert isinstance(line_at(version, table, rng.randrange(-5, 5000), rng.randrange(-4, 400)), int)
+
+
+def test_a_pointer_past_the_address_space_is_unreadable_not_a_crash() -> None:
+    """A torn frame's pointer (0xffff...) read through /proc/PID/mem: pread's OverflowError was exit 70 (CI)."""
+    import os
+
+    from sampler.backends.ptrace.snapshot import pread_exactly
+    fd = os.open(f"/proc/{os.getpid()}/mem", os.O_RDONLY)
+    try:
+        for address, size in ((1 << 63, 8), (2 ** 64 - 8, 8), ((1 << 63) - 4, 8), (0, 8), (4096, -1)):
+            with pytest.raises(UnreadableMemory):
+                pread_exactly(fd, address, size)
+    finally:
+        os.close(fd)

@@ -376,7 +376,10 @@ class Snapshots:
 
 
 def pread_exactly(fd: int, address: int, size: int) -> bytes:
-    """``size`` bytes at ``address`` of a /proc/PID/mem descriptor; UnreadableMemory when not all are there."""
+    """``size`` bytes at ``address`` of a /proc/PID/mem descriptor; UnreadableMemory when not all are there
+    (an address past 2^63, a torn or hostile pointer, too: pread would raise OverflowError)."""
+    if not (address > 0 and size >= 0 and address + size < 1 << 63):
+        raise UnreadableMemory(f"cannot read {size} bytes at {address:#x} (out of the address space)")
     try:
         data = os.pread(fd, size, address)
     except OSError as e:

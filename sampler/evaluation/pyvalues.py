@@ -61,16 +61,7 @@ class PyValues:
             if not obj:
                 raise Unreadable(f"{names[0]} is not set yet in the frame")
         else:
-            interp = self.interpreter.main_interpreter()
-            obj, used = 0, 0
-            for count in range(len(names), 0, -1):
-                found = self.interpreter.module_object(interp, ".".join(names[:count]))
-                if found:
-                    obj, used = found, count
-                    break
-            if not obj:
-                raise Unreadable(f"no module {names[0]!r} in sys.modules")
-            rest = names[used:]
+            obj, rest = self.interpreter.named(names), []
         for name in rest:
             obj = objects.attribute(obj, name)
         for kind, value in path.steps:

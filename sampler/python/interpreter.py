@@ -201,6 +201,18 @@ class Interpreter:
             pass
         return names
 
+    def named(self, names: tuple[str, ...] | list[str]) -> int:
+        """The object ``a.b.c`` names: a module of sys.modules (the longest dotted prefix that is one),
+        then attributes; Unreadable when no prefix is a module."""
+        interp = self.main_interpreter()
+        for count in range(len(names), 0, -1):
+            obj = self.module_object(interp, ".".join(names[:count]))
+            if obj:
+                for name in names[count:]:
+                    obj = self.objects.attribute(obj, name)
+                return obj
+        raise Unreadable(f"no module {names[0]!r} in sys.modules")
+
     def module_object(self, interp: int, name: str) -> int | None:
         modules = self.objects.field(interp, "interp.modules")
         return self.objects.dict_get(modules, name) if modules else None
@@ -223,7 +235,7 @@ class Interpreter:
         lay = self.layout
         objects = self.objects
         if self.version < (3, 11):
-            frame = objects.field(tstate, "tstate.frame")
+            frame = self.top_frame(tstate)
             while frame and len(out) < MAX_FRAMES:
                 code = objects.field(frame, "frame.code")
                 lasti = int.from_bytes(objects.read(frame + lay["frame.lasti"], 4), "little", signed=True)
@@ -231,11 +243,7 @@ class Interpreter:
                 out.append(self._frame(code, offset, entry=True))
                 frame = objects.field(frame, "frame.back")
             return
-        if self.version >= (3, 13):
-            frame = objects.field(tstate, "tstate.current_frame")
-        else:
-            cframe = objects.field(tstate, "tstate.cframe")
-            frame = objects.field(cframe, "cframe.current_frame") if cframe else 0
+        frame = self.top_frame(tstate)
         seen = 0
         entry_next = False
         while frame and seen < MAX_FRAMES:

@@ -113,17 +113,7 @@ def resolve(modules: Modules, read: Read, location: str) -> list[tuple[Place, Py
 def _code_of(interpreter: Interpreter, names: tuple[str, ...], location: str) -> tuple[int, str]:
     objects = interpreter.objects
     try:
-        interp = interpreter.main_interpreter()
-        obj, used = 0, 0
-        for count in range(len(names), 0, -1):
-            found = interpreter.module_object(interp, ".".join(names[:count]))
-            if found:
-                obj, used = found, count
-                break
-        if not obj:
-            raise LocationNotFound(f"--at {location}: no module {names[0]!r} in sys.modules", "check the spelling")
-        for part in names[used:]:
-            obj = objects.attribute(obj, part)
+        obj = interpreter.named(names)
         kind = objects.type_name(obj)
         if kind == "method":
             obj = objects.field(obj, "method.function")

@@ -128,11 +128,10 @@ def build(options: Options, finder: Finder | None = None, environ: Mapping[str, 
         if not location.strip():
             raise UsageError("--at is empty", "give a function or FILE:LINE")
     for option, location in (*(("--at", at) for at in locations), *([("--to", options.to)] if options.to else [])):
-        if is_python(location) and (options.command != "trace" or option == "--to" or options.latency
-                                    or options.backend in DELVE or options.follow_forks
+        if is_python(location) and (option == "--to" or options.backend in DELVE or options.follow_forks
                                     or options.max_overhead is not None):
-            raise UsageError(f"{option} {location}: a Python function's probe is read by sampler trace (ptrace) "
-                             "alone, without --latency, --to, --follow-forks or --max-overhead yet",
+            raise UsageError(f"{option} {location}: a Python function's probe is read by sampler attach and trace "
+                             "(ptrace), without --to, --follow-forks or --max-overhead yet",
                              "e.g. sampler trace --pid P --at py:app.handle --expr 'n=py:n'")
         only = ptrace_only(location)
         if only and options.backend in DELVE:

@@ -24,7 +24,7 @@ class PyValues:
         try:
             self.interpreter = interpreter or Interpreter(modules, read)
         except UnsupportedTarget as e:
-            raise ExpressionError(f"py: expressions: {e}", e.hint) from None
+            raise ExpressionError(f"py: expressions: {e.message}", e.hint) from None
         self.objects = self.interpreter.objects
 
     def evaluate(self, path: PyPath, read: Read, frame_locals: dict[str, int] | None = None) -> tuple[Value, str]:
@@ -61,7 +61,13 @@ class PyValues:
             if not obj:
                 raise Unreadable(f"{names[0]} is not set yet in the frame")
         else:
-            obj, rest = self.interpreter.named(names), []
+            try:
+                obj, rest = self.interpreter.named(names), []
+            except Unreadable as e:
+                if frame_locals and str(e) == f"no module '{names[0]}' in sys.modules":
+                    raise Unreadable(f"no argument or local '{names[0]}' in the frame, and no module "
+                                     f"'{names[0]}' in sys.modules (a module's global: py:module.name)") from None
+                raise
         for name in rest:
             obj = objects.attribute(obj, name)
         for kind, value in path.steps:

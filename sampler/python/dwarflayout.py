@@ -128,6 +128,10 @@ def layout_of(elf: ELFFile, version: tuple[int, int]) -> dict[str, int]:
         put("frame.code", "struct _frame", "f_code")
         put("frame.lasti", "struct _frame", "f_lasti")
         put("frame.localsplus", "struct _frame", "f_localsplus")
+        if v >= (3, 10):
+            put("frame.state", "struct _frame", "f_state")
+        else:
+            put("frame.stacktop", "struct _frame", "f_stacktop")
     if v >= (3, 11):
         iframe = "struct _PyInterpreterFrame"
         put("iframe.code", iframe, "f_executable" if v >= (3, 13) else "f_code")
@@ -139,7 +143,7 @@ def layout_of(elf: ELFFile, version: tuple[int, int]) -> dict[str, int]:
             put("iframe.is_entry", iframe, "is_entry")
     code = "PyCodeObject"
     for key, member in (("filename", "co_filename"), ("name", "co_name"), ("firstlineno", "co_firstlineno"),
-                        ("argcount", "co_argcount")):
+                        ("argcount", "co_argcount"), ("flags", "co_flags")):
         put(f"code.{key}", code, member)
     put("code.linetable", code, "co_lnotab" if v < (3, 10) else "co_linetable")
     if v >= (3, 11):

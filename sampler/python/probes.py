@@ -83,7 +83,7 @@ def resolve(modules: Modules, read: Read, location: str) -> list[tuple[Place, Py
     try:
         interpreter = Interpreter(modules, read)
     except UnsupportedTarget as e:
-        raise LocationNotFound(f"--at {location}: {e}", e.hint) from None
+        raise LocationNotFound(f"--at {location}: {e.message}", e.hint) from None
     path = pyexpr.parse(location.strip())
     if path.steps or path.length:
         raise LocationNotFound(f"--at {location}: a function is named by dots alone", "e.g. --at py:app.handle")

@@ -31,6 +31,7 @@ from sampler.backends.ptrace.guard import TIMEOUT_S, Guard
 from sampler.backends.ptrace.inprocess import Inprocess, Plan, Read, plan
 from sampler.backends.ptrace.instructions import MAX_FUNCTION, starts_instruction
 from sampler.backends.ptrace.latency import LATENCY, Latency, names_retval, timed_notes
+from sampler.backends.ptrace.pylatency import PyLatency
 from sampler.backends.ptrace.memory import Memory, MemoryHang
 from sampler.backends.ptrace.parked import Parked
 from sampler.backends.ptrace.readrows import Pending, Rows
@@ -126,7 +127,13 @@ class PtraceBackend:
         """The value columns of its readings (the Backend interface)."""
         self.latency: Latency | None = None
         """--latency and --to: the open calls, and where they end (latency.py)."""
-        if timed and probes:
+        python = [site for site in self.sites if site.python is not None]
+        if timed and python:
+            if any(at_return.values()) or len(python) < len(self.sites) or len(self.probes) > 1:
+                raise UsageError("--latency of a Python function: one --at py:..., and no retval yet",
+                                 "e.g. sampler trace --pid P --at py:app.handle --latency")
+            self.latency = PyLatency(width - 1, python)
+        elif timed and probes:
             self.latency = Latency(width - 1, {site: at_return[number] for number, sites in enumerate(self.probes)
                                                for site in sites}, is_go, config.latency_to is not None)
         self.timed: TimedProbes | None = TimedProbes(self.latency, config, modules, is_go) \
@@ -389,7 +396,10 @@ class PtraceBackend:
             site.warm = caught_hit
             return site.reading(memory, caught_hit, turn.armed, [None] * len(site.expressions), snapshot)
         try:
-            hit = tracer.wait_for_hit(deadline, stop)
+            while True:
+                hit = tracer.wait_for_hit(deadline, stop)
+                if hit is None or not self._other_python_call(hit):
+                    break
         except BaseException:
             self._disarm(sites)
             raise
@@ -525,11 +535,18 @@ class PtraceBackend:
         hit = tracer.wait_for_hit(until, stop)
         if hit is None:
             return None
-        site = self._at[hit.address]
-        if site.python is not None and not site.python_hit(hit, memory):
-            self._step_over(hit)  # another Python function's frame: on at once, no row
+        if self._other_python_call(hit):
             return None
-        return site.read_hit(memory, hit, waiting, self._step_over, tracer.guard)
+        return self._at[hit.address].read_hit(memory, hit, waiting, self._step_over, tracer.guard)
+
+    def _other_python_call(self, hit: Hit) -> bool:
+        """A Python probe's hit of another function's frame: let go at once (its breakpoint stays in), no
+        row."""
+        site = self._at[hit.address]
+        if site.python is None or self.memory is None or site.python_hit(hit, self.memory):
+            return False
+        self._step_over(hit)
+        return True
 
     # -- in-process probes (trace --probe auto|inprocess) ----------------------------------------
 

@@ -165,6 +165,10 @@ class Calls(Generic[T]):
             self._stops.pop(owner, None)
         return out
 
+    def has(self, owner: object) -> bool:
+        """The owner has an open call."""
+        return owner in self._open
+
     def open_calls(self) -> int:
         return self.total
 

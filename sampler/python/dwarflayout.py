@@ -141,6 +141,8 @@ def layout_of(elf: ELFFile, version: tuple[int, int]) -> dict[str, int]:
         put("iframe.localsplus", iframe, "localsplus")
         if v == (3, 11):
             put("iframe.is_entry", iframe, "is_entry")
+        put("gen.iframe", "PyGenObject", "gi_iframe")
+        put("gen.frame_state", "PyGenObject", "gi_frame_state")
     code = "PyCodeObject"
     for key, member in (("filename", "co_filename"), ("name", "co_name"), ("firstlineno", "co_firstlineno"),
                         ("argcount", "co_argcount"), ("flags", "co_flags")):

@@ -14,7 +14,7 @@ again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sampler.debuginfo.dies import descendants, name_of, origin
@@ -27,6 +27,9 @@ from sampler.python.interpreter import Interpreter
 from sampler.python.objects import Read, Unreadable
 
 EVAL = "_PyEval_EvalFrameDefault"
+GENERATOR_FLAGS = 0x20 | 0x80 | 0x200
+"""CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR."""
+OWNED_BY_THREAD = 0
 
 
 @dataclass
@@ -37,7 +40,33 @@ class PyProbe:
     code: int
     name: str
     frame_register: str | None
-    """3.8-3.10: the argument register that holds the frame; None: the thread state's current frame."""
+    """3.8-3.10, and the eval loop's entry in 3.11 and 3.12: the argument register that holds the frame;
+    None: the thread state's current frame."""
+    entered: dict[int, int] = field(default_factory=dict)
+    """3.11 and later: the frame each thread started at the eval loop's entry (shared by the places of
+    one probe): the start_frame's (RESUME's) hit that follows is the same start."""
+    at_entry: bool = False
+    """This place is the eval loop's entry, ahead of start_frame or RESUME (3.11 and later)."""
+
+    def started(self, registers: Any, tid: int) -> int | None:
+        """The frame of this probe's function that the hit thread starts, or None: another function's,
+        the frame a generator function's call makes only to make its generator (3.11, 3.12: RETURN_GENERATOR;
+        the generator starts when it first runs), or a start seen at the eval loop's entry already."""
+        frame = self.frame(registers, tid)
+        if self.at_entry:
+            self.entered[tid] = frame
+        elif self.entered and self.entered.pop(tid, None) == frame:
+            return None
+        code = self.frame_code(frame)
+        if code != self.code:
+            return None
+        interpreter = self.interpreter
+        if interpreter.version >= (3, 11):
+            objects, layout = interpreter.objects, interpreter.layout
+            flags = int.from_bytes(objects.read(code + layout["code.flags"], 4), "little")
+            if flags & GENERATOR_FLAGS and objects.read(frame + layout["iframe.owner"], 1)[0] == OWNED_BY_THREAD:
+                return None
+        return frame
 
     def frame(self, registers: Any, tid: int) -> int:
         """The frame the thread starts at this hit (its PyFrameObject or _PyInterpreterFrame)."""
@@ -107,7 +136,18 @@ def resolve(modules: Modules, read: Read, location: str) -> list[tuple[Place, Py
         raise LocationNotFound(f"--at {location}: the DWARF of {module.path} gives no address for {EVAL}'s "
                                "start of a frame", "")
     starts = [a + module.bias for a in starts]
-    return [(Place(a, module, None, f"py:{name}"), PyProbe(interpreter, code, name, None)) for a in sorted(set(starts))]
+    entered: dict[int, int] = {}
+    found = [(Place(a, module, None, f"py:{name}"), PyProbe(interpreter, code, name, None, entered))
+             for a in sorted(set(starts))]
+    entry = module.function_symbol(EVAL)
+    if entry is not None:
+        # a frame started from C (a generator resumed by next(), a callback) enters the eval loop; a PGO
+        # build can fold that path's start_frame into the entry's own checks (Debian's 3.11: no row of
+        # start_frame's lines there, and no generator's run was seen); --latency ends such a run at the
+        # eval loop's return (pylatency.py)
+        found.append((Place(entry + module.bias, module, None, f"py:{name}"),
+                      PyProbe(interpreter, code, name, "rsi", entered, at_entry=True)))
+    return found
 
 
 def _code_of(interpreter: Interpreter, names: tuple[str, ...], location: str) -> tuple[int, str]:

@@ -55,8 +55,8 @@ def test_a_python_function_that_is_not_there_is_one_line(start_target: Callable[
         result = sampler("trace", "--pid", str(target.pid), "--at", location, "--duration", "1s")
         assert result.returncode == 2, result.stderr
         assert said in result.stderr.strip().splitlines()[-1] and "Traceback" not in result.stderr, result.stderr
-    result = sampler("attach", "--pid", str(target.pid), "--at", "py:__main__.handle", "--expr", "n=py:n",
-                     "--count", "1")
-    assert result.returncode == 2 and "read by sampler trace" in result.stderr, result.stderr
+    result = sampler("trace", "--pid", str(target.pid), "--at", "py:__main__.handle", "--to", "py:__main__.other",
+                     "--duration", "1s")
+    assert result.returncode == 2 and "without --to" in result.stderr, result.stderr
     assert_code_matches_files(target.pid)
     target.send("go")

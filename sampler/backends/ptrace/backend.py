@@ -371,6 +371,8 @@ class PtraceBackend:
                 if site.runner is not None and site.warm is not None:
                     tracer.warm(site.runner, site.warm)
         for site in sites:
+            if site.python is not None:
+                site.python.entered.clear()  # (a start at the eval loop's entry in an earlier turn is no clue now)
             tracer.arm(site.address)  # type: ignore[arg-type]  # journaled at the first sample: not in wait_us
         return Turn(sites, holds, time.monotonic())
 

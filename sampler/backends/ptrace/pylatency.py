@@ -1,24 +1,27 @@
 """How long each call of a Python function took: trace --at py:F --latency (int3s).
 
 A call starts where the interpreter starts F's frame (python/probes.py: the Python probe's places,
-filtered by code object) and is keyed by its frame's address. Where it ends depends on the version:
+filtered by code object) and is keyed by its frame's address. It ends:
 
-- 3.8-3.10 run each frame in its own call of _PyEval_EvalFrameDefault: the call ends at that C
-  function's return (returns.py finds every ``ret``), the one whose stack pointer is the entry's. A
-  generator's or coroutine's frame that returned by a yield or an await (3.8/3.9: its f_stacktop set;
-  3.10: f_state FRAME_SUSPENDED) is still open: its next run goes on with the same call.
-- 3.11 and later run Python-to-Python calls inside one call of the eval loop: the call ends where its
-  frame is cleared, at the entry of _PyFrame_Clear (3.11) or _PyFrame_ClearExceptCode (3.12, 3.13),
-  the frame in rdi. Every frame is cleared there once, by a return or by an exception leaving it; a
-  generator's or coroutine's own frame when it finishes (or is destroyed unfinished). The frame that
-  a generator function's call makes, and that only makes the generator (RETURN_GENERATOR: thread-owned,
-  and never cleared there), is not a call: the generator is timed from its first start.
+- where its own call of _PyEval_EvalFrameDefault returns, the one whose stack pointer is the entry's
+  (returns.py finds every ``ret``): 3.8-3.10 run every frame in a call of its own; 3.11 and later
+  those started from C (a generator resumed by next(), a callback; the probe's place at the eval
+  loop's entry);
+- 3.11 and later, where its frame is cleared: the entry of _PyFrame_Clear (3.11) or
+  _PyFrame_ClearExceptCode (3.12, 3.13), the frame in rdi. A Python-to-Python call returns inside
+  the same call of the eval loop, and its frame is cleared there (by a return or by an exception
+  leaving it). Debian's LTO build of 3.11 also has that function inlined in a dozen places (its
+  generators' end among them): the eval loop's return is the end those frames are seen by.
 
-So in every version a generator or coroutine is one call from its first start to its end, its
-suspensions inside it (an ``async def`` handler's latency is its whole request). Every Python call of
-the process stops at the start's int3 and, for the end, at the frame clear's (3.11 and later) or at the
-eval loop's return: sampler's own stops inside a call are taken out of its time, as for native calls,
-but the kernel's part of each remains in it (the row says how many there were).
+A frame that left the eval loop by a yield or an await (3.8/3.9: its f_stacktop kept; 3.10: its
+f_state; 3.11 and later: its generator's gi_frame_state) is still open: its next run goes on with the
+same call. So in every version a generator or coroutine is one call from its first start to its end,
+its suspensions inside it (an ``async def`` handler's latency is its whole request); the frame a
+generator function's call makes only to make the generator (3.11, 3.12) is not a call.
+
+Every Python call of the process stops at the start's int3 and at the ends': sampler's own stops
+inside a call are taken out of its time, as for native calls, but the kernel's part of each stays in
+it (the row says how many there were).
 """
 
 from __future__ import annotations
@@ -44,13 +47,11 @@ from sampler.sample import Reading
 
 FRAME_CLEAR = {(3, 11): "_PyFrame_Clear", (3, 12): "_PyFrame_ClearExceptCode", (3, 13): "_PyFrame_ClearExceptCode"}
 """Where 3.11 and later clear every frame they are done with (its first argument)."""
-GENERATOR_FLAGS = 0x20 | 0x80 | 0x200
-"""CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR."""
-OWNED_BY_THREAD = 0
-FRAME_SUSPENDED = -1
-"""3.10's f_state of a frame that yielded."""
+OWNED_BY_GENERATOR = 1
+"""A frame's owner: its generator (3.11 and later)."""
 MAX_RUNNING = 65536
-"""3.8-3.10: runs of the function's frames under way (entered, their return not seen) kept at most."""
+"""Runs of the function's frames in their own call of the eval loop, under way (entered, their return not
+seen), kept at most."""
 
 
 class PyLatency(Latency):
@@ -67,21 +68,25 @@ class PyLatency(Latency):
         self.started: dict[int, int] = {}
         """Each open call's frame: the thread it started on (whose stops for sampler are inside it)."""
         self.other_ends = 0
+        self.own_returns: set[int] = set()
+        """The eval loop's returns (the other end, 3.11 and later, is the frame clear's entry)."""
 
     def find_ends(self, config: SessionConfig, modules: Modules, sites: dict[int, Site],
                   check: Callable[[Site], None]) -> None:
         where = f"--at {config.location} --latency"
         interpreter = self.probe.interpreter
         module = interpreter.module
-        if self.version < (3, 11):
-            entry = next(iter(self.returns)).address
-            assert entry is not None
+        entry = next((site.address for site in self.returns
+                      if site.python is not None and (site.python.at_entry or self.version < (3, 11))), None)
+        said = []
+        if entry is not None:
             found = return_points(modules, entry)
             if found.why_not:
                 raise LocationNotFound(f"{where}: the returns of {EVAL} cannot be found: {found.why_not}", "")
             self.ends.update(found.addresses)
-            said = f"{len(found.addresses)} return(s) of {EVAL}, where each Python call of the process ends"
-        else:
+            self.own_returns.update(found.addresses)
+            said.append(f"{len(found.addresses)} return(s) of {EVAL}")
+        if self.version >= (3, 11):
             name = FRAME_CLEAR[min(self.version, max(FRAME_CLEAR))]
             debug = module.debug(remote=False)
             function = debug.function_named(name) if debug is not None else None
@@ -91,9 +96,10 @@ class PyLatency(Latency):
                                        "install its debug file (Debian: python3.X-dbg) or give a build with -g")
             pieces = debug.functions_of(function)
             self.ends.add((pieces[0].low if pieces else function.low) + module.bias)
-            said = f"{name}'s entry, where each Python frame of the process is cleared"
+            said.append(f"{name}'s entry, where each Python frame is cleared")
         if not config.quiet:
-            notice.say(f"{where}: a breakpoint at {said} (every Python call stops there too)")
+            notice.say(f"{where}: a breakpoint at {' and at '.join(said)} (every Python call of the process "
+                       "stops there too)")
         both = self.ends & set(sites)
         if both:
             raise UsageError(f"{next(iter(both)):#x} is both where a call starts and where one ends", "")
@@ -124,25 +130,14 @@ class PyLatency(Latency):
         return None
 
     def _start(self, hit: Hit, site: Site) -> int | None:
-        """F's frame that the hit thread starts, or None (another function's, or a generator's making)."""
-        probe = self.probe
+        """F's frame that the hit thread starts (probes.py), or None."""
+        probe = site.python
+        assert probe is not None
         try:
-            frame = probe.frame(hit.registers, hit.tid)
-            code = probe.frame_code(frame)
+            frame = probe.started(hit.registers, hit.tid)
         except Unreadable:
             return None
-        if code != probe.code:
-            return None
-        objects, layout = probe.interpreter.objects, probe.interpreter.layout
-        if self.version >= (3, 11):
-            try:
-                flags = int.from_bytes(objects.read(code + layout["code.flags"], 4), "little")
-                owner = objects.read(frame + layout["iframe.owner"], 1)[0]
-            except Unreadable:
-                return None
-            if flags & GENERATOR_FLAGS and owner == OWNED_BY_THREAD:
-                return None  # (RETURN_GENERATOR's frame: the generator is timed from its first run)
-        else:
+        if frame is not None and (self.version < (3, 11) or probe.at_entry):
             key = (hit.tid, int(hit.registers.rsp))
             self.running[key] = frame
             self.running.move_to_end(key)
@@ -151,12 +146,11 @@ class PyLatency(Latency):
         return frame
 
     def _end(self, hit: Hit, memory: Memory, let_go: Callable[[Hit], None]) -> Reading | None:
-        if self.version >= (3, 11):
-            frame: int | None = int(hit.registers.rdi)
-        else:
-            frame = self.running.pop((hit.tid, int(hit.registers.rsp)), None)
-            if frame is not None and self._suspended(frame):
-                frame = None  # (a yield or an await: its call goes on at its next run)
+        frame = self.running.pop((hit.tid, int(hit.registers.rsp)), None)  # (the eval loop's return)
+        if frame is None and self.version >= (3, 11) and hit.address not in self.own_returns:
+            frame = int(hit.registers.rdi)  # (the frame clear's entry)
+        elif frame is not None and self._suspended(frame):
+            frame = None  # (a yield or an await: its call goes on at its next run)
         if frame is None or frame not in self.started:
             self.other_ends += 1
             self._let_go(hit, let_go)
@@ -172,10 +166,18 @@ class PyLatency(Latency):
         return rows[0][1] if rows else None
 
     def _suspended(self, frame: int) -> bool:
+        """The frame left the eval loop by a yield or an await (3.8/3.9: its f_stacktop kept; 3.10: its
+        f_state; 3.11 and later: a generator's frame, its generator's gi_frame_state): negative, a
+        suspension, in every version."""
         objects, layout = self.probe.interpreter.objects, self.probe.interpreter.layout
         try:
+            if self.version >= (3, 11):
+                if objects.read(frame + layout["iframe.owner"], 1)[0] != OWNED_BY_GENERATOR:
+                    return False
+                state = frame - layout["gen.iframe"] + layout["gen.frame_state"]
+                return int.from_bytes(objects.read(state, 1), "little", signed=True) < 0
             if self.version >= (3, 10):
-                return objects.read(frame + layout["frame.state"], 1)[0] == FRAME_SUSPENDED & 0xFF
+                return int.from_bytes(objects.read(frame + layout["frame.state"], 1), "little", signed=True) < 0
             return objects.word(frame + layout["frame.stacktop"]) != 0
         except Unreadable:
             return False

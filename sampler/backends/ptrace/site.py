@@ -81,7 +81,7 @@ class Site:
         objects = probe.interpreter.objects
         objects.reading = memory.read
         try:
-            return probe.frame_code(probe.frame(hit.registers, hit.tid)) == probe.code
+            return probe.started(hit.registers, hit.tid) is not None
         except Unreadable:
             return False
         finally:

@@ -1,0 +1,116 @@
+"""--latency of a Python function (--at py:module.function --latency): one row per call, its time
+against the sleeps the call holds and against the program's own clock; a call left by an exception,
+a generator and a coroutine (each timed from its first start to its end); for Debian's python3.11
+and pyenv's 3.8-3.13. And a Python probe in sampler attach."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.integration.pythons import ALL, DEBIAN, PYENV, SCRIPTS, need
+from tests.integration.targets import (
+    Target,
+    assert_code_matches_files,
+    read_csv,
+    sampler,
+    start_sampler,
+    stop_once,
+    wait_until_patched,
+)
+
+TIMED = SCRIPTS / "timed.py"
+SLACK_US = 30_000
+"""How much later than the program's own clock a row may say the call ended: the end's stop waits
+while sampler is busy with the other Python calls' stops (a few hundred microseconds each), more on a
+loaded 2-core CI machine."""
+
+
+def _timed(python: str, kind: str, function: str, start_target: Callable[..., Target], tmp_path: Path
+           ) -> tuple[list[dict[str, str]], dict[int, float], str]:
+    """Trace ``function``'s calls while timed.py runs ``kind``: the rows, the program's own times (ms
+    by its argument) and sampler's stderr."""
+    need(python)
+    target = start_target(python, str(TIMED), kind, binary=False, stdin=True)
+    out = tmp_path / f"{kind}.csv"
+    proc = start_sampler("trace", "--pid", str(target.pid), "--at", f"py:__main__.{function}", "--latency",
+                         "--expr", "ms=py:ms", "--duration", "180s", "--out", str(out))
+    wait_until_patched(target.pid, timeout=60)
+    target.send("go")
+    target.wait_for(lambda: "done" in target.lines, 150, f"the program did not finish its {kind} calls")
+    own = {int(line.split()[1]): float(line.split()[2]) for line in target.lines if line.startswith(kind + " ")}
+    _, stderr = stop_once(proc, lambda: out.exists() and len(out.read_text().splitlines()) > len(own), timeout=60)
+    assert proc.returncode == 0, stderr
+    assert_code_matches_files(target.pid)
+    return read_csv(out), own, stderr
+
+
+def _check(rows: list[dict[str, str]], own: dict[int, float], least_us: Callable[[int], float], stderr: str
+           ) -> None:
+    """One row per call, each with its argument, its latency_us at least the sleeps it holds and at most
+    the program's own time plus the slack."""
+    assert sorted(int(row["ms"]) for row in rows) == sorted(own), (rows[:3], stderr[-1500:])
+    for row in rows:
+        ms, latency = int(row["ms"]), float(row["latency_us"])
+        assert least_us(ms) <= latency <= own[ms] * 1000 + SLACK_US, (ms, latency, own[ms], row["error"])
+    assert "call(s) had no return seen" not in stderr and "still open" not in stderr, stderr[-1500:]
+
+
+@pytest.mark.parametrize("python", ALL)
+def test_each_call_of_a_python_function_is_one_row_with_its_time(
+        python: str, start_target: Callable[..., Target], tmp_path: Path) -> None:
+    rows, own, stderr = _timed(python, "slow", "slow", start_target, tmp_path)
+    _check(rows, own, lambda ms: ms * 1000, stderr)
+    assert len(rows) == 20
+    # quick(), called inside each, stopped its thread twice: those stops are taken out, and said
+    assert all("stop(s) for sampler inside the call" in row["error"] for row in rows), rows[0]["error"]
+
+
+@pytest.mark.parametrize("python", [pytest.param(DEBIAN, id="debian-3.11")]
+                         + [pytest.param(PYENV[v], id=f"pyenv-{v}") for v in ("3.8", "3.10", "3.12", "3.13")
+                            if PYENV[v] is not None])
+@pytest.mark.parametrize("kind", ["failing", "ticks", "waits"])
+def test_a_call_left_by_an_exception_a_generator_and_a_coroutine_are_timed_whole(
+        python: str, kind: str, start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # a generator and a coroutine: from their first start to their end, their suspensions inside
+    # (ticks: its 3 sleeps and its consumer's 3; waits: its 2 awaited sleeps)
+    function = {"failing": "failing", "ticks": "ticks", "waits": "waits"}[kind]
+    least = {"failing": 1, "ticks": 6, "waits": 2}[kind]
+    rows, own, stderr = _timed(python, kind, function, start_target, tmp_path)
+    assert len(rows) == 5, (rows, stderr[-1500:])
+    _check(rows, own, lambda ms: least * ms * 1000, stderr)
+
+
+def test_python_latency_refuses_retval_and_two_probes(start_target: Callable[..., Target]) -> None:
+    target = start_target(DEBIAN, str(TIMED), "slow", binary=False, stdin=True)
+    for args, said in ((("--at", "py:__main__.slow", "--expr", "r=retval"), "no retval yet"),
+                       (("--at", "py:__main__.slow", "--at", "py:__main__.quick"), "one --at py:")):
+        result = sampler("trace", "--pid", str(target.pid), *args, "--latency", "--duration", "1s")
+        assert result.returncode == 2, result.stderr
+        assert said in result.stderr.strip().splitlines()[-1] and "Traceback" not in result.stderr, result.stderr
+    assert_code_matches_files(target.pid)
+
+
+@pytest.mark.parametrize("python", [pytest.param(DEBIAN, id="debian-3.11")]
+                         + [pytest.param(PYENV[v], id=f"pyenv-{v}") for v in ("3.8", "3.13") if PYENV[v] is not None])
+def test_attach_at_a_python_function_samples_its_calls_only(
+        python: str, start_target: Callable[..., Target], tmp_path: Path) -> None:
+    need(python)
+    target = start_target(python, str(TIMED), "slow", "60", binary=False, stdin=True)  # (1.8 s of calls)
+    out = tmp_path / "attach.csv"
+    proc = start_sampler("attach", "--pid", str(target.pid), "--at", "py:__main__.slow", "--expr", "ms=py:ms",
+                         "--expr", "nope=py:nope", "--interval", "50ms", "--count", "6", "--hit-timeout", "60s",
+                         "--out", str(out))
+    wait_until_patched(target.pid, timeout=60)  # (its first turn armed: the calls start once "go" comes)
+    target.send("go")
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    rows = read_csv(out)
+    assert len(rows) == 6, stderr[-1500:]
+    assert all(row["ms"] for row in rows), [(row["ms"], row["error"][-90:]) for row in rows]
+    values = [int(row["ms"]) for row in rows]
+    assert all(1 <= ms <= 60 for ms in values) and values == sorted(values), values
+    assert all("no argument or local 'nope' in the frame" in row["error"] for row in rows), rows[0]["error"]
+    assert_code_matches_files(target.pid)

@@ -145,7 +145,7 @@ def layout_of(elf: ELFFile, version: tuple[int, int]) -> dict[str, int]:
         put("gen.frame_state", "PyGenObject", "gi_frame_state")
     code = "PyCodeObject"
     for key, member in (("filename", "co_filename"), ("name", "co_name"), ("firstlineno", "co_firstlineno"),
-                        ("argcount", "co_argcount"), ("flags", "co_flags")):
+                        ("argcount", "co_argcount"), ("flags", "co_flags"), ("consts", "co_consts")):
         put(f"code.{key}", code, member)
     put("code.linetable", code, "co_lnotab" if v < (3, 10) else "co_linetable")
     if v >= (3, 11):

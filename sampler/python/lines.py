@@ -7,31 +7,50 @@ that ends early gives the line found so far.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 
 def line_at(version: tuple[int, int], table: bytes, first_line: int, offset: int) -> int:
     """The line of the instruction at byte ``offset`` of the code (-1: the table says none)."""
     if offset < 0:
         return first_line  # (not started: its first instruction is still to come)
+    unit = offset // 2 if version >= (3, 11) else offset
+    for start, end, line in ranges(version, table, first_line):
+        if start <= unit < end:
+            return line
+    return -1
+
+
+def last_line(version: tuple[int, int], table: bytes, first_line: int) -> int:
+    """The largest line any instruction of the code has (its first line when the table gives none)."""
+    return max((line for _, _, line in ranges(version, table, first_line)), default=first_line)
+
+
+def ranges(version: tuple[int, int], table: bytes, first_line: int) -> Iterator[tuple[int, int, int]]:
+    """(start, end, line) of each run of the code with one line: bytes (3.8-3.10) or code units (3.11
+    and later); line -1: none."""
     if version < (3, 10):
-        return _lnotab(table, first_line, offset)
+        return _lnotab(table, first_line)
     if version < (3, 11):
-        return _linetable_310(table, first_line, offset)
-    return _locations(table, first_line, offset // 2)
+        return _linetable_310(table, first_line)
+    return _locations(table, first_line)
 
 
-def _lnotab(table: bytes, line: int, offset: int) -> int:
-    """3.8-3.9's co_lnotab: (address increment, signed line increment) byte pairs."""
+def _lnotab(table: bytes, line: int) -> Iterator[tuple[int, int, int]]:
+    """3.8-3.9's co_lnotab: (address increment, signed line increment) byte pairs; the last line runs
+    to the code's end."""
     address = 0
     for i in range(0, len(table) - 1, 2):
-        address += table[i]
-        if address > offset:
-            break
+        following = address + table[i]
+        if following > address:
+            yield address, following, line
+        address = following
         step = table[i + 1]
         line += step - 256 if step >= 128 else step
-    return line
+    yield address, 1 << 62, line
 
 
-def _linetable_310(table: bytes, line: int, offset: int) -> int:
+def _linetable_310(table: bytes, line: int) -> Iterator[tuple[int, int, int]]:
     """3.10's co_linetable: (bytes covered, signed line delta, -128: no line) pairs, each a range."""
     end = 0
     for i in range(0, len(table) - 1, 2):
@@ -41,9 +60,7 @@ def _linetable_310(table: bytes, line: int, offset: int) -> int:
         current = -1 if step == -128 else line + step
         if step != -128:
             line += step
-        if start <= offset < end:
-            return current
-    return -1
+        yield start, end, current
 
 
 def _varint(table: bytes, at: int) -> tuple[int, int]:
@@ -63,7 +80,7 @@ def _svarint(table: bytes, at: int) -> tuple[int, int]:
     return (-(value >> 1) if value & 1 else value >> 1), at
 
 
-def _locations(table: bytes, line: int, unit: int) -> int:
+def _locations(table: bytes, line: int) -> Iterator[tuple[int, int, int]]:
     """3.11+'s location table: entries of (code, length in code units), then the code's data."""
     at = 0
     start = 0
@@ -91,9 +108,7 @@ def _locations(table: bytes, line: int, unit: int) -> int:
             at += 2
         else:  # short form: same line, one column byte
             at += 1
-        if start <= unit < end:
-            return current
+        yield start, end, current
         start = end
         while at < len(table) and not table[at] & 128:
             at += 1  # (a damaged entry: on to the next head byte)
-    return -1

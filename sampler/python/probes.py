@@ -14,15 +14,19 @@ again.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sampler import notice
 from sampler.debuginfo.dies import descendants, name_of, origin
 from sampler.debuginfo.dwarf import Debug, Function
 from sampler.debuginfo.locate import Place
 from sampler.debuginfo.modules import Modules
 from sampler.errors import LocationNotFound, UnsupportedTarget
 from sampler.language import pyexpr
+from sampler.python.codes import code_at
 from sampler.python.interpreter import Interpreter
 from sampler.python.objects import Read, Unreadable
 
@@ -105,7 +109,8 @@ class PyProbe:
         return found
 
 
-def resolve(modules: Modules, read: Read, location: str) -> list[tuple[Place, PyProbe]]:
+def resolve(modules: Modules, read: Read, location: str, say: Callable[[str], None] = notice.say
+            ) -> list[tuple[Place, PyProbe]]:
     """``py:module.function`` (``py:module.Class.method``) as the native places of its probe; one line
     when the process runs no CPython sampler reads, the function is not there, or the interpreter's
     frame start cannot be found."""
@@ -113,10 +118,15 @@ def resolve(modules: Modules, read: Read, location: str) -> list[tuple[Place, Py
         interpreter = Interpreter(modules, read)
     except UnsupportedTarget as e:
         raise LocationNotFound(f"--at {location}: {e.message}", e.hint) from None
-    path = pyexpr.parse(location.strip())
-    if path.steps or path.length:
-        raise LocationNotFound(f"--at {location}: a function is named by dots alone", "e.g. --at py:app.handle")
-    code, name = _code_of(interpreter, path.names, location)
+    written = BY_LINE.match(location.strip())
+    if written is not None:
+        code, name = _code_at(interpreter, written.group(1), int(written.group(2)), location, say)
+    else:
+        path = pyexpr.parse(location.strip())
+        if path.steps or path.length:
+            raise LocationNotFound(f"--at {location}: a function is named by dots alone, or by FILE.py:LINE",
+                                   "e.g. --at py:app.handle or --at py:app.py:42")
+        code, name = _code_of(interpreter, path.names, location)
     module = interpreter.module
     if interpreter.version < (3, 11):
         symbol = module.function_symbol(EVAL)
@@ -169,6 +179,21 @@ def _code_of(interpreter: Interpreter, names: tuple[str, ...], location: str) ->
     except Unreadable as e:
         raise LocationNotFound(f"--at {location}: {e}", "check the spelling") from None
 
+
+def _code_at(interpreter: Interpreter, file: str, line: int, location: str, say: Callable[[str], None]
+             ) -> tuple[int, str]:
+    try:
+        code, name, first, last = code_at(interpreter, file, line)
+    except Unreadable as e:
+        raise LocationNotFound(f"--at {location}: {e}", "give a line inside a function (its def line is one)") from None
+    if line != first:
+        say(f"--at {location}: {name} ({file}:{first}-{last}), where its frame starts (a Python probe is "
+                   "its function's start)")
+    return code, name
+
+
+BY_LINE = re.compile(r"^py:(.+\.py):(\d+)$")
+"""``py:FILE.py:LINE``."""
 
 FRAME_STARTS = {False: ("start_frame",), True: ("TARGET_RESUME", "TARGET_RESUME_CHECK", "TARGET_INSTRUMENTED_RESUME")}
 """Where a frame starts in the eval loop: 3.11 and 3.12 go to start_frame for every frame they start;

@@ -44,7 +44,7 @@ def test_every_call_of_a_python_function_from_two_threads_is_a_row_with_its_argu
     for tag in ("alpha", "beta"):
         assert sorted(int(row["n"]) for row in rows if row["tag"] == tag) == list(range(200))
         assert len({row["thread"] for row in rows if row["tag"] == tag}) == 1
-    assert "an int3 (a Python function's probe: every Python call of the process stops" in stderr
+    assert "an int3 (a Python function's probe, at " in stderr and "every Python call of the process stops" in stderr
     assert_code_matches_files(target.pid)
 
 
@@ -60,3 +60,62 @@ def test_a_python_function_that_is_not_there_is_one_line(start_target: Callable[
     assert result.returncode == 2 and "without --to" in result.stderr, result.stderr
     assert_code_matches_files(target.pid)
     target.send("go")
+
+
+WRITTEN = SCRIPTS / "written.py"
+
+
+def _line(marker: str) -> int:
+    lines = WRITTEN.read_text().splitlines()
+    return next(i for i, text in enumerate(lines, 1) if text.endswith(f"# marker: {marker}"))
+
+
+@pytest.mark.parametrize("python", ALL)
+def test_a_nested_python_function_is_found_by_a_line_of_its_body(
+        python: str, start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # inner() is no global: it is found as a constant of outer()'s code, and each of its 6 closures runs it
+    need(python)
+    target = start_target(python, str(WRITTEN), binary=False, stdin=True)
+    out = tmp_path / "inner.csv"
+    proc = start_sampler("trace", "--pid", str(target.pid), "--at", f"py:written.py:{_line('inner body')}",
+                         "--expr", "k=py:k", "--duration", "120s", "--out", str(out))
+    wait_until_patched(target.pid, timeout=60)
+    target.send("go")
+    target.wait_for(lambda: "done" in target.lines, 120, "the program did not finish its calls")
+    _, stderr = stop_once(proc, lambda: out.exists() and len(out.read_text().splitlines()) > 6, timeout=60)
+    assert proc.returncode == 0, stderr
+    assert sorted(int(row["k"]) for row in read_csv(out)) == list(range(6)), stderr[-1500:]
+    assert_code_matches_files(target.pid)
+
+
+@pytest.mark.parametrize("marker", ["method body", "twice", "inner body", "outer"])
+def test_the_innermost_function_holding_a_line_is_probed(
+        marker: str, start_target: Callable[..., Target], tmp_path: Path) -> None:
+    calls = {"method body": 4, "twice": 5, "inner body": 6, "outer": 6}
+    names = {"method body": "Box.method", "twice": "Box.twice", "inner body": "outer.<locals>.inner",
+             "outer": "outer"}
+    target = start_target("/usr/bin/python3.11", str(WRITTEN), binary=False, stdin=True)
+    out = tmp_path / "calls.csv"
+    proc = start_sampler("trace", "--pid", str(target.pid), "--at", f"py:written.py:{_line(marker)}",
+                         "--duration", "120s", "--out", str(out))
+    wait_until_patched(target.pid, timeout=60)
+    target.send("go")
+    target.wait_for(lambda: "done" in target.lines, 120, "the program did not finish its calls")
+    _, stderr = stop_once(proc, lambda: out.exists() and len(out.read_text().splitlines()) > calls[marker],
+                          timeout=60)
+    assert proc.returncode == 0, stderr
+    assert len(read_csv(out)) == calls[marker], stderr[-1500:]
+    assert f"[py:{names[marker]}]" in out.read_text() or names[marker] in stderr, stderr[-1500:]
+    if marker.endswith("body"):
+        assert f"{names[marker]} (written.py:" in stderr, stderr[-1500:]  # (said: its function's start)
+
+
+def test_a_line_outside_any_function_is_one_line(start_target: Callable[..., Target]) -> None:
+    target = start_target("/usr/bin/python3.11", str(WRITTEN), binary=False, stdin=True)
+    for location, said in ((f"py:written.py:{_line('module')}", "no function of written.py holds line"),
+                           ("py:nothere.py:3", "no module in sys.modules was loaded from a file ending with "
+                                                "nothere.py")):
+        result = sampler("trace", "--pid", str(target.pid), "--at", location, "--duration", "1s")
+        assert result.returncode == 2, result.stderr
+        assert said in result.stderr.strip().splitlines()[-1] and "Traceback" not in result.stderr, result.stderr
+    assert_code_matches_files(target.pid)

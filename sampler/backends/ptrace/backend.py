@@ -31,9 +31,9 @@ from sampler.backends.ptrace.guard import TIMEOUT_S, Guard
 from sampler.backends.ptrace.inprocess import Inprocess, Plan, Read, plan
 from sampler.backends.ptrace.instructions import MAX_FUNCTION, starts_instruction
 from sampler.backends.ptrace.latency import LATENCY, Latency, names_retval, timed_notes
-from sampler.backends.ptrace.pylatency import PyLatency
 from sampler.backends.ptrace.memory import Memory, MemoryHang
 from sampler.backends.ptrace.parked import Parked
+from sampler.backends.ptrace.pylatency import PyLatency
 from sampler.backends.ptrace.readrows import Pending, Rows
 from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.router import Router
@@ -86,7 +86,8 @@ class PtraceBackend:
         self.is_go = is_go
         self.modules = modules
         probes = config.probe_list()
-        placed = [(probe, _python_places(modules, config.pid, probe.location) if is_python(probe.location)
+        placed = [(probe, _python_places(modules, config.pid, probe.location, config.quiet)
+                   if is_python(probe.location)
                    else resolve_all(modules, probe.location, config.max_probes)) for probe in probes]
         self.probe_column = len(probes) > 1 or any(len(places) > 1 for _, places in placed)
         """Rows say which probe and site they came from (a 'probe' column first)."""
@@ -586,6 +587,8 @@ class PtraceBackend:
                 if kind == "inprocess":
                     raise UsageError(f"--probe inprocess: no in-process probe at {self._where(site)}: {why}",
                                      "give --probe auto (an int3 where in-process cannot go), or --probe int3")
+                if site.python is not None and site is not next(s for s in self.sites if s.python is not None):
+                    continue  # (a Python probe's other places: said once, with its first)
                 said.append(f"{self._where(site)}: an int3 ({why})")
                 continue
             assert planned is not None and planned.displaced is not None
@@ -742,9 +745,10 @@ class PtraceBackend:
 
     def _why_no_inprocess(self, site: Site) -> str:
         if site.python is not None:
-            return ("a Python function's probe: every Python call of the process stops at its place while it is "
-                    "in, and sampler lets the other functions' calls go: a few hundred microseconds each, see "
-                    "docs/cost.md; an in-process filter is not built yet")
+            places = sum(other.python is not None for other in self.sites)
+            return (f"a Python function's probe, at {places} place(s) of the eval loop: every Python call of the "
+                    "process stops there while it is in, and sampler lets the other functions' calls go: a few "
+                    "hundred microseconds each, see docs/cost.md; an in-process filter is not built yet")
         if self.is_go and site.expressions and self._goroutines().why_not:  # (a count goes at an entry)
             return f"a goroutine parked inside a jump's bytes could not be seen: {self._goroutines().why_not}"
         if site.expressions and site.stack_depths:
@@ -1171,7 +1175,7 @@ class Turn:
     """When (monotonic seconds): the sample's wait starts there."""
 
 
-def _python_places(modules: Modules, pid: int, location: str) -> list[Place]:
+def _python_places(modules: Modules, pid: int, location: str, quiet: bool) -> list[Place]:
     """``--at py:module.function``: the interpreter's frame start, each place with its filter (the
     function is found in the process's memory before it is seized; at a hit the filter reads through
     the hit's own reads)."""
@@ -1191,7 +1195,7 @@ def _python_places(modules: Modules, pid: int, location: str) -> list[Place]:
         return pread_exactly(fd, address, size)
 
     try:
-        found = python_probes.resolve(modules, read, location)
+        found = python_probes.resolve(modules, read, location, notice.quiet if quiet else notice.say)
     finally:
         os.close(fd)
         fd = -1

@@ -142,7 +142,9 @@ def main() -> None:
                "| | units/s | a Python call costs |", "|---|---|---|",
                f"| nothing | {probe['none']:.0f} | |",
                f"| `--at py:__main__.never` (int3) | {probe['int3']:.0f} | "
-               f"{(1 / probe['int3'] - 1 / probe['none']) * 1e6:.1f} us more |"]
+               f"{(1 / probe['int3'] - 1 / probe['none']) * 1e6:.1f} us more |",
+               f"| `--at py:__main__.never --latency` (int3s at the start and the end) | {probe['latency']:.0f} | "
+               f"{(1 / probe['latency'] - 1 / probe['none']) * 1e6:.1f} us more |"]
     write_results(args.results, "python", rows, "\n".join(report) + "\n")
     print("\n".join(report))
 
@@ -151,19 +153,20 @@ def probe_cost(python: str, rounds: int, seconds: float) -> dict[str, float]:
     """spinner.py's units per second with nothing and with a Python probe armed at a function it never
     calls (the int3 at the frame start filters every call)."""
     spinner = Spinner(python, "spinner.py")
-    found: dict[str, list[float]] = {"none": [], "int3": []}
+    found: dict[str, list[float]] = {"none": [], "int3": [], "latency": []}
     try:
         time.sleep(1.5)
         for _ in range(rounds):
             base, _ = window(spinner, None, seconds)
             found["none"].append(base)
-            proc = subprocess.Popen([SAMPLER, "trace", "--pid", str(spinner.pid), "--at", "py:__main__.never",
-                                     "--duration", f"{seconds + 8:g}s", "--out", "/dev/null", "--quiet"],
-                                    stderr=subprocess.PIPE, text=True)
-            time.sleep(6)  # (its attach: the interpreter's DWARF read)
-            rate, _ = window(spinner, None, seconds)
-            found["int3"].append(rate)
-            proc.wait(60)
+            for kind, extra in (("int3", []), ("latency", ["--latency"])):
+                proc = subprocess.Popen([SAMPLER, "trace", "--pid", str(spinner.pid), "--at", "py:__main__.never",
+                                         *extra, "--duration", f"{seconds + 8:g}s", "--out", "/dev/null", "--quiet"],
+                                        stderr=subprocess.PIPE, text=True)
+                time.sleep(6)  # (its attach: the interpreter's DWARF read)
+                rate, _ = window(spinner, None, seconds)
+                found[kind].append(rate)
+                proc.wait(60)
     finally:
         spinner.stop()
     return {key: statistics.median(values) for key, values in found.items()}

@@ -42,12 +42,16 @@ def test_each_table_is_the_interpreters_own_dwarf(path: str) -> None:
 
 CHECK = """
 import sys, types
-from sampler.python.lines import line_at
+from sampler.python.lines import last_line, line_at
 v = sys.version_info[:2]
 bad = total = 0
 def check(code):
     global bad, total
     table = code.co_lnotab if v < (3, 10) else code.co_linetable
+    if v >= (3, 10):  # (the largest line of any instruction: --at py:FILE.py:LINE's end of a function)
+        lines = [line for _, _, line in code.co_lines() if line is not None]
+        total += 1
+        bad += last_line(v, table, code.co_firstlineno) != max(lines, default=code.co_firstlineno)
     if v >= (3, 10):
         for start, end, line in code.co_lines():
             for offset in range(start, end, 2):

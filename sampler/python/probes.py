@@ -34,6 +34,8 @@ EVAL = "_PyEval_EvalFrameDefault"
 GENERATOR_FLAGS = 0x20 | 0x80 | 0x200
 """CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR."""
 OWNED_BY_THREAD = 0
+MAX_ENTERED = 4096
+"""Threads whose start at the eval loop's entry is kept (past it the record starts again)."""
 
 
 @dataclass
@@ -46,9 +48,11 @@ class PyProbe:
     frame_register: str | None
     """3.8-3.10, and the eval loop's entry in 3.11 and 3.12: the argument register that holds the frame;
     None: the thread state's current frame."""
-    entered: dict[int, int] = field(default_factory=dict)
-    """3.11 and later: the frame each thread started at the eval loop's entry (shared by the places of
-    one probe): the start_frame's (RESUME's) hit that follows is the same start."""
+    entered: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """3.11 and later: (frame, stack pointer) each thread started at the eval loop's entry (shared by the
+    places of one probe): a start_frame's (RESUME's) hit of that frame inside that call of the eval loop
+    (a deeper stack pointer) is the same start; any other start of the thread is another (Debian's 3.11
+    goes on without start_frame, and a frame called from Python next can start at the same address)."""
     at_entry: bool = False
     """This place is the eval loop's entry, ahead of start_frame or RESUME (3.11 and later)."""
 
@@ -58,9 +62,13 @@ class PyProbe:
         the generator starts when it first runs), or a start seen at the eval loop's entry already."""
         frame = self.frame(registers, tid)
         if self.at_entry:
-            self.entered[tid] = frame
-        elif self.entered and self.entered.pop(tid, None) == frame:
-            return None
+            if len(self.entered) >= MAX_ENTERED:
+                self.entered.clear()  # (threads gone)
+            self.entered[tid] = (frame, int(registers.rsp))
+        elif self.entered:
+            entered = self.entered.pop(tid, None)
+            if entered is not None and entered[0] == frame and int(registers.rsp) < entered[1]:
+                return None
         code = self.frame_code(frame)
         if code != self.code:
             return None
@@ -135,18 +143,13 @@ def resolve(modules: Modules, read: Read, location: str, say: Callable[[str], No
         register = "rdi" if interpreter.version == (3, 8) else "rsi"
         addresses = [symbol + module.bias]
         return [(Place(a, module, None, f"py:{name}"), PyProbe(interpreter, code, name, register)) for a in addresses]
-    debug = module.debug(remote=False)
-    function = debug.function_named(EVAL) if debug is not None else None
-    if debug is None or function is None:
-        raise LocationNotFound(f"--at {location}: {module.path} has no DWARF for {EVAL}, where CPython "
-                               f"{interpreter.version_text} starts a frame",
-                               "install its debug file (Debian: python3.X-dbg) or give a build with -g")
+    debug, function = dwarf_function(interpreter, EVAL, f"--at {location}", "starts a frame")
     starts = _frame_starts(debug, function, FRAME_STARTS[interpreter.version >= (3, 13)])
     if not starts:
         raise LocationNotFound(f"--at {location}: the DWARF of {module.path} gives no address for {EVAL}'s "
                                "start of a frame", "")
     starts = [a + module.bias for a in starts]
-    entered: dict[int, int] = {}
+    entered: dict[int, tuple[int, int]] = {}
     found = [(Place(a, module, None, f"py:{name}"), PyProbe(interpreter, code, name, None, entered))
              for a in sorted(set(starts))]
     entry = module.function_symbol(EVAL)
@@ -158,6 +161,18 @@ def resolve(modules: Modules, read: Read, location: str, say: Callable[[str], No
         found.append((Place(entry + module.bias, module, None, f"py:{name}"),
                       PyProbe(interpreter, code, name, "rsi", entered, at_entry=True)))
     return found
+
+
+def dwarf_function(interpreter: Interpreter, name: str, where: str, does: str) -> tuple[Debug, Function]:
+    """The interpreter's function ``name`` in its DWARF: one line when there is none."""
+    module = interpreter.module
+    debug = module.debug(remote=False)
+    function = debug.function_named(name) if debug is not None else None
+    if debug is None or function is None:
+        raise LocationNotFound(f"{where}: {module.path} has no DWARF for {name}, where CPython "
+                               f"{interpreter.version_text} {does}",
+                               "install its debug file (Debian: python3.X-dbg) or give a build with -g")
+    return debug, function
 
 
 def _code_of(interpreter: Interpreter, names: tuple[str, ...], location: str) -> tuple[int, str]:

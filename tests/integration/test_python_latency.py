@@ -84,6 +84,7 @@ def test_a_call_left_by_an_exception_a_generator_and_a_coroutine_are_timed_whole
 
 
 def test_python_latency_refuses_retval_and_two_probes(start_target: Callable[..., Target]) -> None:
+    need(DEBIAN)
     target = start_target(DEBIAN, str(TIMED), "slow", binary=False, stdin=True)
     for args, said in ((("--at", "py:__main__.slow", "--expr", "r=retval"), "no retval yet"),
                        (("--at", "py:__main__.slow", "--at", "py:__main__.quick"), "one --at py:")):

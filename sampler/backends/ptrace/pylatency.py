@@ -21,11 +21,15 @@ generator function's call makes only to make the generator (3.11, 3.12) is not a
 
 Every Python call of the process stops at the start's int3 and at the ends': sampler's own stops
 inside a call are taken out of its time, as for native calls, but the kernel's part of each stays in
-it (the row says how many there were).
+it (the row says how many there were). Not a generator's or coroutine's: while it is suspended its
+thread runs other code, whose stops are no part of it, so its time is its wall time (its rows say so).
+A start at a frame whose call is still open, not a generator's next run, is another call: the open
+one's end was not seen (counted).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -42,7 +46,7 @@ from sampler.config import SessionConfig
 from sampler.debuginfo.modules import Modules
 from sampler.errors import LocationNotFound, UsageError
 from sampler.python.objects import Unreadable
-from sampler.python.probes import EVAL, PyProbe
+from sampler.python.probes import EVAL, GENERATOR_FLAGS, PyProbe, dwarf_function
 from sampler.sample import Reading
 
 FRAME_CLEAR = {(3, 11): "_PyFrame_Clear", (3, 12): "_PyFrame_ClearExceptCode", (3, 13): "_PyFrame_ClearExceptCode"}
@@ -66,7 +70,10 @@ class PyLatency(Latency):
         self.running: OrderedDict[tuple[int, int], int] = OrderedDict()
         """3.8-3.10: (thread, stack pointer at the eval loop's entry) of each run of a frame of F."""
         self.started: dict[int, int] = {}
-        """Each open call's frame: the thread it started on (whose stops for sampler are inside it)."""
+        """Each open call's frame: the thread it started on."""
+        self.by_thread: dict[int, set[int]] = {}
+        """The open calls (not a generator's) of each thread: its stops for sampler are inside them."""
+        self._generator: bool | None = None
         self.other_ends = 0
         self.own_returns: set[int] = set()
         """The eval loop's returns (the other end, 3.11 and later, is the frame clear's entry)."""
@@ -88,12 +95,7 @@ class PyLatency(Latency):
             said.append(f"{len(found.addresses)} return(s) of {EVAL}")
         if self.version >= (3, 11):
             name = FRAME_CLEAR[min(self.version, max(FRAME_CLEAR))]
-            debug = module.debug(remote=False)
-            function = debug.function_named(name) if debug is not None else None
-            if debug is None or function is None:
-                raise LocationNotFound(f"{where}: {module.path} has no DWARF for {name}, where CPython "
-                                       f"{interpreter.version_text} ends a frame",
-                                       "install its debug file (Debian: python3.X-dbg) or give a build with -g")
+            debug, function = dwarf_function(interpreter, name, where, "ends a frame")
             pieces = debug.functions_of(function)
             self.ends.add((pieces[0].low if pieces else function.low) + module.bias)
             said.append(f"{name}'s entry, where each Python frame is cleared")
@@ -112,40 +114,61 @@ class PyLatency(Latency):
         objects.reading = memory.read
         try:
             if site is None:
-                return self._end(hit, memory, let_go)
-            frame = self._start(hit, site)
+                return self._end(hit, let_go)
+            started = self._start(hit, site)
         finally:
             objects.reading = None
-        if frame is None:
+        if started is None:
             self._let_go(hit, let_go)
             return None
+        frame, first = started
         reading = site.read_hit(memory, hit, waiting, let_go, guard)
         began = hit.resumed or hit.seen
-        self.calls.stalled(frame, max(0.0, began - hit.seen))
-        if frame not in self.started:  # (a generator's next run: the call goes on)
-            self.started[frame] = hit.tid
-            self.open(site, frame, 0, began, reading)
-            if len(self.started) > self.calls.total:  # (past the bound of open calls: the oldest dropped)
-                self.started = {f: t for f, t in self.started.items() if self.calls.has(f)}
+        self._stalled(hit.tid, max(0.0, began - hit.seen))  # (inside the thread's other open calls)
+        if frame in self.started and self.generator and not first:
+            return None  # (a generator's or coroutine's next run: its call goes on)
+        self._forget(frame)  # (a call open at this frame whose end was not seen: counted by Calls.enter)
+        self.started[frame] = hit.tid
+        if not self.generator:
+            self.by_thread.setdefault(hit.tid, set()).add(frame)
+        self.open(site, frame, 0, began, reading)
+        if len(self.started) > self.calls.total:  # (past the bound of open calls: the oldest dropped)
+            for dropped in [f for f in self.started if not self.calls.has(f)]:
+                self._forget(dropped)
         return None
 
-    def _start(self, hit: Hit, site: Site) -> int | None:
-        """F's frame that the hit thread starts (probes.py), or None."""
+    @property
+    def generator(self) -> bool:
+        """F is a generator, coroutine or async generator function (its code's flags)."""
+        if self._generator is None:
+            objects, layout = self.probe.interpreter.objects, self.probe.interpreter.layout
+            flags = int.from_bytes(objects.read(self.probe.code + layout["code.flags"], 4), "little")
+            self._generator = bool(flags & GENERATOR_FLAGS)
+        return self._generator
+
+    def _start(self, hit: Hit, site: Site) -> tuple[int, bool] | None:
+        """(F's frame that the hit thread starts (probes.py), whether it is a generator's first run), or
+        None."""
         probe = site.python
         assert probe is not None
         try:
             frame = probe.started(hit.registers, hit.tid)
+            first = frame is not None and self.generator and self.version < (3, 11) and \
+                int.from_bytes(probe.interpreter.objects.read(frame + probe.interpreter.layout["frame.lasti"], 4),
+                               "little", signed=True) == -1
         except Unreadable:
             return None
-        if frame is not None and (self.version < (3, 11) or probe.at_entry):
+        if frame is None:
+            return None
+        if self.version < (3, 11) or probe.at_entry:
             key = (hit.tid, int(hit.registers.rsp))
             self.running[key] = frame
             self.running.move_to_end(key)
             if len(self.running) > MAX_RUNNING:
                 self.running.popitem(last=False)
-        return frame
+        return frame, first
 
-    def _end(self, hit: Hit, memory: Memory, let_go: Callable[[Hit], None]) -> Reading | None:
+    def _end(self, hit: Hit, let_go: Callable[[Hit], None]) -> Reading | None:
         frame = self.running.pop((hit.tid, int(hit.registers.rsp)), None)  # (the eval loop's return)
         if frame is None and self.version >= (3, 11) and hit.address not in self.own_returns:
             frame = int(hit.registers.rdi)  # (the frame clear's entry)
@@ -160,10 +183,24 @@ class PyLatency(Latency):
         idle = IDLE_UNTIL[0]
         late_since = idle if hit.seen - idle >= AT_ONCE_S else None
         pause_s = max(0.0, hit.resumed - hit.seen)
-        del self.started[frame]
+        self._forget(frame)
         rows = self.close(frame, 0, hit.seen, pause_s, hit.address, lambda _site: [], late_since, by_int3=True)
         self._stalled(hit.tid, pause_s)
-        return rows[0][1] if rows else None
+        if not rows:
+            return None
+        row = rows[0][1]
+        if self.generator:
+            said = ("latency_us of a generator or coroutine runs from its first run to its end: its suspensions, "
+                    "and sampler's stops meanwhile, are in it")
+            row = dataclasses.replace(row, error="; ".join(e for e in (row.error, said) if e))
+        return row
+
+    def _forget(self, frame: int) -> None:
+        tid = self.started.pop(frame, None)
+        if tid is not None and tid in self.by_thread:
+            self.by_thread[tid].discard(frame)
+            if not self.by_thread[tid]:
+                del self.by_thread[tid]
 
     def _suspended(self, frame: int) -> bool:
         """The frame left the eval loop by a yield or an await (3.8/3.9: its f_stacktop kept; 3.10: its
@@ -189,6 +226,7 @@ class PyLatency(Latency):
         self._stalled(hit.tid, max(0.0, hit.resumed - hit.seen))
 
     def _stalled(self, tid: int, seconds: float) -> None:
-        for frame, started_on in self.started.items():
-            if started_on == tid:
-                self.calls.stalled(frame, seconds)
+        """The thread stopped for sampler: inside each call it has under way (a generator's or coroutine's
+        are not taken out: its thread runs other code while it is suspended)."""
+        for frame in self.by_thread.get(tid, ()):
+            self.calls.stalled(frame, seconds)

@@ -115,3 +115,35 @@ def test_attach_at_a_python_function_samples_its_calls_only(
     assert all(1 <= ms <= 60 for ms in values) and values == sorted(values), values
     assert all("no argument or local 'nope' in the frame" in row["error"] for row in rows), rows[0]["error"]
     assert_code_matches_files(target.pid)
+
+
+def test_the_latency_of_http_servers_request_handling_beside_the_clients_clock(
+        start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # Python's own http.server (nobody here wrote it): handle_one_request, one call a request; 20
+    # requests one after another, each one row, none longer than its client saw it take (sampler's
+    # stops inside it are taken out; the client's clock has them)
+    import time
+    import urllib.request
+    need(DEBIAN)
+    target = start_target(DEBIAN, str(SCRIPTS / "service.py"), binary=False)
+    target.wait_for(lambda: any("port=" in line for line in target.lines), 30, "the service did not start")
+    port = int(next(line for line in target.lines if "port=" in line).split("port=")[1])
+    out = tmp_path / "requests.csv"
+    proc = start_sampler("trace", "--pid", str(target.pid), "--at",
+                         "py:http.server.BaseHTTPRequestHandler.handle_one_request", "--latency", "--duration", "180s",
+                         "--out", str(out))
+    wait_until_patched(target.pid, timeout=60)
+    seen = []
+    for _ in range(20):
+        began = time.perf_counter()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/work", timeout=60) as response:
+            assert response.status == 200
+            response.read()
+        seen.append((time.perf_counter() - began) * 1e6)
+    _, stderr = stop_once(proc, lambda: out.exists() and len(out.read_text().splitlines()) > 20, timeout=60)
+    assert proc.returncode == 0, stderr
+    rows = read_csv(out)
+    assert len(rows) == 20, stderr[-1500:]
+    for row, client_us in zip(rows, seen):
+        assert 0 < float(row["latency_us"]) <= client_us + SLACK_US, (row["latency_us"], client_us, row["error"])
+    assert_code_matches_files(target.pid)

@@ -10,7 +10,7 @@ export GOCACHE := $(CURDIR)/.cache/go-build
 export GOPATH := $(CURDIR)/.cache/go
 endif
 
-.PHONY: demo test test-bench lint bench bench-quick faults faults-quick ctrl-c soak soak-quick guardian-bench bench-attach bench-limit bench-many bench-profile \
+.PHONY: demo test test-bench test-python lint bench bench-quick faults faults-quick ctrl-c soak soak-quick guardian-bench bench-attach bench-limit bench-many bench-profile \
 	setup system-deps bench-deps \
 	image kube-test dist dist-test \
 	targets clean
@@ -26,6 +26,11 @@ test: setup lint
 # attach, limit, stall, many; about 3 minutes); .ci/run runs them after make test
 test-bench: setup
 	$(VENV)/bin/python -m pytest -q -ra --durations=10 tests/bench
+
+# the Python tests on every interpreter here (make test runs the ones of a few on Debian's 3.11 and
+# pyenv's 3.8, 3.12 and 3.13: tests/integration/pythons.py's SOME); about 6 minutes
+test-python: setup
+	SAMPLER_PYTHON_MATRIX=1 $(VENV)/bin/python -m pytest -q -ra --durations=10 tests/integration/test_python_*.py
 
 # ruff and mypy --strict, with their configuration in pyproject.toml
 lint: setup

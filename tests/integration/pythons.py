@@ -23,6 +23,12 @@ def pyenv(minor: int) -> str | None:
 PYENV = {f"3.{minor}": pyenv(minor) for minor in range(8, 14)}
 ALL = [pytest.param(DEBIAN, id="debian-3.11")] + [pytest.param(path, id=f"pyenv-{version}")
                                                    for version, path in PYENV.items() if path is not None]
+MATRIX = os.environ.get("SAMPLER_PYTHON_MATRIX") == "1"
+"""make test-python: every interpreter for the tests that take a few (make test: SOME)."""
+SOME = ALL if MATRIX else [pytest.param(DEBIAN, id="debian-3.11")] + [
+    pytest.param(PYENV[v], id=f"pyenv-{v}") for v in ("3.8", "3.12", "3.13") if PYENV[v] is not None]
+"""Debian's 3.11 (PGO, LTO: start_frame folded into the eval loop's entry) and pyenv's 3.8 (frame
+objects), 3.12 (start_frame reached from the entry too) and 3.13 (RESUME's places)."""
 
 
 def need(python: str) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.pythons import ALL, DEBIAN, PYENV, SCRIPTS, need
+from tests.integration.pythons import ALL, DEBIAN, MATRIX, SCRIPTS, SOME, need
 from tests.integration.targets import (
     Target,
     assert_code_matches_files,
@@ -68,12 +68,12 @@ def test_each_call_of_a_python_function_is_one_row_with_its_time(
     assert all("stop(s) for sampler inside the call" in row["error"] for row in rows), rows[0]["error"]
 
 
-@pytest.mark.parametrize("python", [pytest.param(DEBIAN, id="debian-3.11")]
-                         + [pytest.param(PYENV[v], id=f"pyenv-{v}") for v in ("3.8", "3.10", "3.12", "3.13")
-                            if PYENV[v] is not None])
+@pytest.mark.parametrize("python", SOME)
 @pytest.mark.parametrize("kind", ["failing", "ticks", "waits"])
 def test_a_call_left_by_an_exception_a_generator_and_a_coroutine_are_timed_whole(
         python: str, kind: str, start_target: Callable[..., Target], tmp_path: Path) -> None:
+    if kind == "failing" and python != DEBIAN and not MATRIX:
+        pytest.skip("an exception's end on Debian's 3.11 alone (make test-python: every interpreter)")
     # a generator and a coroutine: from their first start to their end, their suspensions inside
     # (ticks: its 3 sleeps and its consumer's 3; waits: its 2 awaited sleeps)
     function = {"failing": "failing", "ticks": "ticks", "waits": "waits"}[kind]
@@ -94,8 +94,7 @@ def test_python_latency_refuses_retval_and_two_probes(start_target: Callable[...
     assert_code_matches_files(target.pid)
 
 
-@pytest.mark.parametrize("python", [pytest.param(DEBIAN, id="debian-3.11")]
-                         + [pytest.param(PYENV[v], id=f"pyenv-{v}") for v in ("3.8", "3.13") if PYENV[v] is not None])
+@pytest.mark.parametrize("python", SOME if MATRIX else [pytest.param(DEBIAN, id="debian-3.11")])
 def test_attach_at_a_python_function_samples_its_calls_only(
         python: str, start_target: Callable[..., Target], tmp_path: Path) -> None:
     need(python)

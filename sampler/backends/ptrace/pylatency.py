@@ -164,8 +164,10 @@ class PyLatency(Latency):
             key = (hit.tid, int(hit.registers.rsp))
             self.running[key] = frame
             self.running.move_to_end(key)
-            if len(self.running) > MAX_RUNNING:
-                self.running.popitem(last=False)
+            if len(self.running) > MAX_RUNNING:  # (the oldest thread's runs all go: a key left of it could
+                oldest = next(iter(self.running))[0]  # be met again at the same stack depth by another frame)
+                for stale in [k for k in self.running if k[0] == oldest]:
+                    del self.running[stale]
         return frame, first
 
     def _end(self, hit: Hit, let_go: Callable[[Hit], None]) -> Reading | None:

@@ -26,9 +26,17 @@ ALL = [pytest.param(DEBIAN, id="debian-3.11")] + [pytest.param(path, id=f"pyenv-
 MATRIX = os.environ.get("SAMPLER_PYTHON_MATRIX") == "1"
 """make test-python: every interpreter for the tests that take a few (make test: SOME)."""
 SOME = ALL if MATRIX else [pytest.param(DEBIAN, id="debian-3.11")] + [
-    pytest.param(PYENV[v], id=f"pyenv-{v}") for v in ("3.8", "3.12", "3.13") if PYENV[v] is not None]
+    pytest.param(PYENV[v], id=f"pyenv-{v}") for v in ("3.8", "3.13") if PYENV[v] is not None]
 """Debian's 3.11 (PGO, LTO: start_frame folded into the eval loop's entry) and pyenv's 3.8 (frame
-objects), 3.12 (start_frame reached from the entry too) and 3.13 (RESUME's places)."""
+objects) and 3.13 (RESUME's places, reached from the eval loop's entry too)."""
+
+
+def some(*wanted: tuple[str, str]) -> list[object]:
+    """("python", "case") parameters: the (interpreter id, case) pairs given; under make test-python,
+    every case on every interpreter."""
+    cases = list(dict.fromkeys(case for _, case in wanted))
+    return [pytest.param(each.values[0], case, id=f"{case}-{each.id}")
+            for each in ALL for case in cases if MATRIX or (each.id, case) in wanted]
 
 
 def need(python: str) -> None:

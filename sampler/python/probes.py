@@ -192,7 +192,8 @@ def _code_of(interpreter: Interpreter, names: tuple[str, ...], location: str) ->
         qualname = interpreter.code_info(code)[2] or interpreter.code_info(code)[0]
         return code, qualname
     except Unreadable as e:
-        raise LocationNotFound(f"--at {location}: {e}", "check the spelling") from None
+        raise LocationNotFound(f"--at {location}: {e}", "check the spelling (a module run as the program, "
+                               "`python -m http.server` or a script, is __main__: py:__main__.NAME)") from None
 
 
 def _code_at(interpreter: Interpreter, file: str, line: int, location: str, say: Callable[[str], None]
@@ -200,7 +201,9 @@ def _code_at(interpreter: Interpreter, file: str, line: int, location: str, say:
     try:
         code, name, first, last = code_at(interpreter, file, line)
     except Unreadable as e:
-        raise LocationNotFound(f"--at {location}: {e}", "give a line inside a function (its def line is one)") from None
+        hint = "give a line inside a function (its def line is one)" if "holds line" in str(e) else \
+            "give the end of the path of a file the program imported (py:app.py:42, py:web/app.py:42)"
+        raise LocationNotFound(f"--at {location}: {e}", hint) from None
     if line != first:
         say(f"--at {location}: {name} ({file}:{first}-{last}), where its frame starts (a Python probe is "
                    "its function's start)")

@@ -5,7 +5,8 @@ line "go" comes on stdin, for ms in 1..N:
 - failing: failing(ms) sleeps ms milliseconds and raises, caught by its caller, N=5;
 - ticks: ticks(ms), a generator that sleeps ms milliseconds before each of its 3 values, consumed
   whole by a loop that sleeps ms milliseconds after each value, N=5;
-- waits: waits(ms), a coroutine that awaits asyncio.sleep(ms / 1000) twice, run by asyncio.run, N=5.
+- waits: waits(ms), a coroutine that awaits asyncio.sleep(ms / 1000) twice, run by asyncio.run, N=5;
+- long: waits(600) N=5 times (1.2 s each: a trace that begins meanwhile finds one under way).
 
 ``timed.py KIND N``: N calls instead. Each call's own time, from its caller's perf_counter (a coroutine's from inside it), is printed:
 "slow 3 3.081" (KIND ms own-ms), then "done"."""
@@ -54,6 +55,8 @@ def run(kind, ms):
     elif kind == "ticks":
         for _ in ticks(ms):
             time.sleep(ms / 1000)
+    elif kind == "long":
+        return asyncio.run(waits(600))
     else:
         return asyncio.run(waits(ms))
     return (time.perf_counter() - began) * 1000

@@ -145,3 +145,22 @@ def test_the_latency_of_http_servers_request_handling_beside_the_clients_clock(
     for row, client_us in zip(rows, seen):
         assert 0 < float(row["latency_us"]) <= client_us + SLACK_US, (row["latency_us"], client_us, row["error"])
     assert_code_matches_files(target.pid)
+
+
+def test_a_coroutine_under_way_when_the_trace_begins_gives_no_partial_row(
+        start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # waits(600) awaits two sleeps of 600 ms, 5 times; the trace begins while the first is under way:
+    # its later runs are resumes (left at a YIELD_VALUE), not a call seen to start: no row of a part of it
+    need(DEBIAN)
+    target = start_target(DEBIAN, str(TIMED), "long", binary=False, stdin=True)
+    target.send("go")
+    out = tmp_path / "long.csv"
+    proc = start_sampler("trace", "--pid", str(target.pid), "--at", "py:__main__.waits", "--latency",
+                         "--expr", "ms=py:ms", "--duration", "120s", "--out", str(out))
+    target.wait_for(lambda: "done" in target.lines, 120, "the program did not finish its calls")
+    _, stderr = stop_once(proc, lambda: out.exists(), timeout=60)
+    assert proc.returncode == 0, stderr
+    rows = read_csv(out)
+    assert 1 <= len(rows) <= 4, (rows, stderr[-1500:])  # (at least the first call ran before the probe)
+    assert all(float(row["latency_us"]) >= 1_200_000 for row in rows), [row["latency_us"] for row in rows]
+    assert_code_matches_files(target.pid)

@@ -15,7 +15,10 @@ filtered by code object) and is keyed by its frame's address. It ends:
 
 A frame that left the eval loop by a yield or an await (3.8/3.9: its f_stacktop kept; 3.10: its
 f_state; 3.11 and later: its generator's gi_frame_state) is still open: its next run goes on with the
-same call. So in every version a generator or coroutine is one call from its first start to its end,
+same call; a run that is not its first (3.8-3.10: f_lasti not -1; 3.11 and later: left at a YIELD_VALUE,
+not at the RETURN_GENERATOR that made it) of a frame not seen starting is of a generator under way
+when the trace began: no row (its end is counted with the returns whose entry was not seen). So in
+every version a generator or coroutine is one call from its first start to its end,
 its suspensions inside it (an ``async def`` handler's latency is its whole request); the frame a
 generator function's call makes only to make the generator (3.11, 3.12) is not a call.
 
@@ -52,6 +55,8 @@ from sampler.sample import Reading
 FRAME_CLEAR = {(3, 11): "_PyFrame_Clear", (3, 12): "_PyFrame_ClearExceptCode", (3, 13): "_PyFrame_ClearExceptCode"}
 """Where 3.11 and later clear every frame they are done with (its first argument)."""
 OWNED_BY_GENERATOR = 1
+RETURN_GENERATOR = {(3, 11): 75, (3, 12): 75, (3, 13): 35}
+"""The opcode that makes a generator's frame (opcode.opmap, per version)."""
 """A frame's owner: its generator (3.11 and later)."""
 MAX_RUNNING = 65536
 """Runs of the function's frames in their own call of the eval loop, under way (entered, their return not
@@ -74,6 +79,8 @@ class PyLatency(Latency):
         self.by_thread: dict[int, set[int]] = {}
         """The open calls (not a generator's) of each thread: its stops for sampler are inside them."""
         self._generator: bool | None = None
+        self.before_trace: set[int] = set()
+        """Frames of generators or coroutines under way when the trace began (their runs give no row)."""
         self.other_ends = 0
         self.own_returns: set[int] = set()
         """The eval loop's returns (the other end, 3.11 and later, is the frame clear's entry)."""
@@ -153,10 +160,12 @@ class PyLatency(Latency):
         assert probe is not None
         try:
             frame = probe.started(hit.registers, hit.tid)
-            first = frame is not None and self.generator and self.version < (3, 11) and \
-                int.from_bytes(probe.interpreter.objects.read(frame + probe.interpreter.layout["frame.lasti"], 4),
-                               "little", signed=True) == -1
+            first = frame is not None and self.generator and self._first_run(frame)
         except Unreadable:
+            return None
+        if frame is not None and self.generator and not first and frame not in self.started:
+            if len(self.before_trace) < MAX_RUNNING:  # (a generator or coroutine under way before the trace began:
+                self.before_trace.add(frame)          # its time is not known; its end is counted with them)
             return None
         if frame is None:
             return None
@@ -170,12 +179,26 @@ class PyLatency(Latency):
                     del self.running[stale]
         return frame, first
 
+    def _first_run(self, frame: int) -> bool:
+        """A generator's or coroutine's frame starts its first run (not a resume): 3.8-3.10, its f_lasti
+        is -1; 3.11 and later, the instruction it was left at is the RETURN_GENERATOR that made it (3.11,
+        3.12: at the frame's instruction pointer; 3.13: the one before it), not a YIELD_VALUE."""
+        interpreter = self.probe.interpreter
+        objects, layout = interpreter.objects, interpreter.layout
+        if self.version < (3, 11):
+            return int.from_bytes(objects.read(frame + layout["frame.lasti"], 4), "little", signed=True) == -1
+        pointer = objects.word(frame + layout["iframe.instr"]) - (2 if self.version >= (3, 13) else 0)
+        return objects.read(pointer, 1)[0] == RETURN_GENERATOR[min(self.version, max(RETURN_GENERATOR))]
+
     def _end(self, hit: Hit, let_go: Callable[[Hit], None]) -> Reading | None:
         frame = self.running.pop((hit.tid, int(hit.registers.rsp)), None)  # (the eval loop's return)
         if frame is None and self.version >= (3, 11) and hit.address not in self.own_returns:
             frame = int(hit.registers.rdi)  # (the frame clear's entry)
         elif frame is not None and self._suspended(frame):
             frame = None  # (a yield or an await: its call goes on at its next run)
+        if frame is not None and frame in self.before_trace and not self._suspended(frame):
+            self.before_trace.discard(frame)
+            self.before += 1  # (its end: said with the returns whose entry was not seen)
         if frame is None or frame not in self.started:
             self.other_ends += 1
             self._let_go(hit, let_go)

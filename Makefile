@@ -28,7 +28,7 @@ test-bench: setup
 	$(VENV)/bin/python -m pytest -q -ra --durations=10 tests/bench
 
 # the Python tests on every interpreter here (make test runs the ones of a few on Debian's 3.11 and
-# pyenv's 3.8 and 3.13: tests/integration/pythons.py's SOME); 117 tests, about 3.5 minutes
+# pyenv's 3.8 and 3.13: tests/integration/pythons.py's SOME); 124 tests, about 4 minutes
 test-python: setup
 	SAMPLER_PYTHON_MATRIX=1 $(VENV)/bin/python -m pytest -q -ra --durations=10 tests/integration/test_python_*.py
 

@@ -55,6 +55,7 @@ class PyProbe:
     goes on without start_frame, and a frame called from Python next can start at the same address)."""
     at_entry: bool = False
     """This place is the eval loop's entry, ahead of start_frame or RESUME (3.11 and later)."""
+    _generator: bool | None = field(default=None, init=False, repr=False)
 
     def started(self, registers: Any, tid: int) -> int | None:
         """The frame of this probe's function that the hit thread starts, or None: another function's,
@@ -73,12 +74,19 @@ class PyProbe:
         if code != self.code:
             return None
         interpreter = self.interpreter
-        if interpreter.version >= (3, 11):
-            objects, layout = interpreter.objects, interpreter.layout
-            flags = int.from_bytes(objects.read(code + layout["code.flags"], 4), "little")
-            if flags & GENERATOR_FLAGS and objects.read(frame + layout["iframe.owner"], 1)[0] == OWNED_BY_THREAD:
-                return None
+        if interpreter.version >= (3, 11) and self.generator and \
+                interpreter.objects.read(frame + interpreter.layout["iframe.owner"], 1)[0] == OWNED_BY_THREAD:
+            return None
         return frame
+
+    @property
+    def generator(self) -> bool:
+        """The function is a generator, coroutine or async generator (its code's flags, read once)."""
+        if self._generator is None:
+            objects, layout = self.interpreter.objects, self.interpreter.layout
+            flags = int.from_bytes(objects.read(self.code + layout["code.flags"], 4), "little")
+            self._generator = bool(flags & GENERATOR_FLAGS)
+        return self._generator
 
     def frame(self, registers: Any, tid: int) -> int:
         """The frame the thread starts at this hit (its PyFrameObject or _PyInterpreterFrame)."""

@@ -303,14 +303,8 @@ class Latency:
             xmm0 = read_xmm0(hit.tid) if self.needs_xmm else None
             rsp = int(hit.registers.rsp)
             tag = None if self.to else _word(memory, rsp)  # (at a ret: the return address on top)
-            let_go(hit)
-            hit.resumed = hit.resumed or time.monotonic()
-            # a stop not seen just after sampler woke may have come while it was busy: after it last woke
-            # (``waiting`` is no bound: a stop that came while sampler polled is seen without a sleep too)
-            idle = IDLE_UNTIL[0]
-            late_since = idle if hit.seen - idle >= AT_ONCE_S else None
+            late_since, pause_s = self.let_end_go(hit, let_go)
             height = self.height(rsp + 8, top)
-            pause_s = max(0.0, hit.resumed - hit.seen)
 
             def ends() -> EndedRows:
                 return self.close(owner, height, hit.seen, pause_s, hit.address,
@@ -333,6 +327,16 @@ class Latency:
             return []
         self._when(hit.seen, starts)
         return None
+
+    def let_end_go(self, hit: Hit, let_go: Callable[[Hit], None]) -> tuple[float | None, float]:
+        """An end's thread let go: (the moment after which its stop came, when it may have waited for
+        sampler, else None; the stop's own time, seconds)."""
+        let_go(hit)
+        hit.resumed = hit.resumed or time.monotonic()
+        # a stop not seen just after sampler woke may have come while it was busy: after it last woke
+        # (``waiting`` is no bound: a stop that came while sampler polled is seen without a sleep too)
+        idle = IDLE_UNTIL[0]
+        return (idle if hit.seen - idle >= AT_ONCE_S else None), max(0.0, hit.resumed - hit.seen)
 
     def _when(self, at: float, event: Callable[[], EndedRows]) -> EndedRows:
         """An event now (its rows), or (in-process probes time calls too) in its turn among theirs."""

@@ -39,17 +39,16 @@ from collections.abc import Callable
 
 from sampler import notice
 from sampler.backends.ptrace.guard import Guard
-from sampler.backends.ptrace.latency import AT_ONCE_S, Latency
+from sampler.backends.ptrace.latency import Latency
 from sampler.backends.ptrace.memory import Memory
 from sampler.backends.ptrace.returns import return_points
-from sampler.backends.ptrace.router import IDLE_UNTIL
 from sampler.backends.ptrace.site import Site
 from sampler.backends.ptrace.tasks import Hit
 from sampler.config import SessionConfig
 from sampler.debuginfo.modules import Modules
 from sampler.errors import LocationNotFound, UsageError
 from sampler.python.objects import Unreadable
-from sampler.python.probes import EVAL, GENERATOR_FLAGS, PyProbe, dwarf_function
+from sampler.python.probes import EVAL, PyProbe, dwarf_function
 from sampler.sample import Reading
 
 FRAME_CLEAR = {(3, 11): "_PyFrame_Clear", (3, 12): "_PyFrame_ClearExceptCode", (3, 13): "_PyFrame_ClearExceptCode"}
@@ -78,10 +77,8 @@ class PyLatency(Latency):
         """Each open call's frame: the thread it started on."""
         self.by_thread: dict[int, set[int]] = {}
         """The open calls (not a generator's) of each thread: its stops for sampler are inside them."""
-        self._generator: bool | None = None
         self.before_trace: set[int] = set()
         """Frames of generators or coroutines under way when the trace began (their runs give no row)."""
-        self.other_ends = 0
         self.own_returns: set[int] = set()
         """The eval loop's returns (the other end, 3.11 and later, is the frame clear's entry)."""
 
@@ -146,12 +143,7 @@ class PyLatency(Latency):
 
     @property
     def generator(self) -> bool:
-        """F is a generator, coroutine or async generator function (its code's flags)."""
-        if self._generator is None:
-            objects, layout = self.probe.interpreter.objects, self.probe.interpreter.layout
-            flags = int.from_bytes(objects.read(self.probe.code + layout["code.flags"], 4), "little")
-            self._generator = bool(flags & GENERATOR_FLAGS)
-        return self._generator
+        return self.probe.generator
 
     def _start(self, hit: Hit, site: Site) -> tuple[int, bool] | None:
         """(F's frame that the hit thread starts (probes.py), whether it is a generator's first run), or
@@ -200,14 +192,9 @@ class PyLatency(Latency):
             self.before_trace.discard(frame)
             self.before += 1  # (its end: said with the returns whose entry was not seen)
         if frame is None or frame not in self.started:
-            self.other_ends += 1
             self._let_go(hit, let_go)
             return None
-        let_go(hit)
-        hit.resumed = hit.resumed or time.monotonic()
-        idle = IDLE_UNTIL[0]
-        late_since = idle if hit.seen - idle >= AT_ONCE_S else None
-        pause_s = max(0.0, hit.resumed - hit.seen)
+        late_since, pause_s = self.let_end_go(hit, let_go)
         self._forget(frame)
         rows = self.close(frame, 0, hit.seen, pause_s, hit.address, lambda _site: [], late_since, by_int3=True)
         self._stalled(hit.tid, pause_s)

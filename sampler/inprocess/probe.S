@@ -31,6 +31,19 @@
  * is a process_vm_readv of the process's own memory, which returns EFAULT where a plain load would fault: no pointer the target holds can make the probe crash it.
  * The stack holds the same 40 bytes as the counting probe (the registers go into the record, whose
  * slot is the probe's own until its sequence word is written).
+ *
+ * "filter_entry" and "filter_anywhere" (issue 39): a probe that lets only some calls through to an int3, which
+ * sampler arms at its stop (a nop, then a jump back to the displaced instructions, in a private page of its
+ * own: /proc/PID/mem writes it as any int3, the guardian puts the nop back, a forked child's copy is cleaned): a Python
+ * probe's place in the eval loop, which every Python call of the process passes, stops only the calls of its
+ * function. The test is a chain of reads from one of the site's registers (its table at FTABLE, 8-byte words:
+ * the register's place among the 16 pushed, in sampler.debuginfo.locations.REGISTERS' order, times 8; the
+ * number of reads; each read's offset, added to the value before it reads 8 bytes there; the value the last
+ * read must give): for a frame in a register, one read (the frame's code object). The reads are
+ * process_vm_readv, as a reading probe's: a frame pointer the DWARF got wrong costs a miss, never a fault.
+ * Counted at DATA + PROBE: every call tested (hits), and every test whose read failed (drops: let go, no
+ * stop, counted in the summary). Nothing is written but the counters; the stack holds 128 bytes of the
+ * registers and 40 of the read's vectors, past the red zone where the site is not an entry.
  */
         .intel_syntax noprefix
         .set DATA, 0x1122334455667788   /* the data area's address in the target */
@@ -232,9 +245,102 @@
         pop     rax
 .endm
 
+
+        .set FTABLE, 0x4455667788990011 /* a filtering probe's chain of reads */
+        .set STOP, 0x7ab57ab5           /* rel32 to its stop (a byte sampler arms, then a jump back) */
+
+.macro PUSH_ALL
+        push    r15
+        push    r14
+        push    r13
+        push    r12
+        push    r11
+        push    r10
+        push    r9
+        push    r8
+        push    rsp                                /* its slot: rsp as it was at the site, below */
+        push    rbp
+        push    rdi
+        push    rsi
+        push    rbx
+        push    rcx
+        push    rdx
+        push    rax
+.endm
+
+.macro POP_ALL
+        pop     rax
+        pop     rdx
+        pop     rcx
+        pop     rbx
+        pop     rsi
+        pop     rdi
+        pop     rbp
+        lea     rsp, [rsp + 8]
+        pop     r8
+        pop     r9
+        pop     r10
+        pop     r11
+        pop     r12
+        pop     r13
+        pop     r14
+        pop     r15
+.endm
+
+/* RSP_AT_SITE: what rsp moved by, from the site to the first push (0 at an entry; 136 elsewhere) */
+.macro FILTER RSP_AT_SITE, OUT
+        PUSH_ALL
+        lea     rax, [rsp + 128 + \RSP_AT_SITE]
+        mov     qword ptr [rsp + 56], rax          /* rsp at the site */
+        movabs  r13, DATA
+        lock inc qword ptr [r13 + HITS]
+        movabs  rbx, FTABLE
+        mov     rax, qword ptr [rbx]
+        mov     rax, qword ptr [rsp + rax]         /* the register */
+        mov     r12, qword ptr [rbx + 8]           /* reads */
+        lea     rbx, [rbx + 16]
+        sub     rsp, 40                            /* local iovec, remote iovec, the word read */
+1:      test    r12, r12
+        jz      2f
+        add     rax, qword ptr [rbx]
+        lea     rcx, [rsp + 32]
+        mov     qword ptr [rsp], rcx
+        mov     qword ptr [rsp + 8], 8
+        mov     qword ptr [rsp + 16], rax
+        mov     qword ptr [rsp + 24], 8
+        mov     eax, 310                           /* process_vm_readv */
+        mov     edi, PID
+        mov     rsi, rsp
+        mov     edx, 1
+        lea     r10, [rsp + 16]
+        mov     r8d, 1
+        xor     r9d, r9d
+        syscall
+        cmp     rax, 8
+        jne     3f
+        mov     rax, qword ptr [rsp + 32]
+        lea     rbx, [rbx + 8]
+        dec     r12
+        jmp     1b
+3:      lock inc qword ptr [r13 + DROPS]
+        jmp     4f
+2:      cmp     rax, qword ptr [rbx]
+        je      5f
+4:      lea     rsp, [rsp + 40]                    /* not this function's call: on, past the int3's byte */
+        POP_ALL
+        \OUT
+        jmp     6f
+5:      lea     rsp, [rsp + 40]
+        POP_ALL
+        \OUT
+        .byte   0xe9                               /* jmp to its stop: sampler's int3, then back to 6 */
+        .long   STOP
+6:
+.endm
+
         .text
         .globl  entry, entry_end, anywhere, anywhere_end, reads_entry, reads_entry_end, reads_anywhere
-        .globl  reads_anywhere_end
+        .globl  reads_anywhere_end, filter_entry, filter_entry_end, filter_anywhere, filter_anywhere_end
 entry:
         RECORD
 entry_end:
@@ -258,3 +364,21 @@ reads_anywhere:
         popfq
         lea     rsp, [rsp + 128]
 reads_anywhere_end:
+
+.macro NOTHING
+.endm
+
+.macro OUT_ANYWHERE
+        popfq
+        lea     rsp, [rsp + 128]
+.endm
+
+filter_entry:
+        FILTER 0, NOTHING
+filter_entry_end:
+
+filter_anywhere:
+        lea     rsp, [rsp - 128]
+        pushfq
+        FILTER 136, OUT_ANYWHERE
+filter_anywhere_end:

@@ -18,12 +18,14 @@ What cannot be done is refused with the reason, and that site gets an int3 inste
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from capstone import CsError  # type: ignore[import-untyped]
 from capstone import x86_const as X
 
 from sampler.debuginfo import x86
+from sampler.inprocess.gotos import landings
 
 JUMP_SIZE = 5
 """A jmp rel32."""
@@ -89,9 +91,11 @@ class Displaced:
         return bytes(out)
 
 
-def displace(code: bytes, start: int, site: int) -> Displaced:
+def displace(code: bytes, start: int, site: int, read: Callable[[int, int], bytes] | None = None) -> Displaced:
     """The instructions a jump at ``site`` displaces, in the function whose ``code`` starts at run-time
-    address ``start``; Refused with the reason when the site cannot take one."""
+    address ``start``; Refused with the reason when the site cannot take one. ``read`` (the process's
+    memory): a function whose indirect jumps are all computed gotos through tables (gotos.py) may take
+    one past its entry where no entry of those tables lands inside its bytes."""
     if not start <= site < start + len(code):
         raise Refused(f"{site:#x} is not in the function's code")
     instructions = decode(code[:MAX_FUNCTION], start)
@@ -112,12 +116,19 @@ def displace(code: bytes, start: int, site: int) -> Displaced:
         moved.append(_movable(instruction))
         at += instruction.size
     end = at
+    landing: set[int] | None = None
+    if site != start and read is not None and any(_indirect_jump(i) for i in instructions):
+        landing = landings(instructions, start, start + len(code), read)
+        inside = sorted(t for t in landing or () if site < t < end)
+        if inside:
+            raise Refused(f"a computed goto of the function lands at {inside[0]:#x}, inside the bytes the jump "
+                          f"would take ({site:#x}-{end:#x})")
     for instruction in instructions:
         for target in _targets(instruction):
             if site < target < end:
                 raise Refused(f"the instruction at {instruction.address:#x} jumps to {target:#x}, inside the "
                               f"bytes the jump would take ({site:#x}-{end:#x})")
-        if site != start and _indirect_jump(instruction):
+        if site != start and landing is None and _indirect_jump(instruction):
             raise Refused(f"the function jumps through a table at {instruction.address:#x}: a case could land "
                           "inside the bytes the jump would take")
     return Displaced(site, tuple(moved))

@@ -8,6 +8,10 @@ elsewhere the flags too, past the 128-byte red zone. Nothing else of the target'
 
 from __future__ import annotations
 
+import struct
+from dataclasses import dataclass
+
+from sampler.debuginfo.locations import REGISTERS
 from sampler.inprocess import ring, templates
 from sampler.inprocess.reads import Layout
 from sampler.inprocess.relocate import Displaced, Refused
@@ -21,6 +25,8 @@ SLOTMASK = 0x5107A5C0
 SLOT = 0x51075EED
 TABLE = 0x3344556677889900
 PID = 0x0B1D0B1D
+FTABLE = 0x4455667788990011
+STOP = 0x7AB57AB5
 RDFSBASE_RDX = bytes.fromhex("f3480faec2" "0f1f4000")
 MOV_RDX_FS0 = bytes.fromhex("64488b142500000000")
 """Where the kernel does not let user code read its fs base: the word at fs:0 (glibc's and musl's
@@ -71,6 +77,43 @@ def reading(displaced: Displaced, at: int, data: int, probe: int, entry: bool, l
                            TABLE: (table_at, 8), PID: (pid, 4), PROBE: (probe, 4)})
     code, moved_at = _finished(code, displaced, at, fsgsbase)
     return code + bytes(table_at - at - len(code)) + layout.table(), moved_at
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A filtering probe's test (probe.S's filter templates): from ``register``'s value at the site, for
+    each offset, the offset added and 8 bytes read there; the call goes on to the int3 when the last
+    read gives ``expect``."""
+
+    register: str
+    offsets: tuple[int, ...]
+    expect: int
+
+    def table(self) -> bytes:
+        return struct.pack(f"<QQ{len(self.offsets)}qQ", REGISTERS.index(self.register) * 8, len(self.offsets),
+                           *self.offsets, self.expect)
+
+
+def filtering(displaced: Displaced, at: int, data: int, probe: int, entry: bool, chain: Chain, pid: int,
+              stop: int, fsgsbase: bool = True) -> tuple[bytes, int]:
+    """A filtering probe's trampoline (probe number ``probe`` of the data area at ``data``, for its
+    counters) for process ``pid``, whose calls let through go to ``stop`` (``stopping``'s bytes): the
+    bytes, its chain's table after them, and where the displaced instructions start."""
+    if displaced.ret_rsp is not None:
+        raise Refused("a return's place takes no filtering probe")
+    template = templates.FILTER_ENTRY if entry else templates.FILTER_ANYWHERE
+    table_at = at + (len(template) + displaced.size + 5 + 15) // 16 * 16
+    jump_end = template.find(b"\xe9" + STOP.to_bytes(4, "little")) + 5
+    code = fill(template, {DATA: (data, 8), HITS: (ring.hits_at(probe), 4), DROPS: (ring.drops_at(probe), 4),
+                           FTABLE: (table_at, 8), PID: (pid, 4),
+                           STOP: (int.from_bytes(_rel32(at + jump_end, stop), "little"), 4)})
+    code, moved_at = _finished(code, displaced, at, fsgsbase)
+    return code + bytes(table_at - at - len(code)) + chain.table(), moved_at
+
+
+def stopping(stop: int, back: int) -> bytes:
+    """A filtering probe's stop at ``stop``: the byte sampler arms (a nop), then a jump to ``back``."""
+    return b"\x90\xe9" + _rel32(stop + 6, back)
 
 
 def _finished(code: bytes, displaced: Displaced, at: int, fsgsbase: bool) -> tuple[bytes, int]:

@@ -39,6 +39,7 @@ REACH = (1 << 31) - (1 << 20)
 """How far from the probed code the code page may be: a rel32 jump's ±2 GiB, less a margin."""
 CODE_NAME = "sampler-code"
 DATA_NAME = "sampler-data"
+STOPS_NAME = "sampler-stops"
 
 
 @dataclass
@@ -46,9 +47,9 @@ class Area:
     address: int
     size: int
     kind: str
-    """"code" or "data"."""
+    """"code", "data" or "stops"."""
     local: mmap.mmap | None = None
-    """The data area as sampler maps it (None for the code page)."""
+    """The area as sampler maps it (None for the stops' page, written through /proc/PID/mem)."""
 
 
 class Areas:
@@ -70,7 +71,13 @@ class Areas:
         """A memfd of ``size`` bytes the target and sampler both map read and write, near ``near``."""
         return self._shared(DATA_NAME, size, near, PROT_READ | PROT_WRITE, "data")
 
-    def _shared(self, name: str, size: int, near: int, protection: int, kind: str) -> Area:
+    def stops_page(self, near: int) -> Area:
+        """A page the target can run, within a rel32 jump of ``near``, for filtering probes' stops: a memfd
+        mapped private, so that sampler writes it through /proc/PID/mem as it writes an int3 into the
+        program's code (and the guardian, and the cleaning of a forked child's copy, as well)."""
+        return self._shared(STOPS_NAME, PAGE, near, PROT_READ | PROT_EXEC, "stops", private=True)
+
+    def _shared(self, name: str, size: int, near: int, protection: int, kind: str, private: bool = False) -> Area:
         """A memfd named ``name`` (so /proc/PID/maps names it: ``/memfd:sampler-code (deleted)``),
         mapped shared by the target within REACH of ``near`` and by sampler; the target's
         descriptor is closed once mapped (no file of sampler's left among its own)."""
@@ -81,13 +88,18 @@ class Areas:
             where = free_gap(procfs.maps(self.pid), near, size)
             if where is None:
                 raise InjectionError(f"no free address within 2 GiB of {near:#x} in process {self.pid}")
-            got = self.injector.checked(MMAP, where, size, protection, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0)
+            got = self.injector.checked(MMAP, where, size, protection,
+                                        (MAP_PRIVATE if private else MAP_SHARED) | MAP_FIXED_NOREPLACE, fd, 0)
             if got != where:
                 self.injector.call(MUNMAP, got, size)
                 raise InjectionError(f"the {kind} pages came at {got:#x}, not at {where:#x}")
-            local_fd = os.open(f"/proc/{self.pid}/fd/{fd}", os.O_RDWR | os.O_CLOEXEC)
+            local_fd = os.open(f"/proc/{self.pid}/fd/{fd}", os.O_RDWR | os.O_CLOEXEC) if not private else -1
         finally:
             self.injector.call(CLOSE, fd)
+        if private:
+            area = Area(got, size, kind)
+            self.made.append(area)
+            return area
         try:
             local = mmap.mmap(local_fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         finally:

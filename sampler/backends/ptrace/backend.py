@@ -53,8 +53,10 @@ from sampler.evaluation.reads import UnreadableMemory
 from sampler.evaluation.scope import Scope
 from sampler.inprocess.reads import Layout, Unfit
 from sampler.inprocess.relocate import Displaced
+from sampler.inprocess.trampoline import Chain
 from sampler.language.expr import Expression, ustack_depth
 from sampler.places import is_python
+from sampler.python.filters import chain as python_chain
 from sampler.safety.guardian import Guardian, Ward
 from sampler.safety.journal import Journal
 from sampler.sample import Bulk, Reading
@@ -425,7 +427,7 @@ class PtraceBackend:
         for address in self.latency.ends if self.latency is not None else ():  # (a call seen to start is
             self.tracer.arm(address)                                             # seen to end)
         for site in self.sites:
-            self.tracer.arm(site.address)  # type: ignore[arg-type]
+            self.tracer.arm(site.armed_at)  # type: ignore[arg-type]
 
     def disarm_all(self) -> None:
         self._disarm(self.sites)
@@ -442,7 +444,7 @@ class PtraceBackend:
     def _disarm(self, sites: list[Site]) -> None:
         assert self.tracer is not None
         for site in sites:
-            self.tracer.disarm(site.address)  # type: ignore[arg-type]
+            self.tracer.disarm(site.armed_at)  # type: ignore[arg-type]
 
     def _missed(self, sites: list[Site], stop: StopFlag, armed: float) -> Reading:
         return sites[0].missed(miss(stop, self.config.hit_timeout_s), (time.monotonic() - armed) * 1e6)
@@ -506,12 +508,12 @@ class PtraceBackend:
                 tracer.arm(address)
         for site in self.trapped:
             if not resting or site in self._learning:
-                tracer.arm(site.address)  # type: ignore[arg-type]  # stays armed between hits; detach takes it out
-            elif site.address in tracer.probes.armed:
+                tracer.arm(site.armed_at)  # type: ignore[arg-type]  # stays armed between hits; detach takes it out
+            elif site.armed_at in tracer.probes.armed:
                 # it was learning when the rest began (so the rest left it in), and is an int3 of its own now
                 # (its jump could not go in): it rests too (left in, it stopped the target at every call
                 # until the rest's end: 449 calls in 0.16 s, 97 % of stall's time by its clock, test_budget)
-                tracer.disarm(site.address)
+                tracer.disarm(site.armed_at)
         waiting = time.monotonic()
         if self.latency is not None:
             hit = tracer.wait_for_hit(until, stop)
@@ -560,10 +562,15 @@ class PtraceBackend:
         if kind == "int3" or tracer is None or memory is None:
             return
         say = notice.quiet if self.config.quiet else notice.say
-        wanted, said = [], []
+        wanted: list[tuple[Site, Displaced, bool]] = []
+        said: list[str] = []
         layouts: dict[Site, Layout] = {}
         timed: dict[Site, list[Site]] = {}
+        filters: dict[Site, Chain] = {}
         for site in self.sites:
+            if site.python is not None:
+                self._python_inprocess(site, wanted, filters, said)
+                continue
             why = self._why_no_inprocess(site)
             planned = None
             if not why and self.latency is not None:
@@ -603,7 +610,7 @@ class PtraceBackend:
             inprocess = self._new_inprocess()
             putting = time.monotonic()
             try:
-                refused = inprocess.put(wanted, layouts)
+                refused = inprocess.put(wanted, layouts, filters=filters)
             except SamplerError as e:
                 inprocess.close()
                 if kind == "inprocess":
@@ -618,12 +625,50 @@ class PtraceBackend:
                 if kind == "inprocess":
                     raise DebuggerError(f"--probe inprocess: no in-process probe at {self._where(site)}: {why}")
                 said.append(f"{self._where(site)}: an int3 ({why})")
-            self.trapped = [site for site in self.sites if site not in placed]
+            self._traps(inprocess, [site for site in placed if site in filters], said)
+            self.trapped = [site for site in self.sites if site not in placed or site in filters]
             said[:0] = [f"{self._where(site)}: in-process (a jump at {displaced.site:#x}; no thread stops)"
-                        for site, displaced, _ in wanted if site in placed and site not in layouts]
+                        for site, displaced, _ in wanted if site in placed and site not in layouts
+                        and site not in filters]
             for site, ends in timed.items():
                 self._timed_placed(site, ends, placed, said.append)
         say("probes: " + "; ".join(said))
+
+    def _python_inprocess(self, site: Site, wanted: list[tuple[Site, Displaced, bool]], filters: dict[Site, Chain],
+                          said: list[str]) -> None:
+        """A Python probe's place: a filtering probe wanted there (``wanted``, ``filters``), whose test in the
+        target lets only its function's calls through to an int3; or why not, said (once for its places)."""
+        probe = site.python
+        assert probe is not None and site.address is not None
+        why = self._why_no_inprocess(site)
+        chain: Chain | str = why or python_chain(probe, site.address)
+        if isinstance(chain, str):
+            why = chain
+        else:
+            planned = self._plan(site, site.address)
+            why = planned.why_not
+        if why:
+            if self.config.probe_kind == "inprocess":
+                raise UsageError(f"--probe inprocess: no in-process probe at {self._where(site)}: {why}",
+                                 "give --probe auto (an int3 where in-process cannot go), or --probe int3")
+            said.append(f"{self._where(site)}: an int3 ({why}: every Python call of the process stops there "
+                        "while it is in, a few hundred microseconds each, see docs/cost.md)")
+            return
+        assert planned.displaced is not None and isinstance(chain, Chain)
+        wanted.append((site, planned.displaced, planned.entry))
+        filters[site] = chain
+
+    def _traps(self, inprocess: Inprocess[Site], sites: list[Site], said: list[str]) -> None:
+        """The filtering probes placed: each site's int3 goes where its test lets its calls through."""
+        if not sites:
+            return
+        for placed in inprocess.placed:
+            if placed.key in sites and placed.trap is not None:
+                placed.key.trap = placed.trap
+                self._at[placed.trap] = placed.key
+        where = self._where(sites[0]).split(" (")[0]
+        said.append(f"{where}: in-process, at {len(sites)} place(s) of the eval loop: a test in the target lets "
+                    "only its function's calls through to an int3 (every other Python call goes on; docs/cost.md)")
 
     def _new_inprocess(self) -> Inprocess[Site]:
         tracer, memory = self.tracer, self.memory
@@ -744,11 +789,6 @@ class PtraceBackend:
         return self._parked
 
     def _why_no_inprocess(self, site: Site) -> str:
-        if site.python is not None:
-            places = sum(other.python is not None for other in self.sites)
-            return (f"a Python function's probe, at {places} place(s) of the eval loop: every Python call of the "
-                    "process stops there while it is in, and sampler lets the other functions' calls go: a few "
-                    "hundred microseconds each, see docs/cost.md; an in-process filter is not built yet")
         if self.is_go and site.expressions and self._goroutines().why_not:  # (a count goes at an entry)
             return f"a goroutine parked inside a jump's bytes could not be seen: {self._goroutines().why_not}"
         if site.expressions and site.stack_depths:
@@ -902,6 +942,10 @@ class PtraceBackend:
             return []
         unwritten = Counter(id(site) for site, _ in self._rows if site is not None)
         self._rows.clear()
+        if self.tracer is not None:
+            for placed in inprocess.placed:
+                if placed.trap is not None:  # (its byte is the nop again before its page can go)
+                    self.tracer.disarm(placed.trap)
         try:
             inprocess.take_out()
         except SamplerError as e:
@@ -911,9 +955,11 @@ class PtraceBackend:
         read: Counter[int] = Counter()
         for r in inprocess.drain_read():
             read[id(r.placed.key)] += len(r.records)
-        said = []
+        said = self._tested(inprocess)
         for placed in inprocess.placed:
             site = placed.key
+            if placed.trap is not None:
+                continue
             counts = inprocess.counts[placed.number]
             late = unwritten[id(site)] + read[id(site)]
             if drained is not None:
@@ -942,6 +988,20 @@ class PtraceBackend:
         inprocess.close()
         return said
 
+    def _tested(self, inprocess: Inprocess[Site]) -> list[str]:
+        """What the filtering probes' tests did (a Python probe's places: one line)."""
+        tested = [placed for placed in inprocess.placed if placed.trap is not None]
+        if not tested:
+            return []
+        calls = sum(inprocess.counts[placed.number].hits for placed in tested)
+        unread = sum(inprocess.counts[placed.number].dropped for placed in tested)
+        line = (f"in-process at {self._where(tested[0].key).split(' (')[0]}: {calls} Python call(s) tested in the "
+                f"target at {len(tested)} place(s) of the eval loop, only its function's stopped")
+        if unread:
+            line += (f"; {unread} whose frame's code object the test could not read (process_vm_readv failed): "
+                     "let go untested, not counted (some may have been its calls)")
+        return [line]
+
     def _step_over(self, hit: Hit) -> None:
         assert self.tracer is not None
         self.tracer.step_over(hit)  # (its emulation's memory through the guard)
@@ -960,7 +1020,7 @@ class PtraceBackend:
         # a site learning its read plan keeps its int3 (two hits, then its jump goes in: it rests then)
         resting = [site for site in self.trapped if site not in self._learning]
         for site in resting:
-            self.tracer.disarm(site.address)  # type: ignore[arg-type]
+            self.tracer.disarm(site.armed_at)  # type: ignore[arg-type]
         if resting or self.inprocess is not None:
             self._rest_returns()
         if self.inprocess is not None:

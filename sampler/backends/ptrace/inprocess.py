@@ -44,7 +44,7 @@ from sampler.inprocess.clock import TscClock
 from sampler.inprocess.reads import Layout
 from sampler.inprocess.relocate import JUMP_SIZE, Displaced, Refused
 from sampler.inprocess.ring import Ring
-from sampler.inprocess.trampoline import jump, reading, recording
+from sampler.inprocess.trampoline import Chain, filtering, jump, reading, recording, stopping
 from sampler.target import procfs
 
 Hold = Callable[[list[int] | None], AbstractContextManager[list[int]]]
@@ -93,6 +93,8 @@ class Placed(Generic[K]):
     ring: Ring | None = None
     """A reading probe's own ring, in its own data area (``area``)."""
     area: Area | None = None
+    trap: int | None = None
+    """A filtering probe's: the byte its int3 goes on (the calls it lets through stop there)."""
 
 
 @dataclass
@@ -155,6 +157,9 @@ class Inprocess(Generic[K]):
         self._used: dict[int, int] = {}
         """Each code area's address -> bytes of it used."""
         self.data: Area | None = None
+        self.stops: Area | None = None
+        """The filtering probes' stops (STOP bytes each)."""
+        self._stops_used = 0
         self.ring: Ring | None = None
         self.areas: Areas | None = None
         self._syscall_at: int | None = None
@@ -177,14 +182,16 @@ class Inprocess(Generic[K]):
     # -- in --------------------------------------------------------------------------------------
 
     def put(self, wanted: Sequence[tuple[K, Displaced, bool]], layouts: dict[K, Layout] | None = None,
-            swap: Callable[[K, bool], int | None] | None = None) -> dict[K, str]:
+            swap: Callable[[K, bool], int | None] | None = None, filters: dict[K, Chain] | None = None
+            ) -> dict[K, str]:
         """Each (key, displaced instructions, whether the site is a function's entry) in place, all
         with the threads held once; {key: why not} for each that could not be (it gets an int3).
         ``layouts``: the keys whose probes read (a reading probe each, with its own data area); their
         sites have an int3, so no thread may stand just past one (its trap not yet reported), and
         ``swap(key, True)`` takes it out with the threads held, right before the jump goes in, and says
         where it was (None: none was in); ``swap(key, False)`` puts it back if the jump cannot: no call
-        passes between the two."""
+        passes between the two. ``filters``: the keys whose probes let only some calls through, to an
+        int3 the caller arms at their ``trap`` (filtering probes: a Python probe's places)."""
         refused: dict[K, str] = {}
         if not wanted:
             return refused
@@ -193,14 +200,14 @@ class Inprocess(Generic[K]):
         last = ""
         for _ in range(PUT_TRIES):
             try:
-                return self._put(wanted, layouts or {}, swap)
+                return self._put(wanted, layouts or {}, swap, filters or {})
             except NoThreadReady as e:
                 last = e.message
                 self.wait(e.wait_s)  # (a thread in a system call's event stop: the tracer serves it)
         raise NoThreadReady(f"{last} ({PUT_TRIES} tries)")
 
     def _put(self, wanted: Sequence[tuple[K, Displaced, bool]], layouts: dict[K, Layout],
-             swap: Callable[[K, bool], int | None] | None) -> dict[K, str]:
+             swap: Callable[[K, bool], int | None] | None, filters: dict[K, Chain]) -> dict[K, str]:
         refused: dict[K, str] = {}
         with self.hold(None) as tids:
             # (Go: not at a function's entry, whose stack check Go never preempts in: an unsafe point)
@@ -227,7 +234,7 @@ class Inprocess(Generic[K]):
                         self.table.check_free(displaced.site, JUMP_SIZE)  # (before any thread is moved)
                         if not entry and self.parked is None:  # (Go: its parked goroutines are looked at)
                             self._no_saved_pc_inside(tids, displaced)
-                        self._place(key, displaced, entry, tids, areas, layouts.get(key), was)
+                        self._place(key, displaced, entry, tids, areas, layouts.get(key), was, filters.get(key))
                     except (Refused, InjectionError, ValueError) as e:
                         refused[key] = e.message if isinstance(e, InjectionError) else str(e)
                         if swap is not None and swapped:
@@ -253,7 +260,7 @@ class Inprocess(Generic[K]):
         return self.areas
 
     def _place(self, key: K, displaced: Displaced, entry: bool, tids: list[int], areas: Areas,
-               layout: Layout | None = None, trapped: int | None = None) -> None:
+               layout: Layout | None = None, trapped: int | None = None, chain: Chain | None = None) -> None:
         """``trapped``: where an int3 stood until now (the site's own, or a return's inside the bytes the
         jump takes); a thread one byte past it has just run it
         (no other way leads there while it is in) and its trap is still to be served: it stays, and
@@ -272,12 +279,23 @@ class Inprocess(Generic[K]):
             def made(at: int) -> tuple[bytes, int]:
                 assert own is not None and layout is not None
                 return reading(displaced, at, own.address, number, entry, layout, pid, self.fsgsbase)
+        elif chain is not None:
+            pid = procfs.own_pid(self.pid)
+            stop = self._stop(displaced.site, areas)
+
+            def made(at: int) -> tuple[bytes, int]:
+                assert self.data is not None and chain is not None
+                return filtering(displaced, at, self.data.address, number, entry, chain, pid, stop, self.fsgsbase)
+
+            def ready(at: int, moved_at: int) -> None:  # (its stop written before the jump goes in)
+                self.memory.write(stop, stopping(stop, at + moved_at))
         else:
             def made(at: int) -> tuple[bytes, int]:
                 assert self.data is not None
                 return recording(displaced, at, self.data.address, number, entry, self.fsgsbase)
         try:
-            self._place_code(key, displaced, number, made, tids, areas, trapped + 1 if trapped is not None else None)
+            self._place_code(key, displaced, number, made, tids, areas, trapped + 1 if trapped is not None else None,
+                             ready if chain is not None else None)
         except BaseException:
             if own is not None:
                 with contextlib.suppress(InjectionError):
@@ -285,9 +303,21 @@ class Inprocess(Generic[K]):
             raise
         if own is not None:
             self.placed[-1].layout, self.placed[-1].ring, self.placed[-1].area = layout, probe_ring, own
+        if chain is not None:
+            self.placed[-1].trap = stop
+            self._stops_used += STOP
+
+    def _stop(self, near: int, areas: Areas) -> int:
+        """Where the next filtering probe's stop goes (the stops' page made at the first)."""
+        if self.stops is not None and self._stops_used + STOP > self.stops.size:
+            raise Refused(f"no room for more than {self.stops.size // STOP} filtering probes")
+        if self.stops is None:
+            self.stops = areas.stops_page(near)
+        return self.stops.address + self._stops_used
 
     def _place_code(self, key: K, displaced: Displaced, number: int, made: Callable[[int], tuple[bytes, int]],
-                    tids: list[int], areas: Areas, past_int3: int | None = None) -> None:
+                    tids: list[int], areas: Areas, past_int3: int | None = None,
+                    ready: Callable[[int, int], None] | None = None) -> None:
         size = len(made(displaced.site)[0])
         code = next((c for c in self.codes if abs(c.address - displaced.site) < REACH
                      and self._used[c.address] + size <= c.size), None)
@@ -310,6 +340,8 @@ class Inprocess(Generic[K]):
                 if self._alive(tid):  # (not one that ended meanwhile)
                     raise InjectionError(f"thread {tid} of process {self.pid} cannot be looked at ({e}): "
                                          "no jump goes in while it could stand in its bytes") from None
+        if ready is not None:
+            ready(at, moved_at)
         self.table.write_jump(displaced.site, jump(displaced.site, at))
         self.placed.append(Placed(key, number, displaced, at, moved_at))
         self.counts[number] = Counts()
@@ -457,8 +489,9 @@ class Inprocess(Generic[K]):
             pc = int(regs.rip)
             for placed in self.placed:
                 start = placed.trampoline + placed.moved_at
-                if placed.trampoline <= pc < start:
-                    clear = False
+                if placed.trampoline <= pc < start or (placed.trap is not None and
+                                                        placed.trap <= pc <= placed.trap + STOP):
+                    clear = False  # (one at a filtering probe's stop: its trap served, it goes back on)
                 elif start <= pc <= start + placed.displaced.size:
                     regs.rip = placed.displaced.site + (pc - start)  # (its end: the jump back's target)
                     try:
@@ -557,12 +590,13 @@ class Inprocess(Generic[K]):
             self.left = (f"the in-process probes' pages could not be unmapped in process {self.pid} ({e}): "
                          f"{self._pages()} stay, unused")
             return
-        self.codes, self.data, self.ring = [], None, None
+        self.codes, self.data, self.ring, self.stops = [], None, None, None
         for placed in self.placed:
             placed.area = None
 
     def _areas_made(self) -> list[Area]:
         return [*self.codes, *([self.data] if self.data is not None else []),
+                *([self.stops] if self.stops is not None else []),
                 *(placed.area for placed in self.placed if placed.area is not None)]
 
     def _pages(self) -> str:
@@ -579,7 +613,7 @@ class Inprocess(Generic[K]):
             if area.local is not None:
                 with contextlib.suppress(BufferError):
                     area.local.close()
-        self.codes, self.data, self.ring = [], None, None
+        self.codes, self.data, self.ring, self.stops = [], None, None, None
         for placed in self.placed:
             placed.area = None
 
@@ -590,6 +624,8 @@ GO_STAYS = ("the in-process probes' pages stay mapped in process {pid} ({pages})
 """Go's asynchronous preemption (SIGURG) pushes the interrupted pc onto the goroutine's stack and parks the
 goroutine: burst-go, its pages unmapped, died at a trampoline's address when one ran again."""
 PUT_TRIES = 50
+STOP = 16
+"""Bytes of a filtering probe's stop (6 used: the nop sampler arms and a jump back)."""
 RECORDED_NS = 17.0
 COUNTED_NS = 5.0
 """A counting probe's hit, recorded or only counted (the ring full, or the budget resting): the most
@@ -650,7 +686,7 @@ def plan(memory: Memory | Reader, start: int, size: int, site: int) -> Plan:
         return Plan(why_not=f"the size of the function holding {site:#x} is not known")
     try:
         code = memory.read(start, size)
-        displaced = displace(code, start, site)
+        displaced = displace(code, start, site, memory.read)
     except UnreadableMemory as e:
         return Plan(why_not=f"its code cannot be read ({e})")
     except Refused as e:

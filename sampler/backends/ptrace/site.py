@@ -40,6 +40,10 @@ class Site:
         self.place: Place | None = scope.place
         self.address: int | None = scope.address
         """Run-time address of the breakpoint (None: zero-stop reads)."""
+        self.trap: int | None = None
+        """Where its int3 is when not at ``address``: a filtering in-process probe's (a Python probe's
+        place, whose jump goes to a test of the frame's code object that lets only its function's calls
+        through to the int3)."""
         self.label = label
         """The probe column's text for its rows ('' when the run has no probe column)."""
         self.slots = tuple(slots)
@@ -57,6 +61,11 @@ class Site:
         """The merged plan made for the hot path (Tracer.catch), when every expression has a plan."""
         self.warm: Hit | None = None
         """Its last hit, whose registers warm the hot path before the next arming."""
+
+    @property
+    def armed_at(self) -> int | None:
+        """The address of its int3."""
+        return self.trap if self.trap is not None else self.address
 
     @property
     def expressions(self) -> tuple[Expression, ...]:

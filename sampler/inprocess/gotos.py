@@ -6,7 +6,8 @@ inside the bytes it takes (relocate.displace's ``landings``).
 
 Each indirect jump must read its target from a table of 8-byte entries indexed by a register (``jmp
 [base + index*8]``, or ``mov reg, [base + index*8]`` then ``jmp reg``), whose base is a fixed address
-(non-PIE) or a register a ``lea reg, [rip + X]`` of the function loads. Every entry of a table read
+(non-PIE) or a register a ``lea reg, [rip + X]`` of the function loads (or that a ``mov`` of registers
+passed on: followed without regard to order, a register may hold any of them). Every entry of a table read
 so must land near the function (NEAR: a guess that read other data fails there); any other indirect jump
 (a switch's table of relative offsets) gives None: the function's landings are not known.
 """
@@ -31,11 +32,20 @@ def landings(instructions: list, start: int, end: int,  # type: ignore[type-arg]
     """Every address the function's indirect jumps can land on (``read``: the process's memory), or None
     when one of them is not a computed goto through a table whose entries all lie near [start, end)."""
     leas: dict[int, set[int]] = {}
+    moves: set[tuple[int, int]] = set()
     for instruction in instructions:
-        if instruction.mnemonic == "lea" and len(instruction.operands) == 2:
+        if instruction.mnemonic in ("lea", "mov") and len(instruction.operands) == 2:
             dest, source = instruction.operands
-            if source.type == X.X86_OP_MEM and source.mem.base == X.X86_REG_RIP and source.mem.index == 0:
+            if dest.type != X.X86_OP_REG:
+                continue
+            if instruction.mnemonic == "lea" and source.type == X.X86_OP_MEM and source.mem.base == X.X86_REG_RIP \
+                    and source.mem.index == 0:
                 leas.setdefault(dest.reg, set()).add(instruction.address + instruction.size + source.mem.disp)
+            elif instruction.mnemonic == "mov" and source.type == X.X86_OP_REG:
+                moves.add((dest.reg, source.reg))
+    for _ in range(4):  # (a table's address moved from register to register: each may hold it)
+        for dest, source in moves:
+            leas.setdefault(dest, set()).update(leas.get(source, ()))
     valid: dict[int, list[int] | None] = {}
 
     def entries(table: int) -> list[int] | None:

@@ -18,8 +18,10 @@ What cannot be done is refused with the reason, and that site gets an int3 inste
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from capstone import CsError  # type: ignore[import-untyped]
 from capstone import x86_const as X
@@ -98,8 +100,7 @@ def displace(code: bytes, start: int, site: int, read: Callable[[int, int], byte
     one past its entry where no entry of those tables lands inside its bytes."""
     if not start <= site < start + len(code):
         raise Refused(f"{site:#x} is not in the function's code")
-    instructions = decode(code[:MAX_FUNCTION], start)
-    by_address = {i.address: i for i in instructions}
+    instructions, by_address = _decoded(code[:MAX_FUNCTION], start)
     if site not in by_address:
         raise Refused(f"{site:#x} is not the start of an instruction of its function")
     first = by_address[site]
@@ -118,7 +119,7 @@ def displace(code: bytes, start: int, site: int, read: Callable[[int, int], byte
     end = at
     landing: set[int] | None = None
     if site != start and read is not None and any(_indirect_jump(i) for i in instructions):
-        landing = landings(instructions, start, start + len(code), read)
+        landing = _landings(code[:MAX_FUNCTION], start, read)
         inside = sorted(t for t in landing or () if site < t < end)
         if inside:
             raise Refused(f"a computed goto of the function lands at {inside[0]:#x}, inside the bytes the jump "
@@ -132,6 +133,25 @@ def displace(code: bytes, start: int, site: int, read: Callable[[int, int], byte
             raise Refused(f"the function jumps through a table at {instruction.address:#x}: a case could land "
                           "inside the bytes the jump would take")
     return Displaced(site, tuple(moved))
+
+
+_LANDINGS: dict[tuple[int, bytes], set[int] | None] = {}
+
+
+@functools.lru_cache(maxsize=4)
+def _decoded(code: bytes, start: int) -> tuple[list, dict[int, Any]]:  # type: ignore[type-arg]
+    """``decode``'s instructions, and by address (a Python probe's places are in one function: decoded once)."""
+    instructions = decode(code, start)
+    return instructions, {i.address: i for i in instructions}
+
+
+def _landings(code: bytes, start: int, read: Callable[[int, int], bytes]) -> set[int] | None:
+    key = (start, code)
+    if key not in _LANDINGS:
+        if len(_LANDINGS) >= 4:
+            _LANDINGS.clear()
+        _LANDINGS[key] = landings(_decoded(code, start)[0], start, start + len(code), read)
+    return _LANDINGS[key]
 
 
 def decode(code: bytes, start: int) -> list:  # type: ignore[type-arg]

@@ -141,25 +141,30 @@ def main() -> None:
                "reaches the probe's place and is let go by sampler (median of the rounds):", "",
                "| | units/s | a Python call costs |", "|---|---|---|",
                f"| nothing | {probe['none']:.0f} | |",
-               f"| `--at py:__main__.never` (int3) | {probe['int3']:.0f} | "
-               f"{(1 / probe['int3'] - 1 / probe['none']) * 1e6:.1f} us more |",
-               f"| `--at py:__main__.never --latency` (int3s at the start and the end) | {probe['latency']:.0f} | "
-               f"{(1 / probe['latency'] - 1 / probe['none']) * 1e6:.1f} us more |"]
+               *(f"| `--at py:__main__.never {flags}` | {probe[kind]:.0f} | "
+                 f"{(1 / probe[kind] - 1 / probe['none']) * 1e6:.2f} us more |"
+                 for kind, flags in (("int3", "--probe int3"), ("inprocess", "--probe inprocess (the default)"),
+                                     ("latency", "--latency --probe int3 (int3s at the start and the end)"),
+                                     ("latency_inprocess", "--latency (in-process at the start, int3s at the ends)"))),
+               "", "A unit is one Python call of unit() and one of sum(): two Python-level calls, of which the "
+               "eval loop starts a frame for one (sum is C)."]
     write_results(args.results, "python", rows, "\n".join(report) + "\n")
     print("\n".join(report))
 
 
 def probe_cost(python: str, rounds: int, seconds: float) -> dict[str, float]:
-    """spinner.py's units per second with nothing and with a Python probe armed at a function it never
-    calls (the int3 at the frame start filters every call)."""
+    """spinner.py's units per second with nothing and with a Python probe at a function it never calls:
+    an int3 at each place of the frame's start (sampler's test of each call), or in-process (the
+    test in the target), each with and without --latency."""
     spinner = Spinner(python, "spinner.py")
-    found: dict[str, list[float]] = {"none": [], "int3": [], "latency": []}
+    found: dict[str, list[float]] = {"none": [], "int3": [], "inprocess": [], "latency": [], "latency_inprocess": []}
     try:
         time.sleep(1.5)
         for _ in range(rounds):
             base, _ = window(spinner, None, seconds)
             found["none"].append(base)
-            for kind, extra in (("int3", []), ("latency", ["--latency"])):
+            for kind, extra in (("int3", ["--probe", "int3"]), ("inprocess", ["--probe", "inprocess"]),
+                                ("latency", ["--latency", "--probe", "int3"]), ("latency_inprocess", ["--latency"])):
                 proc = subprocess.Popen([SAMPLER, "trace", "--pid", str(spinner.pid), "--at", "py:__main__.never",
                                          *extra, "--duration", f"{seconds + 8:g}s", "--out", "/dev/null", "--quiet"],
                                         stderr=subprocess.PIPE, text=True)

@@ -4,6 +4,7 @@ pyenv's 3.8-3.13."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -44,7 +45,35 @@ def test_every_call_of_a_python_function_from_two_threads_is_a_row_with_its_argu
     for tag in ("alpha", "beta"):
         assert sorted(int(row["n"]) for row in rows if row["tag"] == tag) == list(range(200))
         assert len({row["thread"] for row in rows if row["tag"] == tag}) == 1
-    assert "an int3 (a Python function's probe, at " in stderr and "every Python call of the process stops" in stderr
+    # the test of each call ran in the target: only handle's 400 calls stopped, of 1,200 and more Python calls
+    # (handle, other twice a loop, and the threads' own)
+    assert "a test in the target lets only its function's calls through to an int3" in stderr, stderr
+    tested = re.search(r"(\d+) Python call\(s\) tested in the target", stderr)
+    assert tested is not None and int(tested.group(1)) >= 1200, stderr[-2000:]
+    stops = re.search(r"every hit: (\d+) ran on without a single-step, (\d+) single-stepped", stderr)
+    assert stops is not None and int(stops.group(1)) + int(stops.group(2)) == 400, stderr[-2000:]
+    assert_code_matches_files(target.pid)
+    assert not [line for line in Path(f"/proc/{target.pid}/maps").read_text().splitlines() if "sampler-" in line]
+
+
+@pytest.mark.parametrize(("python", "probe"), [pytest.param(DEBIAN, "int3", id="int3-debian-3.11")])
+def test_a_python_probe_as_int3s_counts_the_same_calls(python: str, probe: str,
+                                                       start_target: Callable[..., Target], tmp_path: Path) -> None:
+    """--probe int3: sampler's own test at each stop, every Python call of the process stopping."""
+    need(python)
+    target = start_target(python, str(PROBED), binary=False, stdin=True)
+    out = tmp_path / "calls.csv"
+    proc = start_sampler("trace", "--pid", str(target.pid), "--at", "py:__main__.handle", "--expr", "n=py:n",
+                         "--probe", probe, "--duration", "120s", "--out", str(out))
+    wait_until_patched(target.pid, timeout=60)
+    target.send("go")
+    target.wait_for(lambda: "done calls=400" in target.lines, 120, "the program did not finish its calls")
+    _, stderr = stop_once(proc, lambda: out.exists() and len(out.read_text().splitlines()) > 400, timeout=60)
+    assert proc.returncode == 0, stderr
+    rows = read_csv(out)
+    assert sorted(int(row["n"]) for row in rows) == sorted(list(range(200)) * 2)
+    stops = re.search(r"every hit: (\d+) ran on without a single-step, (\d+) single-stepped", stderr)
+    assert stops is not None and int(stops.group(1)) + int(stops.group(2)) >= 1200, stderr[-2000:]
     assert_code_matches_files(target.pid)
 
 

@@ -26,7 +26,8 @@ def test_the_templates_are_what_probe_s_assembles_to() -> None:
     if shutil.which("as") is None:
         pytest.fail("binutils' as is missing: make setup installs it")
     assert assembled_now() == {"entry": templates.ENTRY, "anywhere": templates.ANYWHERE,
-                               "reads_entry": templates.READS_ENTRY, "reads_anywhere": templates.READS_ANYWHERE}
+                               "reads_entry": templates.READS_ENTRY, "reads_anywhere": templates.READS_ANYWHERE,
+                               "filter_entry": templates.FILTER_ENTRY, "filter_anywhere": templates.FILTER_ANYWHERE}
 
 
 def assembled_now() -> dict[str, bytes]:

@@ -287,8 +287,9 @@ class Inprocess(Generic[K]):
                 assert self.data is not None and chain is not None
                 return filtering(displaced, at, self.data.address, number, entry, chain, pid, stop, self.fsgsbase)
 
-            def ready(at: int, moved_at: int) -> None:  # (its stop written before the jump goes in)
-                self.memory.write(stop, stopping(stop, at + moved_at))
+            def ready(at: int, moved_at: int) -> None:  # (its stop written and armed before the jump goes in:
+                self.memory.write(stop, stopping(stop, at + moved_at))  # no call it lets through goes unseen)
+                self.table.arm(stop)
         else:
             def made(at: int) -> tuple[bytes, int]:
                 assert self.data is not None

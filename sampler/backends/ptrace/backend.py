@@ -13,6 +13,7 @@ tracing, every site stays armed.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import gc
 import os
@@ -567,9 +568,11 @@ class PtraceBackend:
         layouts: dict[Site, Layout] = {}
         timed: dict[Site, list[Site]] = {}
         filters: dict[Site, Chain] = {}
+        clear: Site | None = None
         for site in self.sites:
             if site.python is not None:
                 self._python_inprocess(site, wanted, filters, said)
+                clear = clear or self._clear_inprocess(site, wanted, filters)
                 continue
             why = self._why_no_inprocess(site)
             planned = None
@@ -625,7 +628,13 @@ class PtraceBackend:
                 if kind == "inprocess":
                     raise DebuggerError(f"--probe inprocess: no in-process probe at {self._where(site)}: {why}")
                 said.append(f"{self._where(site)}: an int3 ({why})")
-            self._traps(inprocess, [site for site in placed if site in filters], said)
+            self._traps(inprocess, [site for site in placed if site in filters and site is not clear], said)
+            if clear is not None and clear in placed and isinstance(self.latency, PyLatency):
+                trap = next(p.trap for p in inprocess.placed if p.key is clear)
+                assert trap is not None
+                self.latency.tested_at(trap)
+                said.append(f"{self._where(clear).split(' (')[0]} --latency: the frame clear's test in-process too "
+                            "(only its function's frames stop there)")
             self.trapped = [site for site in self.sites if site not in placed or site in filters]
             said[:0] = [f"{self._where(site)}: in-process (a jump at {displaced.site:#x}; no thread stops)"
                         for site, displaced, _ in wanted if site in placed and site not in layouts
@@ -657,6 +666,27 @@ class PtraceBackend:
         assert planned.displaced is not None and isinstance(chain, Chain)
         wanted.append((site, planned.displaced, planned.entry))
         filters[site] = chain
+
+    def _clear_inprocess(self, site: Site, wanted: list[tuple[Site, Displaced, bool]], filters: dict[Site, Chain]
+                         ) -> Site | None:
+        """--latency of a Python function, 3.11 and later: the frame clear's entry tested in the target as the
+        frame's start is (the frame in rdi); its key in ``wanted``, a copy of the Python probe's first site (no
+        row is its: its stop is one of the latency's ends). None: not wanted, or it keeps its int3."""
+        latency, probe = self.latency, site.python
+        if not isinstance(latency, PyLatency) or latency.clear_at is None or probe is None or \
+                any(key.python is not None for key in filters if key is not site):
+            return None  # (once, with the first place of the probe)
+        module = probe.interpreter.module
+        span = module.function_span(latency.clear_at - module.bias)
+        if span is None:
+            return None
+        planned = plan(self._program(), span[0] + module.bias, span[1], latency.clear_at)
+        if planned.displaced is None:
+            return None
+        key = copy.copy(site)
+        wanted.append((key, planned.displaced, planned.entry))
+        filters[key] = Chain("rdi", (probe.interpreter.layout["iframe.code"],), probe.code)
+        return key
 
     def _traps(self, inprocess: Inprocess[Site], sites: list[Site], said: list[str]) -> None:
         """The filtering probes placed: each site's int3 goes where its test lets its calls through."""
@@ -860,7 +890,7 @@ class PtraceBackend:
         drained = inprocess.drain(lambda: sorted(tracer.threads))
         rows = self._rows
         if drained is not None:
-            values = {p.number: p.key.counted() for p in inprocess.placed}
+            values = {p.number: p.key.counted() for p in inprocess.placed if p.trap is None}
             sites = {p.number: p.key for p in inprocess.placed}
             for number, thread, at in zip(drained.numbers.tolist(), drained.threads, drained.seconds.tolist()):
                 rows.append((sites[number], Reading(values[number], thread=thread, at=at)))
@@ -990,7 +1020,8 @@ class PtraceBackend:
 
     def _tested(self, inprocess: Inprocess[Site]) -> list[str]:
         """What the filtering probes' tests did (a Python probe's places: one line)."""
-        tested = [placed for placed in inprocess.placed if placed.trap is not None]
+        tested = [placed for placed in inprocess.placed if placed.trap is not None and placed.key in self.sites]
+        clears = [placed for placed in inprocess.placed if placed.trap is not None and placed.key not in self.sites]
         if not tested:
             return []
         calls = sum(inprocess.counts[placed.number].hits for placed in tested)
@@ -1000,6 +1031,11 @@ class PtraceBackend:
         if unread:
             line += (f"; {unread} whose frame's code object the test could not read (process_vm_readv failed): "
                      "let go untested, not counted (some may have been its calls)")
+        for placed in clears:
+            counts = inprocess.counts[placed.number]
+            line += f"; {counts.hits} frame clear(s) tested there (--latency's ends)"
+            if counts.dropped:
+                line += f", {counts.dropped} not readable (let go: a call's end may be missed)"
         return [line]
 
     def _step_over(self, hit: Hit) -> None:

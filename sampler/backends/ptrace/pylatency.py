@@ -22,7 +22,9 @@ every version a generator or coroutine is one call from its first start to its e
 its suspensions inside it (an ``async def`` handler's latency is its whole request); the frame a
 generator function's call makes only to make the generator (3.11, 3.12) is not a call.
 
-Every Python call of the process stops at the start's int3 and at the ends': sampler's own stops
+With --probe int3, every Python call of the process stops at the start's int3 and at the ends'; in-process
+(the default), a test in the target lets only F's frames through at the start and at the frame clear, and
+every frame started from C still stops at the eval loop's returns (3.8-3.10: every frame). Sampler's own stops
 inside a call are taken out of its time, as for native calls, but the kernel's part of each stays in
 it (the row says how many there were). Not a generator's or coroutine's: while it is suspended its
 thread runs other code, whose stops are no part of it, so its time is its wall time (its rows say so).
@@ -81,6 +83,16 @@ class PyLatency(Latency):
         """Frames of generators or coroutines under way when the trace began (their runs give no row)."""
         self.own_returns: set[int] = set()
         """The eval loop's returns (the other end, 3.11 and later, is the frame clear's entry)."""
+        self.clear_at: int | None = None
+        """3.11 and later: the frame clear's entry (its int3 moves to a filtering probe's stop when its test
+        goes in-process: ``tested_at``)."""
+
+    def tested_at(self, stop: int) -> None:
+        """The frame clear's test is in the target: its calls of F's frames stop at ``stop`` (the frame still
+        in rdi), every other frame's clear goes on."""
+        assert self.clear_at is not None
+        self.ends.discard(self.clear_at)
+        self.ends.add(stop)
 
     def find_ends(self, config: SessionConfig, modules: Modules, sites: dict[int, Site],
                   check: Callable[[Site], None]) -> None:
@@ -101,11 +113,12 @@ class PyLatency(Latency):
             name = FRAME_CLEAR[min(self.version, max(FRAME_CLEAR))]
             debug, function = dwarf_function(interpreter, name, where, "ends a frame")
             pieces = debug.functions_of(function)
-            self.ends.add((pieces[0].low if pieces else function.low) + module.bias)
+            self.clear_at = (pieces[0].low if pieces else function.low) + module.bias
+            self.ends.add(self.clear_at)
             said.append(f"{name}'s entry, where each Python frame is cleared")
         if not config.quiet:
             notice.say(f"{where}: a breakpoint at {' and at '.join(said)} (every Python call of the process "
-                       "stops there too)")
+                       "stops there too, unless its test goes in-process: said below)")
         both = self.ends & set(sites)
         if both:
             raise UsageError(f"{next(iter(both)):#x} is both where a call starts and where one ends", "")

@@ -6,10 +6,12 @@ the second argument register, the first in 3.8); 3.11 and later run a Python-to-
 the same call of the eval loop and start every frame at its label ``start_frame``, whose address
 the interpreter's DWARF gives (pyenv's builds, Debian's with python3.11-dbg), where the thread's
 current frame (its thread state's) is the new one. Every Python call of the process reaches that
-place: the probe is an int3 there, and sampler lets go at once every hit whose frame runs another
-code object (the filter), which costs every Python call of the process a stop (docs/cost.md). A
-generator or coroutine of the function is a hit each time it is resumed, as it starts its frame
-again.
+place. In ``sampler trace`` (--probe auto, the default) a jump there runs a test in the target that
+reads the frame's code object and lets only this function's calls go on to an int3 (filters.py;
+docs/cost.md); elsewhere (``attach``, --probe int3, a place no jump can take) the int3 is at the place
+itself and sampler lets go at once every hit whose frame runs another code object, which costs every
+Python call of the process a stop. A generator or coroutine of the function is a hit each time it is
+resumed, as it starts its frame again.
 """
 
 from __future__ import annotations

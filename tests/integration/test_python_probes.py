@@ -5,6 +5,8 @@ pyenv's 3.8-3.13."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -13,14 +15,17 @@ import pytest
 
 from tests.integration.pythons import DEBIAN, SCRIPTS, SOME, need, some
 from tests.integration.targets import (
+    ROOT,
     Target,
     assert_code_matches_files,
+    code_differs,
     read_csv,
     sampler,
     start_sampler,
     stop_once,
     wait_until_patched,
 )
+from tests.integration.test_inprocess import kill_worker
 
 PROBED = SCRIPTS / "probed.py"
 
@@ -156,4 +161,29 @@ def test_a_line_outside_any_function_is_one_line(start_target: Callable[..., Tar
         result = sampler("trace", "--pid", str(target.pid), "--at", location, "--duration", "1s")
         assert result.returncode == 2, result.stderr
         assert said in result.stderr.strip().splitlines()[-1] and "Traceback" not in result.stderr, result.stderr
+    assert_code_matches_files(target.pid)
+
+
+def test_a_killed_worker_leaves_a_python_program_running_and_the_guardian_takes_the_filters_out(
+        start_target: Callable[..., Target], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN spinner.py's thread making Python calls without pause, each tested in the target by a probe of a
+    # function it never calls (with int3s at the eval loop instead, every one of them stops: the worker
+    # killed then, the next call dies of its SIGTRAP, the window docs/safety.md describes)
+    monkeypatch.setenv("SAMPLER_JOURNAL_DIR", str(tmp_path / "journal"))
+    need(DEBIAN)
+    target = start_target(DEBIAN, str(SCRIPTS / "spinner.py"), binary=False)
+    proc = subprocess.Popen([sys.executable, "-m", "sampler", "trace", "--pid", str(target.pid), "--at",
+                             "py:__main__.never", "--out", str(tmp_path / "t.csv"), "--quiet"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    target.wait_for(lambda: ("sampler-stops" in Path(f"/proc/{target.pid}/maps").read_text() and
+                    code_differs(target.pid)) or proc.poll() is not None, 60, "sampler never put its probes in")
+    seen = len(target.lines)
+    target.wait_for(lambda: len(target.lines) > seen + 2, 10, "the program counts no more units")
+    # WHEN the tracing worker is SIGKILLed
+    kill_worker(proc, target, guardian_too=False)
+    # THEN the program runs on, and the guardian takes the jumps out and puts the stops' nops back
+    target.wait_for(lambda: not code_differs(target.pid), 10, "the guardian did not take the jumps out")
+    seen = len(target.lines)
+    target.wait_for(lambda: len(target.lines) > seen + 2, 10, "the program counts no more units")
+    assert target.proc.poll() is None and target.status()["TracerPid"].strip() == "0"
     assert_code_matches_files(target.pid)

@@ -238,8 +238,9 @@ def _probe_kind(options: Options, expressions: Sequence[expr.Expression], probes
     several processes), else each site's own choice."""
     if options.probe not in PROBE_KINDS:
         raise UsageError(f"--probe {options.probe}: no such kind", f"give one of {', '.join(PROBE_KINDS)}")
-    if options.probe == "int3" or options.command != "trace" or options.to is not None:
-        return "int3"
+    python = options.command == "attach" and any(is_python(probe.location) for probe in probes)
+    if options.probe == "int3" or (options.command != "trace" and not python) or options.to is not None:
+        return "int3"  # (attach: a Python probe's places take the in-process test; every other place an int3)
     if options.probe == "auto":
         fits = not many and options.backend not in DELVE
         return "auto" if fits else "int3"

@@ -36,8 +36,8 @@ EVAL = "_PyEval_EvalFrameDefault"
 GENERATOR_FLAGS = 0x20 | 0x80 | 0x200
 """CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR."""
 OWNED_BY_THREAD = 0
-MAX_ENTERED = 4096
-"""Threads whose start at the eval loop's entry is kept (past it the record starts again)."""
+OWNED_BY_CSTACK = 3
+"""A frame's owner (3.12, 3.13): the eval loop's entry frame, on the C stack, before a frame started from C."""
 
 
 @dataclass
@@ -50,11 +50,11 @@ class PyProbe:
     frame_register: str | None
     """3.8-3.10, and the eval loop's entry in 3.11 and 3.12: the argument register that holds the frame;
     None: the thread state's current frame."""
-    entered: dict[int, tuple[int, int]] = field(default_factory=dict)
-    """3.11 and later: (frame, stack pointer) each thread started at the eval loop's entry (shared by the
-    places of one probe): a start_frame's (RESUME's) hit of that frame inside that call of the eval loop
-    (a deeper stack pointer) is the same start; any other start of the thread is another (Debian's 3.11
-    goes on without start_frame, and a frame called from Python next can start at the same address)."""
+    entry_counts: bool = False
+    """3.11 and later: the eval loop's entry is a place of this probe too, so a start_frame's (RESUME's) hit
+    of a frame that entry started (from C) is the same start, not counted again: the frame says so itself
+    (3.11: its ``is_entry``; 3.12 and later: the frame before it is the eval loop's own entry frame, owned
+    by the C stack). Debian's 3.11 goes on from its entry without start_frame; pyenv's builds pass it."""
     at_entry: bool = False
     """This place is the eval loop's entry, ahead of start_frame or RESUME (3.11 and later)."""
     _generator: bool | None = field(default=None, init=False, repr=False)
@@ -64,22 +64,24 @@ class PyProbe:
         the frame a generator function's call makes only to make its generator (3.11, 3.12: RETURN_GENERATOR;
         the generator starts when it first runs), or a start seen at the eval loop's entry already."""
         frame = self.frame(registers, tid)
-        if self.at_entry:
-            if len(self.entered) >= MAX_ENTERED:
-                self.entered.clear()  # (threads gone)
-            self.entered[tid] = (frame, int(registers.rsp))
-        elif self.entered:
-            entered = self.entered.pop(tid, None)
-            if entered is not None and entered[0] == frame and int(registers.rsp) < entered[1]:
-                return None
         code = self.frame_code(frame)
         if code != self.code:
             return None
         interpreter = self.interpreter
+        if self.entry_counts and not self.at_entry and self._started_from_c(frame):
+            return None
         if interpreter.version >= (3, 11) and self.generator and \
                 interpreter.objects.read(frame + interpreter.layout["iframe.owner"], 1)[0] == OWNED_BY_THREAD:
             return None
         return frame
+
+    def _started_from_c(self, frame: int) -> bool:
+        """The frame was started by the eval loop's entry (called from C), not by a Python call inside it."""
+        objects, layout = self.interpreter.objects, self.interpreter.layout
+        if self.interpreter.version < (3, 12):
+            return bool(objects.read(frame + layout["iframe.is_entry"], 1)[0])
+        previous = objects.word(frame + layout["iframe.previous"])
+        return previous != 0 and objects.read(previous + layout["iframe.owner"], 1)[0] == OWNED_BY_CSTACK
 
     @property
     def generator(self) -> bool:
@@ -159,17 +161,16 @@ def resolve(modules: Modules, read: Read, location: str, say: Callable[[str], No
         raise LocationNotFound(f"--at {location}: the DWARF of {module.path} gives no address for {EVAL}'s "
                                "start of a frame", "")
     starts = [a + module.bias for a in starts]
-    entered: dict[int, tuple[int, int]] = {}
-    found = [(Place(a, module, None, f"py:{name}"), PyProbe(interpreter, code, name, None, entered))
-             for a in sorted(set(starts))]
     entry = module.function_symbol(EVAL)
+    found = [(Place(a, module, None, f"py:{name}"), PyProbe(interpreter, code, name, None, entry is not None))
+             for a in sorted(set(starts))]
     if entry is not None:
         # a frame started from C (a generator resumed by next(), a callback) enters the eval loop; a PGO
         # build can fold that path's start_frame into the entry's own checks (Debian's 3.11: no row of
         # start_frame's lines there, and no generator's run was seen); --latency ends such a run at the
         # eval loop's return (pylatency.py)
         found.append((Place(entry + module.bias, module, None, f"py:{name}"),
-                      PyProbe(interpreter, code, name, "rsi", entered, at_entry=True)))
+                      PyProbe(interpreter, code, name, "rsi", True, at_entry=True)))
     return found
 
 

@@ -30,20 +30,34 @@ from tests.integration.test_inprocess import kill_worker
 PROBED = SCRIPTS / "probed.py"
 
 
-@pytest.mark.parametrize("python", SOME)
-def test_every_call_of_a_python_function_from_two_threads_is_a_row_with_its_arguments(
-        python: str, start_target: Callable[..., Target], tmp_path: Path) -> None:
+def _trace_probed(python: str, start_target: Callable[..., Target], tmp_path: Path, *extra: str
+                  ) -> tuple[list[dict[str, str]], str, Target]:
+    """probed.py's 400 calls of handle() traced: the rows, sampler's stderr, the target."""
     need(python)
     target = start_target(python, str(PROBED), binary=False, stdin=True)
     out = tmp_path / "calls.csv"
     proc = start_sampler("trace", "--pid", str(target.pid), "--at", "py:__main__.handle", "--expr", "n=py:n",
-                         "--expr", "tag=py:tag", "--duration", "120s", "--out", str(out))
+                         *extra, "--duration", "120s", "--out", str(out))
     wait_until_patched(target.pid, timeout=60)
     target.send("go")
     target.wait_for(lambda: "done calls=400" in target.lines, 120, "the program did not finish its calls")
     _, stderr = stop_once(proc, lambda: out.exists() and len(out.read_text().splitlines()) > 400, timeout=60)
     assert proc.returncode == 0, stderr
-    rows = read_csv(out)
+    assert_code_matches_files(target.pid)
+    return read_csv(out), stderr, target
+
+
+def _stops(stderr: str) -> int:
+    """How many times sampler's int3s stopped a thread (the summary's every-hit line)."""
+    stops = re.search(r"every hit: (\d+) ran on without a single-step, (\d+) single-stepped", stderr)
+    assert stops is not None, stderr[-2000:]
+    return int(stops.group(1)) + int(stops.group(2))
+
+
+@pytest.mark.parametrize("python", SOME)
+def test_every_call_of_a_python_function_from_two_threads_is_a_row_with_its_arguments(
+        python: str, start_target: Callable[..., Target], tmp_path: Path) -> None:
+    rows, stderr, target = _trace_probed(python, start_target, tmp_path, "--expr", "tag=py:tag")
     assert len(rows) == 400, (len(rows), stderr[-2000:])
     assert all(row["error"] == "" for row in rows), [row["error"] for row in rows if row["error"]][:3]
     assert Counter(row["tag"] for row in rows) == {"alpha": 200, "beta": 200}
@@ -55,31 +69,15 @@ def test_every_call_of_a_python_function_from_two_threads_is_a_row_with_its_argu
     assert "a test in the target lets only its function's calls through to an int3" in stderr, stderr
     tested = re.search(r"(\d+) Python call\(s\) tested in the target", stderr)
     assert tested is not None and int(tested.group(1)) >= 1200, stderr[-2000:]
-    stops = re.search(r"every hit: (\d+) ran on without a single-step, (\d+) single-stepped", stderr)
-    assert stops is not None and int(stops.group(1)) + int(stops.group(2)) == 400, stderr[-2000:]
-    assert_code_matches_files(target.pid)
+    assert _stops(stderr) == 400
     assert not [line for line in Path(f"/proc/{target.pid}/maps").read_text().splitlines() if "sampler-" in line]
 
 
-@pytest.mark.parametrize(("python", "probe"), [pytest.param(DEBIAN, "int3", id="int3-debian-3.11")])
-def test_a_python_probe_as_int3s_counts_the_same_calls(python: str, probe: str,
-                                                       start_target: Callable[..., Target], tmp_path: Path) -> None:
+def test_a_python_probe_as_int3s_counts_the_same_calls(start_target: Callable[..., Target], tmp_path: Path) -> None:
     """--probe int3: sampler's own test at each stop, every Python call of the process stopping."""
-    need(python)
-    target = start_target(python, str(PROBED), binary=False, stdin=True)
-    out = tmp_path / "calls.csv"
-    proc = start_sampler("trace", "--pid", str(target.pid), "--at", "py:__main__.handle", "--expr", "n=py:n",
-                         "--probe", probe, "--duration", "120s", "--out", str(out))
-    wait_until_patched(target.pid, timeout=60)
-    target.send("go")
-    target.wait_for(lambda: "done calls=400" in target.lines, 120, "the program did not finish its calls")
-    _, stderr = stop_once(proc, lambda: out.exists() and len(out.read_text().splitlines()) > 400, timeout=60)
-    assert proc.returncode == 0, stderr
-    rows = read_csv(out)
+    rows, stderr, _ = _trace_probed(DEBIAN, start_target, tmp_path, "--probe", "int3")
     assert sorted(int(row["n"]) for row in rows) == sorted(list(range(200)) * 2)
-    stops = re.search(r"every hit: (\d+) ran on without a single-step, (\d+) single-stepped", stderr)
-    assert stops is not None and int(stops.group(1)) + int(stops.group(2)) >= 1200, stderr[-2000:]
-    assert_code_matches_files(target.pid)
+    assert _stops(stderr) >= 1200
 
 
 def test_a_python_function_that_is_not_there_is_one_line(start_target: Callable[..., Target]) -> None:

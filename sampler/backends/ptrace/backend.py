@@ -374,10 +374,11 @@ class PtraceBackend:
             for site in sites:
                 if site.runner is not None and site.warm is not None:
                     tracer.warm(site.runner, site.warm)
+        if not self._placed and any(site.python is not None for site in self.sites):
+            self._placed = True
+            self._put_inprocess()  # (a Python probe's places: the test in the target, its int3 armed for each turn)
         for site in sites:
-            if site.python is not None:
-                site.python.entered.clear()  # (a start at the eval loop's entry in an earlier turn is no clue now)
-            tracer.arm(site.address)  # type: ignore[arg-type]  # journaled at the first sample: not in wait_us
+            tracer.arm(site.armed_at)  # type: ignore[arg-type]  # journaled at the first sample: not in wait_us
         return Turn(sites, holds, time.monotonic())
 
     def take_turn(self, turn: Turn, deadline: float, stop: StopFlag) -> Reading | None:
@@ -574,6 +575,8 @@ class PtraceBackend:
                 self._python_inprocess(site, wanted, filters, said)
                 clear = clear or self._clear_inprocess(site, wanted, filters)
                 continue
+            if not self.config.every_hit:
+                continue  # (attach: a Python probe's places only; the others' int3s are armed for each turn)
             why = self._why_no_inprocess(site)
             planned = None
             if not why and self.latency is not None:

@@ -238,7 +238,7 @@ def _probe_kind(options: Options, expressions: Sequence[expr.Expression], probes
     several processes), else each site's own choice."""
     if options.probe not in PROBE_KINDS:
         raise UsageError(f"--probe {options.probe}: no such kind", f"give one of {', '.join(PROBE_KINDS)}")
-    python = options.command == "attach" and any(is_python(probe.location) for probe in probes)
+    python = options.command == "attach" and any(is_python(location) for location in options.locations)
     if options.probe == "int3" or (options.command != "trace" and not python) or options.to is not None:
         return "int3"  # (attach: a Python probe's places take the in-process test; every other place an int3)
     if options.probe == "auto":

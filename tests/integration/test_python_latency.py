@@ -5,6 +5,7 @@ and pyenv's 3.8-3.13. And a Python probe in sampler attach."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -119,6 +120,10 @@ def test_attach_at_a_python_function_samples_its_calls_only(
     values = [int(row["ms"]) for row in rows]
     assert all(1 <= ms <= 60 for ms in values) and values == sorted(values), values
     assert all("no argument or local 'nope' in the frame" in row["error"] for row in rows), rows[0]["error"]
+    # the other functions' calls (quick() inside each) tested in the target: only slow()'s stopped, one a turn
+    assert "a test in the target lets only its function's calls through to an int3" in stderr, stderr[-1500:]
+    stops = re.search(r"every hit: (\d+) ran on without a single-step, (\d+) single-stepped", stderr)
+    assert stops is None or int(stops.group(1)) + int(stops.group(2)) <= 6, stderr[-1500:]
     assert_code_matches_files(target.pid)
 
 

@@ -65,10 +65,11 @@ def landings(instructions: list, start: int, end: int,  # type: ignore[type-arg]
             continue
         operand = instruction.operands[0]
         if operand.type == X.X86_OP_REG:
-            load = next((i for i in reversed(instructions[max(0, at - LOOK_BACK):at])
-                         if i.mnemonic == "mov" and i.operands and i.operands[0].type == X.X86_OP_REG
-                         and i.operands[0].reg == operand.reg), None)
-            if load is None or len(load.operands) != 2 or load.operands[1].type != X.X86_OP_MEM:
+            target = _whole(instruction.reg_name(operand.reg))
+            load = next((i for i in reversed(instructions[max(0, at - LOOK_BACK):at]) if target in _written(i)),
+                        None)  # (the last instruction before the jump that wrote the register: its load)
+            if load is None or load.mnemonic != "mov" or len(load.operands) != 2 or \
+                    load.operands[1].type != X.X86_OP_MEM:
                 return None
             operand = load.operands[1]
         elif operand.type != X.X86_OP_MEM:
@@ -89,3 +90,23 @@ def _bases(operand, leas: dict[int, set[int]]) -> set[int]:  # type: ignore[no-u
     if memory.base == 0:
         return {memory.disp & (1 << 64) - 1}
     return {address + memory.disp for address in leas.get(memory.base, ())}
+
+
+def _written(instruction) -> set[str]:  # type: ignore[no-untyped-def]
+    """The whole registers an instruction writes (eax's write is rax's)."""
+    try:
+        written = instruction.regs_access()[1]
+    except Exception:  # (capstone could not say: as if it wrote every one)
+        return {"*"} | set(_WHOLE.values())
+    return {_whole(instruction.reg_name(reg)) for reg in written}
+
+
+def _whole(name: str | None) -> str:
+    return _WHOLE.get(name or "", name or "")
+
+
+_WHOLE = {small: whole for whole, smalls in {
+    "rax": ("eax", "ax", "al", "ah"), "rbx": ("ebx", "bx", "bl", "bh"), "rcx": ("ecx", "cx", "cl", "ch"),
+    "rdx": ("edx", "dx", "dl", "dh"), "rsi": ("esi", "si", "sil"), "rdi": ("edi", "di", "dil"),
+    "rbp": ("ebp", "bp", "bpl"), "rsp": ("esp", "sp", "spl"),
+    **{f"r{n}": (f"r{n}d", f"r{n}w", f"r{n}b") for n in range(8, 16)}}.items() for small in smalls}

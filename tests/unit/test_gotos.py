@@ -57,3 +57,16 @@ def test_a_switch_through_a_table_of_offsets_is_not_known_so_no_jump_goes_past_t
         assert "jumps through a table" in str(e)
     else:
         raise AssertionError("a jump past the entry of a function with a switch's table was allowed")
+
+
+def test_a_load_before_the_one_that_made_the_jumps_register_is_not_taken_for_it() -> None:
+    # lea rbx, [rip + 0x200]; mov rax, [rbx + rcx*8]; lea rdx, [rip + 0x100];
+    # movsxd rax, dword ptr [rdx + rax*4]; add rax, rdx; jmp rax; nop * 8; ret: the jump's rax is the add's
+    code = bytes.fromhex("488d1d00020000" "488b04cb" "488d1500010000" "48630482" "4801d0" "ffe0") \
+        + b"\x90" * 8 + b"\xc3"
+    start = 0x1000
+
+    def read(address: int, size: int) -> bytes:  # (any table read: entries inside the function)
+        return (start + 2).to_bytes(8, "little") * (size // 8)
+
+    assert landings(decode(code, start), start, start + len(code), read) is None

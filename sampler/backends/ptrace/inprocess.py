@@ -301,6 +301,8 @@ class Inprocess(Generic[K]):
             if own is not None:
                 with contextlib.suppress(InjectionError):
                     areas.remove(own)
+            if chain is not None:
+                self.table.disarm(stop)  # (armed by ready(), its jump never in: its page may go at the end)
             raise
         if own is not None:
             self.placed[-1].layout, self.placed[-1].ring, self.placed[-1].area = layout, probe_ring, own

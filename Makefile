@@ -10,7 +10,7 @@ export GOCACHE := $(CURDIR)/.cache/go-build
 export GOPATH := $(CURDIR)/.cache/go
 endif
 
-.PHONY: demo test test-bench test-python lint bench bench-quick faults faults-quick ctrl-c soak soak-quick guardian-bench bench-attach bench-limit bench-many bench-profile \
+.PHONY: demo test test-bench test-python lint bench bench-quick faults faults-quick ctrl-c soak soak-quick guardian-bench bench-attach bench-limit bench-many bench-profile test-long \
 	setup system-deps bench-deps \
 	image kube-test dist dist-test \
 	targets clean
@@ -31,6 +31,12 @@ test-bench: setup
 # pyenv's 3.8 and 3.13: tests/integration/pythons.py's SOME); 124 tests, about 4 minutes
 test-python: setup
 	SAMPLER_PYTHON_MATRIX=1 $(VENV)/bin/python -m pytest -q -ra --durations=10 tests/integration/test_python_*.py
+
+# the exhaustive forms of tests make test runs short (tests/long.py: every real program's every function for
+# return probes and exits, 3 trials of the setuid exec race); about 2 minutes
+test-long: setup
+	SAMPLER_LONG=1 $(VENV)/bin/python -m pytest -q -ra --durations=10 tests/unit/test_return_probes.py \
+		tests/unit/test_exits.py "tests/integration/test_hostile.py::test_what_shares_the_memory_cannot_reach_a_setuid_program_the_target_execd"
 
 # ruff and mypy --strict, with their configuration in pyproject.toml
 lint: setup

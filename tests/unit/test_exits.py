@@ -11,7 +11,7 @@ import pytest
 
 from sampler.debuginfo.exits import exits
 from sampler.inprocess.relocate import Refused
-from tests.unit.real_programs import PROGRAMS, text_functions
+from tests.unit.real_programs import programs, text_functions
 
 PREFIXES = {"repz", "rep", "bnd", "notrack", "ds", "cs", "data16", "lock"}
 
@@ -63,7 +63,7 @@ def objdump_exits(path: str) -> tuple[set[int], dict[int, int], set[int]]:
     return returns, jumps, indirect
 
 
-@pytest.mark.parametrize("name", list(PROGRAMS))
+@pytest.mark.parametrize("name", programs("exits"))
 def test_every_function_of_a_real_program_has_the_exits_objdump_decodes(name: str) -> None:
     path, data, base, functions = text_functions(name)
     returns, jumps, indirect = objdump_exits(path)

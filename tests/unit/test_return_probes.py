@@ -11,7 +11,7 @@ import pytest
 
 from sampler.debuginfo.exits import exits
 from sampler.inprocess.relocate import JUMP_SIZE, Refused, _targets, decode, displace_return, displace_to_return
-from tests.unit.real_programs import PROGRAMS, text_functions
+from tests.unit.real_programs import programs, text_functions
 
 
 def test_a_last_ret_with_padding_takes_the_jump_over_both() -> None:
@@ -52,7 +52,7 @@ def test_an_epilogue_other_paths_jump_to_is_refused() -> None:
         displace_to_return(code, 0x1000, 0x100C)
 
 
-@pytest.mark.parametrize("name", sorted(PROGRAMS))
+@pytest.mark.parametrize("name", programs("return_probes"))
 def test_every_return_of_a_real_program_is_placed_or_refused_safely(name: str) -> None:
     _, data, base, functions = text_functions(name)
     placed = refused = 0

@@ -30,11 +30,11 @@ from tests.integration.test_inprocess import kill_worker
 PROBED = SCRIPTS / "probed.py"
 
 
-def _trace_probed(python: str, start_target: Callable[..., Target], tmp_path: Path, *extra: str
-                  ) -> tuple[list[dict[str, str]], str, Target]:
+def _trace_probed(python: str, start_target: Callable[..., Target], tmp_path: Path, *extra: str,
+                  script: Path = PROBED) -> tuple[list[dict[str, str]], str, Target]:
     """probed.py's 400 calls of handle() traced: the rows, sampler's stderr, the target."""
     need(python)
-    target = start_target(python, str(PROBED), binary=False, stdin=True)
+    target = start_target(python, str(script), binary=False, stdin=True)
     out = tmp_path / "calls.csv"
     proc = start_sampler("trace", "--pid", str(target.pid), "--at", "py:__main__.handle", "--expr", "n=py:n",
                          *extra, "--duration", "120s", "--out", str(out))
@@ -73,9 +73,13 @@ def test_every_call_of_a_python_function_from_two_threads_is_a_row_with_its_argu
     assert not [line for line in Path(f"/proc/{target.pid}/maps").read_text().splitlines() if "sampler-" in line]
 
 
-def test_a_python_probe_as_int3s_counts_the_same_calls(start_target: Callable[..., Target], tmp_path: Path) -> None:
-    """--probe int3: sampler's own test at each stop, every Python call of the process stopping."""
-    rows, stderr, _ = _trace_probed(DEBIAN, start_target, tmp_path, "--probe", "int3")
+def test_a_process_under_seccomp_gets_int3s_and_every_call_counted(
+        start_target: Callable[..., Target], tmp_path: Path) -> None:
+    """The in-process test's system call could be refused, or kill the process: int3s at the places, and
+    sampler's own test at each stop (as --probe int3 puts them), every Python call of the process stopping."""
+    rows, stderr, target = _trace_probed(DEBIAN, start_target, tmp_path, script=SCRIPTS / "seccomped.py")
+    assert target.status()["Seccomp"].strip() == "2"
+    assert "an int3 (the process has a seccomp filter" in stderr, stderr[-2000:]
     assert sorted(int(row["n"]) for row in rows) == sorted(list(range(200)) * 2)
     assert _stops(stderr) >= 1200
 

@@ -653,6 +653,9 @@ class PtraceBackend:
         probe = site.python
         assert probe is not None and site.address is not None
         why = self._why_no_inprocess(site)
+        if not why and procfs.seccomp(self.config.pid):
+            why = ("the process has a seccomp filter: the test's system call (process_vm_readv) could be refused, "
+                   "or kill it")
         chain: Chain | str = why or python_chain(probe, site.address)
         if isinstance(chain, str):
             why = chain
@@ -676,9 +679,9 @@ class PtraceBackend:
         frame's start is (the frame in rdi); its key in ``wanted``, a copy of the Python probe's first site (no
         row is its: its stop is one of the latency's ends). None: not wanted, or it keeps its int3."""
         latency, probe = self.latency, site.python
-        if not isinstance(latency, PyLatency) or latency.clear_at is None or probe is None or \
-                any(key.python is not None for key in filters if key is not site):
-            return None  # (once, with the first place of the probe)
+        if not isinstance(latency, PyLatency) or latency.clear_at is None or probe is None or site not in filters \
+                or any(key.python is not None for key in filters if key is not site):
+            return None  # (once, with the first place of the probe that took its test)
         module = probe.interpreter.module
         span = module.function_span(latency.clear_at - module.bias)
         if span is None:

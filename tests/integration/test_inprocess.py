@@ -29,6 +29,7 @@ from tests.integration.targets import (
     start_redis,
     symbol_address,
 )
+from tests.long import LONG
 
 SUMMARY = re.compile(r"in-process at --at (?P<at>\S+) \(0x[0-9a-f]+\): (?P<calls>\d+) call\(s\), counted in the "
                      r"target; (?P<rows>\d+) row\(s\)(?:; (?P<dropped>\d+) not recorded[^;\n]*)?"
@@ -226,8 +227,8 @@ def test_a_go_program_survives_reading_probes_put_in_and_taken_out_again_and_aga
     # preemption parking them wherever it may (the jump once went in while one was parked with a
     # return into its bytes: it died at the site + 4 when it ran again, at the 4th of 6 runs)
     target = start_target("burst-go", "8", "2500")
-    for run in range(8):
-        # WHEN a reading probe goes in at touch (past its prologue) and out, 8 times
+    for run in range(8 if LONG else 3):  # (make test-long: 8 runs)
+        # WHEN a reading probe goes in at touch (past its prologue) and out, 8 times (make test: 3)
         result = sampler("trace", "--pid", str(target.pid), "--at", "main.touch", "--probe", "inprocess",
                          "--expr", "n=a.n", "--expr", "sum=a.sum", "--hist", "n", "--duration", "1s")
         # THEN each run read in the target, and the program goes on bursting

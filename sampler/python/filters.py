@@ -12,8 +12,9 @@ slot of the C stack (one of Debian's PGO copies: ``DW_OP_fbreg`` from the CFA), 
 from __future__ import annotations
 
 from sampler.debuginfo.locations import REGISTERS, Frame, InMemory, InRegister, OptimizedOut
+from sampler.errors import LocationNotFound
 from sampler.inprocess.trampoline import Chain
-from sampler.python.probes import EVAL, PyProbe
+from sampler.python.probes import EVAL, PyProbe, dwarf_function
 
 SPREAD = 44
 """Register i stands for (i + 1) << SPREAD while a location is worked out: what a location adds to it
@@ -23,16 +24,14 @@ SPREAD = 44
 def chain(probe: PyProbe, address: int) -> Chain | str:
     """The test at the place ``address`` (run-time) of ``probe``, or why it has none (the place keeps
     an int3 that sampler's own test follows)."""
-    interpreter = probe.interpreter
-    lay = interpreter.layout
-    code = lay["frame.code"] if interpreter.version < (3, 11) else lay["iframe.code"]
+    code = probe.code_offset
     if probe.frame_register is not None:
         return Chain(probe.frame_register, (code,), probe.code)
-    module = interpreter.module
-    debug = module.debug(remote=False)
-    function = debug.function_named(EVAL) if debug is not None else None
-    if debug is None or function is None:
-        return f"no DWARF for {EVAL} in {module.path}"
+    module = probe.interpreter.module
+    try:
+        debug, function = dwarf_function(probe.interpreter, EVAL, "a Python probe's test", "starts a frame")
+    except LocationNotFound as e:
+        return e.message
     pc = address - module.bias
     variable = debug.variables(function, pc).get("frame")
     if variable is None:

@@ -102,9 +102,13 @@ class PyProbe:
                 return interpreter.top_frame(tstate)
         raise Unreadable(f"no Python thread state is thread {tid}'s")
 
+    @property
+    def code_offset(self) -> int:
+        """Where a frame holds its code object (a PyFrameObject's before 3.11, a _PyInterpreterFrame's after)."""
+        return self.interpreter.layout["frame.code" if self.interpreter.version < (3, 11) else "iframe.code"]
+
     def frame_code(self, frame: int) -> int:
-        key = "frame.code" if self.interpreter.version < (3, 11) else "iframe.code"
-        return self.interpreter.objects.field(frame, key)
+        return self.interpreter.objects.word(frame + self.code_offset)
 
     def locals(self, frame: int) -> dict[str, int]:
         """The frame's arguments and locals by name (their objects; 0: not set yet)."""

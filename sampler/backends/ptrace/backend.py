@@ -636,7 +636,7 @@ class PtraceBackend:
                 trap = next(p.trap for p in inprocess.placed if p.key is clear)
                 assert trap is not None
                 self.latency.tested_at(trap)
-                said.append(f"{self._where(clear).split(' (')[0]} --latency: the frame clear's test in-process too "
+                said.append(f"{self._probe(clear)} --latency: the frame clear's test in-process too "
                             "(only its function's frames stop there)")
             self.trapped = [site for site in self.sites if site not in placed or site in filters]
             said[:0] = [f"{self._where(site)}: in-process (a jump at {displaced.site:#x}; no thread stops)"
@@ -691,7 +691,7 @@ class PtraceBackend:
             return None
         key = copy.copy(site)
         wanted.append((key, planned.displaced, planned.entry))
-        filters[key] = Chain("rdi", (probe.interpreter.layout["iframe.code"],), probe.code)
+        filters[key] = Chain("rdi", (probe.code_offset,), probe.code)
         return key
 
     def _traps(self, inprocess: Inprocess[Site], sites: list[Site], said: list[str]) -> None:
@@ -702,9 +702,9 @@ class PtraceBackend:
             if placed.key in sites and placed.trap is not None:
                 placed.key.trap = placed.trap
                 self._at[placed.trap] = placed.key
-        where = self._where(sites[0]).split(" (")[0]
-        said.append(f"{where}: in-process, at {len(sites)} place(s) of the eval loop: a test in the target lets "
-                    "only its function's calls through to an int3 (every other Python call goes on; docs/cost.md)")
+        said.append(f"{self._probe(sites[0])}: in-process, at {len(sites)} place(s) of the eval loop: a test in the "
+                    "target lets only its function's calls through to an int3 (every other Python call goes on; "
+                    "docs/cost.md)")
 
     def _new_inprocess(self) -> Inprocess[Site]:
         tracer, memory = self.tracer, self.memory
@@ -866,7 +866,11 @@ class PtraceBackend:
         return AsProgram(self.memory, {address: byte[0] for address, byte in armed.items()})
 
     def _where(self, site: Site) -> str:
-        return f"--at {site.label or self.config.location}" + (f" ({site.address:#x})" if site.address else "")
+        return self._probe(site) + (f" ({site.address:#x})" if site.address else "")
+
+    def _probe(self, site: Site) -> str:
+        """``--at`` and the probe's label (a Python probe's places: one line for them all)."""
+        return f"--at {site.label or self.config.location}"
 
     @contextmanager
     def _hold(self, tids: list[int] | None) -> Iterator[list[int]]:
@@ -1032,7 +1036,7 @@ class PtraceBackend:
             return []
         calls = sum(inprocess.counts[placed.number].hits for placed in tested)
         unread = sum(inprocess.counts[placed.number].dropped for placed in tested)
-        line = (f"in-process at {self._where(tested[0].key).split(' (')[0]}: {calls} Python call(s) tested in the "
+        line = (f"in-process at {self._probe(tested[0].key)}: {calls} Python call(s) tested in the "
                 f"target at {len(tested)} place(s) of the eval loop, only its function's stopped")
         if unread:
             line += (f"; {unread} whose frame's code object the test could not read (process_vm_readv failed): "

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Union
 
 import numpy as np
 
@@ -68,7 +69,7 @@ class Neg:
     signed: bool
 
 
-Column = Load | Const | Op | Neg
+Column = Union[Load, Const, Op, Neg]  # (3.9: no X | Y at run time)
 
 
 class NotAColumn(Exception):

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Optional, Protocol, TypeVar
 
 import numpy as np
 from ptrace.error import PtraceError  # type: ignore[import-untyped]
@@ -47,7 +47,7 @@ from sampler.inprocess.ring import Ring
 from sampler.inprocess.trampoline import Chain, filtering, jump, reading, recording, stopping
 from sampler.target import procfs
 
-Hold = Callable[[list[int] | None], AbstractContextManager[list[int]]]
+Hold = Callable[[Optional[list[int]]], AbstractContextManager[list[int]]]  # (3.9: no X | Y at run time)
 """Stops every thread (or those given) for the ``with``: the thread ids held, the best one for an
 injected system call first."""
 CODE_SIZE = 8 * PAGE

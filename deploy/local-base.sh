@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# A Debian 12 base image made from Debian's packages, for machines that reach no image
-# registry: debootstrap --variant=minbase bookworm into a folder, then podman import
-# (an imported root file system has no PATH in its config: set here). Done once.
+# A Debian 12 base image made from Debian's packages, for machines that reach no image registry
+# (make image with SAMPLER_LOCAL_BASE=1, make kube-test): debootstrap minbase bookworm, the same as
+# make dist-test's bare Debian 12, which is taken when it is there. Done once.
 set -euo pipefail
+cd "$(dirname "$0")"
 image=localhost/sampler-base:bookworm
-podman --runtime runc image exists "$image" && exit 0
-dir=$(mktemp -d /var/tmp/sampler-base.XXXXXX)
-trap 'rm -rf "$dir"' EXIT
-debootstrap --variant=minbase bookworm "$dir" http://deb.debian.org/debian >/dev/null
-rm -rf "$dir"/var/cache/apt/archives/*.deb "$dir"/var/lib/apt/lists/*
-tar -C "$dir" -c . | podman --runtime runc import \
-  --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' - "$image" >/dev/null
+P=(podman --runtime runc)
+"${P[@]}" image exists "$image" && exit 0
+if "${P[@]}" image exists localhost/sampler-bare:bookworm; then
+  "${P[@]}" tag localhost/sampler-bare:bookworm "$image"
+else
+  bash debootstrap-image.sh "$image" bookworm
+fi
 echo "local-base: $image"

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Run inside a bare container by make dist-test: $1 is how sampler is started there (the single
 # file, or the command a wheel installed). The target is /t/ringbuf-c-static, built outside.
-# Samples it, traces it, makes a report, kills sampler's worker while armed (the guardian puts
-# the byte back), leaves an int3 on purpose (--no-guardian) and repairs it; fails on the first
+# Samples it, traces it (int3s, then in-process: numpy reads the ring; --latency), reads its stacks,
+# profiles it into a flame graph, makes a report, kills sampler's worker while armed (the guardian
+# puts the byte back), leaves an int3 on purpose (--no-guardian) and repairs it; fails on the first
 # step that goes wrong.
 set -eu
 S=$1
@@ -37,6 +38,26 @@ rows=$(($(wc -l < /tmp/trace.csv) - 1))
 [ "$rows" = 2 ] || fail "trace wrote $rows rows, not 2"
 untouched
 say "trace: 2 rows"
+$S trace --pid "$T" --at ring_read --expr 'delta=b->w - b->r' --max-events 5000 --out /tmp/inproc.csv \
+  2> /tmp/inproc.err || fail "trace in-process: $(cat /tmp/inproc.err)"
+rows=$(($(wc -l < /tmp/inproc.csv) - 1))
+[ "$rows" = 5000 ] || fail "trace in-process wrote $rows rows, not 5000"
+grep -q "in-process from now on" /tmp/inproc.err || fail "ring_read was not traced in-process: $(grep -v '^#' /tmp/inproc.err)"
+untouched
+say "trace in-process: 5000 rows"
+$S trace --pid "$T" --at ring_read --latency --max-events 500 --quiet --out /tmp/latency.csv
+rows=$(($(wc -l < /tmp/latency.csv) - 1))
+[ "$rows" = 500 ] || fail "trace --latency wrote $rows rows, not 500"
+untouched
+say "trace --latency: 500 rows"
+$S stack --pid "$T" > /tmp/stack.txt
+grep -q " in reader" /tmp/stack.txt && grep -q " in main" /tmp/stack.txt || fail "the stacks name no reader or main: $(cat /tmp/stack.txt)"
+untouched
+say "stack: the reader's and main's frames"
+$S profile --pid "$T" --duration 2s --quiet --out /tmp/cpu.svg
+grep -q "reader" /tmp/cpu.svg && grep -q "<svg" /tmp/cpu.svg || fail "the flame graph has no reader"
+untouched
+say "profile: a flame graph with the reader"
 $S report /tmp/attach.csv --hist delta | grep -q "^  delta " || fail "the report has no line for delta"
 say "report: statistics and a histogram"
 armed() {  # start sampler on a function never called (its breakpoint in all the time); kill its tracer

@@ -21,3 +21,6 @@ if [ ! -e /etc/containers/containers.conf ] && [ "$(id -u)" = 0 ]; then
   printf '[containers]\ndefault_ulimits = []\n\n[engine]\nruntime = "runc"\n' > /etc/containers/containers.conf
   echo "podman-setup: wrote /etc/containers/containers.conf (no default ulimits; runc)" >&2
 fi
+# podman that cannot run here fails now, in one line, rather than as a test's traceback
+said=$(podman --runtime runc info 2>&1 >/dev/null) \
+  || { echo "podman-setup: podman cannot run on this machine: $(echo "$said" | grep -v '^$' | tail -1)" >&2; exit 1; }

@@ -15,9 +15,11 @@ from __future__ import annotations
 import ctypes
 import mmap
 import time
+from typing import TYPE_CHECKING
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:  # numpy is imported where records are timed (a run with no in-process probe never loads it)
+    import numpy as np
+    import numpy.typing as npt
 
 READ_TSC = bytes.fromhex("0f31" "48c1e220" "4809d0" "c3")  # rdtsc; shl rdx, 32; or rax, rdx; ret
 MIN_SPAN_NS = 20_000_000
@@ -70,6 +72,8 @@ class TscClock:
 
     def seconds(self, tsc: npt.NDArray[np.uint64]) -> npt.NDArray[np.float64]:
         """Monotonic seconds of each TSC reading."""
+        import numpy as np
+
         starts = np.array([segment[0] for segment in self._segments], dtype=np.uint64)
         which = np.maximum(np.searchsorted(starts, tsc, side="right") - 1, 0)
         first = starts[which].astype(np.float64)

@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from sampler.debuginfo.locations import REGISTERS as ALL_REGISTERS
 from sampler.evaluation.evaluate import SampleError
 from sampler.evaluation.plan import ReadPlan, Snapshot
 from sampler.inprocess import ring
+
+if TYPE_CHECKING:  # numpy is imported when a layout is made for a probe (never in a run without one)
+    import numpy as np
 
 REGISTERS = ALL_REGISTERS[:16]
 """The registers a record holds, in probe.S's order (rip is the site's address)."""
@@ -100,6 +101,8 @@ class Layout:
         self.slots = 1 << min(16, (ring_bytes // self.record).bit_length() - 1)
         self.size = ring.RING + self.slots * self.record
         """Bytes of the probe's data area."""
+        import numpy as np
+
         self.record_type = np.dtype([("seq", "<u8"), ("probe", "<u4"), ("flags", "<u4"), ("fs", "<u8"),
                                      ("tsc", "<u8"), ("registers", "<u8", (16,)), ("scratch", "<u8", (5,)),
                                      ("body", "V", self.record - HEADER)] if self.record > HEADER else

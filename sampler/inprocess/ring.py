@@ -10,10 +10,11 @@ order with loads and stores with stores, so a record whose word says written is 
 from __future__ import annotations
 
 import mmap
+from typing import TYPE_CHECKING
 
-import numpy as np
-import numpy.ma  # (np.unique imports it at its first call: 18 ms, at the first drain, while the ring fills)
-import numpy.typing as npt
+if TYPE_CHECKING:  # numpy is imported when a ring is made: a run with no in-process probe never loads it
+    import numpy as np
+    import numpy.typing as npt
 
 HEAD = 0x40
 OFF = 0x48
@@ -30,8 +31,8 @@ SIZE = RING + SLOTS * RECORD
 """Bytes of the data area: 2 MiB and a page (touched by the target as the ring fills)."""
 CHUNK = 4096
 """Slots whose sequence words a drain looks at in one step."""
-RECORD_TYPE = np.dtype([("seq", "<u8"), ("probe", "<u4"), ("flags", "<u4"), ("fs", "<u8"), ("tsc", "<u8")])
-assert RECORD_TYPE.itemsize == RECORD
+RECORD_FIELDS = [("seq", "<u8"), ("probe", "<u4"), ("flags", "<u4"), ("fs", "<u8"), ("tsc", "<u8")]
+"""A counting probe's record (numpy's dtype of RECORD bytes)."""
 
 
 def hits_at(probe: int) -> int:
@@ -48,9 +49,15 @@ def drops_at(probe: int) -> int:
 class Ring:
     """Sampler's side of the data area, through its own mapping of it."""
 
-    def __init__(self, view: mmap.mmap, record_type: np.dtype = RECORD_TYPE, slots: int = SLOTS) -> None:
+    def __init__(self, view: mmap.mmap, record_type: np.dtype | None = None, slots: int = SLOTS) -> None:
         """The shared ring of the counting probes; a reading probe's own (reads.py) has its records'
         type and its number of slots."""
+        import numpy as np
+        import numpy.ma  # (np.unique imports it at its first call: 18 ms, at the first drain)
+
+        if record_type is None:
+            record_type = np.dtype(RECORD_FIELDS)
+            assert record_type.itemsize == RECORD
         self.view = view
         self.slots = slots
         self.records: npt.NDArray[np.void] = np.frombuffer(view, record_type, slots, RING)
@@ -85,6 +92,8 @@ class Ring:
         """The records written since the last drain, in ticket order (a copy), their slots freed. The
         ring from the tail on is at most two runs of slots (to its end, then from its start): each is
         looked at and copied as a slice, not slot by slot."""
+        import numpy as np
+
         first = self.tail & (self.slots - 1)
         tickets = np.uint64(self.tail) + self._steps
         seq = self.records["seq"]

@@ -194,3 +194,37 @@ def test_the_node_agent_finds_a_target_of_another_container_by_its_id(image: str
         target.assert_untouched()
     finally:
         remove(name, agent)
+
+
+def test_the_image_reads_stacks_traces_and_profiles_beside_the_target(image: str, out: Path) -> None:
+    """The ephemeral container's way (kubectl debug --target): sampler's image in the target
+    container's process namespace, with SYS_PTRACE only, under podman's default seccomp filter."""
+    # GIVEN the C target in a container of its own
+    name = "kt-verbs-target"
+    remove(name)
+    podman("run", "-d", "--name", name, "-v", f"{BIN}:/targets", BASE, "/targets/ringbuf-c")
+    beside = ["run", "--rm", f"--pid=container:{name}", "--cap-drop=ALL", "--cap-add=SYS_PTRACE",
+              "--security-opt=no-new-privileges", "-v", f"{out}:/out", IMAGE]
+    try:
+        target = Container(name)
+        # WHEN its stacks are read from the image
+        stack = podman(*beside, "stack", "--pgrep", "ringbuf-c", check=False)
+        # THEN the reader's thread is there with its frames and lines
+        assert stack.returncode == 0, stack.stderr
+        assert " in reader" in stack.stdout and "ringbuf.c:" in stack.stdout, stack.stdout
+        # WHEN every call of ring_read is traced (int3s: the target has a seccomp filter)
+        trace = podman(*beside, "trace", "--pgrep", "ringbuf-c", "--at", "ring_read", "--expr", "delta=b->w - b->r",
+                       "--max-events", "300", "--quiet", "--out", "/out/trace.csv", check=False)
+        assert trace.returncode == 0, trace.stderr
+        rows = read_csv(out / "trace.csv")
+        assert len(rows) == 300 and all(0 <= int(r["delta"]) <= CAPACITY for r in rows)
+        # WHEN it is profiled into a flame graph
+        profile = podman(*beside, "profile", "--pgrep", "ringbuf-c", "--duration", "2s", "--quiet",
+                         "--out", "/out/cpu.svg", check=False)
+        assert profile.returncode == 0, profile.stderr
+        svg = (out / "cpu.svg").read_text()
+        assert svg.lstrip().startswith(("<?xml", "<svg")) and "reader" in svg
+        # THEN the target runs on untouched
+        target.assert_untouched()
+    finally:
+        remove(name)

@@ -207,6 +207,16 @@ def test_a_ptrace_run_loads_no_delve_code() -> None:
     assert [m for m in loaded if "delve" in m] == []
 
 
+def test_numpy_is_loaded_only_where_records_are_read() -> None:
+    """numpy (0.13 s to import here; its unpacking is part of every start of the single file) is for the
+    in-process probes' records: the commands and the ptrace backend load without it."""
+    loaded = loaded_by("import sampler.cli, sampler.run, sampler.stacks, sampler.profile; "
+                       "from sampler.backends.ptrace import backend, fleet; from sampler.backends.delve import backend")
+    assert "sampler.backends.ptrace.backend" in loaded
+    assert [m for m in loaded if m.split(".")[0] == "numpy"] == []
+    assert "numpy" in loaded_by("from sampler.backends.ptrace import readrows")
+
+
 def test_a_delve_run_loads_no_ptrace_code() -> None:
     loaded = loaded_by("import sampler.cli, sampler.run, sampler.evaluation.fields; "
                        "from sampler.backends.delve import backend, rpc_backend")

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
+from typing import TYPE_CHECKING
 
 from sampler import notice
 from sampler.backends.base import columns_of
@@ -35,7 +36,6 @@ from sampler.backends.ptrace.latency import LATENCY, Latency, names_retval, time
 from sampler.backends.ptrace.memory import Memory, MemoryHang
 from sampler.backends.ptrace.parked import Parked
 from sampler.backends.ptrace.pylatency import PyLatency
-from sampler.backends.ptrace.readrows import Pending, Rows
 from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.router import Router
 from sampler.backends.ptrace.site import Site
@@ -64,6 +64,9 @@ from sampler.sample import Bulk, Reading
 from sampler.stop import StopFlag
 from sampler.target import permission, procfs
 from sampler.target.process import TargetProcess
+
+if TYPE_CHECKING:  # numpy's rows, imported at a reading probe's first records (never in a run without one)
+    from sampler.backends.ptrace.readrows import Pending, Rows
 
 DRAIN_S = 0.01
 """How often the in-process probes' ring is read while nothing else happens: 65,536 records in 10 ms
@@ -143,6 +146,9 @@ class PtraceBackend:
         self.timed: TimedProbes | None = TimedProbes(self.latency, config, modules, is_go) \
             if self.latency is not None and config.probe_kind != "int3" else None
         """--latency with in-process probes: the sites timed in the target (timedprobes.py)."""
+        if config.probe_kind != "int3" and probes and (config.every_hit or python):
+            import numpy  # noqa: F401  # in-process probes' records: loaded before the target is touched (a
+            # first import at a probe's promotion, 0.1 s, kept the threads at its int3 waiting: test_budget)
         self._at: dict[int, Site] = {}
         """Each breakpoint address's site."""
         self._turn = 0
@@ -967,6 +973,8 @@ class PtraceBackend:
         assert layout is not None and self.memory is not None
         rows = self._readers.get(id(site))
         if rows is None:
+            from sampler.backends.ptrace.readrows import Rows
+
             rows = self._readers[id(site)] = Rows(site, layout, self.memory)
         return rows
 

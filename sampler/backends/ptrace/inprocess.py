@@ -27,9 +27,8 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Generic, Optional, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Optional, Protocol, TypeVar
 
-import numpy as np
 from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
 from sampler.backends.ptrace import calls
@@ -46,6 +45,9 @@ from sampler.inprocess.relocate import JUMP_SIZE, Displaced, Refused
 from sampler.inprocess.ring import Ring
 from sampler.inprocess.trampoline import Chain, filtering, jump, reading, recording, stopping
 from sampler.target import procfs
+
+if TYPE_CHECKING:  # numpy is imported by what reads records or stacks (a run with no in-process probe: never)
+    import numpy as np
 
 Hold = Callable[[Optional[list[int]]], AbstractContextManager[list[int]]]  # (3.9: no X | Y at run time)
 """Stops every thread (or those given) for the ``with``: the thread ids held, the best one for an
@@ -369,6 +371,8 @@ class Inprocess(Generic[K]):
             return None
         self.clock.update()
         threads = self._names(records["fs"], live)
+        import numpy as np
+
         for number, recorded in zip(*np.unique(records["probe"], return_counts=True)):
             if int(number) in self.counts:
                 self.counts[int(number)].recorded += int(recorded)
@@ -377,6 +381,8 @@ class Inprocess(Generic[K]):
     def _names(self, bases: np.ndarray, live: Callable[[], list[int]] | None) -> list[str]:
         """The thread of each fs base (its id; one not known yet learnt by holding the threads ``live``
         gives that are new)."""
+        import numpy as np
+
         unique, inverse = np.unique(bases, return_inverse=True)
         if set(unique.tolist()) - set(self.threads) and live is not None:
             known = set(self.threads.values())
@@ -404,7 +410,7 @@ class Inprocess(Generic[K]):
                 continue
             self.clock.update()
             self.counts[placed.number].recorded += len(records)
-            self.counts[placed.number].ticks += int(records["flags"].sum(dtype=np.uint64))
+            self.counts[placed.number].ticks += int(records["flags"].sum(dtype="u8"))
             out.append(Read(placed, records, self._names(records["fs"], live), self.clock.seconds(records["tsc"])))
         return out
 
@@ -531,7 +537,7 @@ class Inprocess(Generic[K]):
                 continue
             start = sp // 8 * 8
             try:
-                words = np.frombuffer(self.memory.read(start, top - start), "<u8")
+                words = _words(self.memory.read(start, top - start))
             except UnreadableMemory:
                 continue
             for code in self.codes:
@@ -557,7 +563,7 @@ class Inprocess(Generic[K]):
             if mapping is None:
                 continue
             try:
-                words = np.frombuffer(self.memory.read(sp, min(mapping.end, sp + SIGNAL_SCAN) - sp), "<u8")
+                words = _words(self.memory.read(sp, min(mapping.end, sp + SIGNAL_SCAN) - sp))
             except UnreadableMemory:
                 continue
             if bool(((words > displaced.site) & (words < displaced.back)).any()):
@@ -639,6 +645,13 @@ READ_NS = 3000.0
 measured of two fields (1.2-2.8 us)."""
 INTERRUPTED = signal.SIGTRAP | (0x80 << 8)
 """si_code of a stop by PTRACE_INTERRUPT (PTRACE_EVENT_STOP)."""
+
+
+def _words(data: bytes) -> np.ndarray:
+    """Bytes as little-endian 64-bit words."""
+    import numpy as np
+
+    return np.frombuffer(data, "<u8")
 
 
 class NoThreadReady(InjectionError):

@@ -22,8 +22,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 from collections.abc import Callable
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from sampler.backends.ptrace.inprocess import Read
 from sampler.backends.ptrace.latency import RETVAL, EndedRows, Latency
@@ -39,6 +38,9 @@ from sampler.inprocess.reads import REGISTERS, Layout, Recorded
 from sampler.inprocess.relocate import Displaced, Refused, displace_return, displace_to_return
 from sampler.language.expr import Expression
 from sampler.sample import Reading, Value
+
+if TYPE_CHECKING:  # numpy: the records' arrays (made where the ring is read)
+    import numpy as np
 
 LAG_S = 0.02
 """How long after its moment an event is taken: every probe's record of that moment is in its ring by
@@ -163,7 +165,7 @@ class TimedProbes:
         records, seconds, threads = read.records, read.seconds.tolist(), read.threads
         registers = records["registers"]
         if len(seconds) and seconds[0] < self._taken_until:
-            self.late += int(np.count_nonzero(read.seconds < self._taken_until))
+            self.late += int((read.seconds < self._taken_until).sum())
         site = read.placed.key
         assert isinstance(site, Site) and site.address is not None
         if id(site) in self.entries:

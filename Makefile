@@ -158,7 +158,7 @@ targets: targets/bin/ringbuf-go targets/bin/ringbuf-go-stripped targets/bin/http
 	targets/bin/execrace targets/bin/ifuncs targets/bin/eintr targets/bin/shortlived \
 	targets/bin/stacks targets/bin/stacks-cpp targets/bin/stacks-rust targets/bin/stacks-go targets/bin/spinners targets/bin/eintr-fp targets/bin/eintr-sockets \
 	targets/bin/burst targets/bin/burst-go targets/bin/latency targets/bin/latency-cpp targets/bin/latency-rust \
-	targets/bin/latency-go targets/bin/usdt targets/bin/usdt-O0 targets/bin/throws
+	targets/bin/latency-go targets/bin/usdt targets/bin/usdt-O0 targets/bin/throws targets/bin/hostile
 
 targets/bin/ringbuf-go: targets/ringbuf-go/main.go targets/ringbuf-go/go.mod | system-deps
 	mkdir -p targets/bin
@@ -192,6 +192,12 @@ targets/bin/usdt-O0: targets/usdt/usdt.c targets/usdt/guarded.c | system-deps
 targets/bin/throws: targets/usdt/throws.cpp | system-deps
 	mkdir -p targets/bin
 	$(CXX) -O2 -g -o $@ $<
+
+# a target that attacks what sampler shares with it (a descriptor swapped, a ring cut short, forged
+# records): tests/integration/test_hostile.py runs it as nobody
+targets/bin/hostile: targets/hostile/hostile.c | system-deps
+	mkdir -p targets/bin
+	$(CC) -O2 -g -pthread -Wall -o $@ $<
 
 targets/bin/ringbuf-c: targets/ringbuf-c/ringbuf.c | system-deps
 	mkdir -p targets/bin

@@ -492,7 +492,7 @@ def profile(pids: tuple[int, ...], pgrep: str | None, every_match: bool, exe: st
         notice.say(f"PID {pid} ended during the profile: its samples until then are counted")
     summary = result.summary(rate, off_cpu)
     names = ", ".join(f"{printable(name)} ({pid})" for pid, name in result.names.items())
-    written = render.to_file(result.stacks, out, f"sampler profile of {names}", summary)
+    written = render.to_file(result.stacks, out, f"sampler profile of {names}", summary, checked=True)
     notice.say(f"{written}; {summary}" + ("; interrupted: the samples so far are written" if stop.is_set() else ""))
     return 0
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shlex
+import stat
 import sys
 from collections.abc import Iterator, Sequence
 from typing import BinaryIO
@@ -14,6 +16,7 @@ import click
 from sampler import notice
 from sampler.errors import SamplerError, UsageError
 from sampler.kube import kubectl, manifests, preflight, yaml
+from sampler.output.csv import OutFile
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -191,12 +194,14 @@ def _output(path: str) -> Iterator[BinaryIO]:
     if path == "-":
         yield sys.stdout.buffer
         return
+    out = OutFile(path)  # the one way sampler writes a file: never through a link or into another's file
     try:
-        stream = open(path, "wb")  # noqa: SIM115
-    except OSError as e:
-        raise UsageError(f"cannot write --out {path}: {e.strerror}") from None
-    with stream:
-        yield stream
+        if stat.S_ISREG(os.fstat(out.fd).st_mode):
+            os.ftruncate(out.fd, 0)
+        with os.fdopen(out.fd, "wb", closefd=False) as stream:
+            yield stream
+    finally:
+        out.close(begun=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -10,11 +10,11 @@ import errno
 import io
 import json
 import os
-import re
 import stat
 import sys
 from collections.abc import Sequence
 
+from sampler import writes
 from sampler.errors import OutputError, OutputLost
 from sampler.output import outlet
 from sampler.sample import Sample, columns, record, row
@@ -27,12 +27,11 @@ class OutFile:
         """Open ``path`` ('-' for stdout); raise OutputError if it cannot be written."""
         self.path = path
         self.own = path != "-"
-        self.link_ok = path in ("/dev/stdout", "/dev/stderr") or \
-            re.fullmatch(r"/dev/fd/\d+|/proc/self/fd/\d+", path) is not None
+        self.link_ok = writes.link_ok(path)
         self.folder = -1  # the folder of --out, opened once: the file is made in it, never by path again
         self.name = path
         if self.own and not self.link_ok:
-            self.folder, self.name = _open_folder(path), os.path.basename(path)
+            self.folder, self.name = writes.open_folder(path), os.path.basename(path)
         self.created = self.own and not self.exists()
         try:
             self.fd = self.open(truncate=False) if self.own else sys.stdout.fileno()
@@ -239,28 +238,6 @@ class CsvWriter:
 
     def _close_now(self) -> None:
         self.file.close(begun=self._begun)
-
-
-def _open_folder(path: str) -> int:
-    """The folder of ``path``, opened once (O_DIRECTORY): a file made again later (the old one was
-    removed) is made in this folder, whatever is at its path by then (another user swapping a
-    folder of a world-writable one for a link to a root-only one). The folder itself through a
-    link only when the link is root's or sampler's user's own."""
-    folder = os.path.dirname(path) or "."
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
-    try:
-        return os.open(folder, flags | os.O_NOFOLLOW)
-    except OSError as e:
-        if e.errno not in (errno.ELOOP, errno.ENOTDIR):
-            raise OutputError(f"cannot write --out {path}: {folder}: {e.strerror}") from None
-    try:
-        owner = os.lstat(folder).st_uid
-        if owner not in (0, os.geteuid()):
-            raise OutputError(f"--out {path}: its folder {folder} is a symbolic link of uid {owner}: sampler does "
-                              "not write through another user's link", "give the folder's own path")
-        return os.open(folder, flags)
-    except OSError as e:
-        raise OutputError(f"cannot write --out {path}: {folder}: {e.strerror}") from None
 
 
 class JsonLinesWriter(CsvWriter):

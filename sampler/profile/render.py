@@ -11,7 +11,8 @@ import os
 from collections import Counter
 from collections.abc import Mapping
 
-from sampler.errors import OutputError, UsageError
+from sampler import notice, writes
+from sampler.errors import UsageError
 from sampler.printable import printable
 from sampler.profile import flamegraph, folded, speedscope
 from sampler.profile.names import TOOLTIP_CHARS
@@ -31,7 +32,8 @@ def format_of(path: str) -> str:
                      "give the file one of these three suffixes, e.g. --out cpu.svg")
 
 
-def to_file(stacks: Mapping[str, int], path: str, title: str, subtitle: str) -> str:
+def to_file(stacks: Mapping[str, int], path: str, title: str, subtitle: str, option: str = "--out",
+            checked: bool = False) -> str:
     """Write ``stacks`` (folded stack -> samples) to ``path`` in the format its suffix names;
     ``title`` and ``subtitle`` head the flame graph (the subtitle: the run's figures), the title
     names speedscope's profile. Returns one line (no newline) that says what was written."""
@@ -51,7 +53,9 @@ def to_file(stacks: Mapping[str, int], path: str, title: str, subtitle: str) -> 
     else:
         text = speedscope.document(stacks, title)
         what = f"{figures} for speedscope (https://www.speedscope.app)"
-    _write(path, text)
+    planted = writes.write_file(path, text.encode("utf-8", errors="replace"), option, checked)
+    if planted:
+        notice.say(planted)
     return f"{printable(path)}: {what}"
 
 
@@ -78,7 +82,8 @@ def report_folded(path: str, plot: str | None, top: int) -> str:
     lines += _table(f"Top {top} by total samples (the function anywhere in the stack):", anywhere, samples, top)
     if plot is not None:
         title = f"Flame Graph: {os.path.basename(path)}"
-        lines += ["", "plot: " + to_file(stacks, plot, title, f"{samples:,} samples in {len(stacks):,} stacks")]
+        drawn = to_file(stacks, plot, title, f"{samples:,} samples in {len(stacks):,} stacks", "--plot")
+        lines += ["", "plot: " + drawn]
     return "\n".join(lines) + "\n"
 
 
@@ -94,19 +99,8 @@ def _table(title: str, counts: Counter[str], samples: int, top: int) -> list[str
     return lines
 
 
-def _write(path: str, text: str) -> None:
-    try:
-        with open(path, "w", encoding="utf-8", errors="replace") as f:
-            f.write(text)
-    except OSError as e:
-        raise OutputError(f"{printable(path)}: cannot be written ({e.strerror})",
-                          "choose a path in a writable directory") from None
-
-
 def check_writable(path: str) -> None:
     """Refuse, before a profile starts, a path whose file could not be written at its end (its
-    folder missing or not writable, a folder by that name): the samples would be lost."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path) or not os.path.isdir(folder) or not os.access(folder, os.W_OK | os.X_OK) \
-            or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        raise OutputError(f"{printable(path)}: cannot be written", "choose a path in a writable directory")
+    folder missing or not writable, a folder by that name, a link, another user's file): the
+    samples would be lost."""
+    writes.check_file(path)

@@ -3,8 +3,10 @@ and a panel of the pause; with matplotlib (an optional dependency: a clear line 
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
+from sampler import writes
 from sampler.report.load import ReportError, Table, cells, numeric, to_number
 from sampler.report.stats import failed_in, group
 
@@ -46,10 +48,10 @@ def plot(table: Table, path: str) -> int:
     axes[-1, 0].set_xlabel("elapsed (s)")
     figure.suptitle(", ".join(table.files))
     figure.tight_layout()
+    image = io.BytesIO()  # drawn here, written by the one way sampler writes files (never through a link)
     try:
-        figure.savefig(path, dpi=100)
-    except OSError as e:
-        raise ReportError(f"cannot write --plot {path}: {e.strerror}") from None
+        figure.savefig(image, dpi=100, format=suffix[1:])
     finally:
         plt.close(figure)
+    writes.write_file(path, image.getvalue(), "--plot")
     return len(panels)

@@ -22,12 +22,14 @@ takes no CPU until the worker dies), falling back to nice -20, then to nothing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
 from typing import Protocol
 
-from sampler import wakeups
+from sampler import wakeups, writes
+from sampler.errors import SamplerError
 from sampler.safety.patches import Patch
 from sampler.safety.supervisor import name_process
 from sampler.target import procfs
@@ -217,7 +219,7 @@ def _watch(fd: int, rescue: Rescue) -> int:
     rescue.run(patches, children, semaphores)
     rescued = time.monotonic()
     if log:
-        with open(log, "a") as f:
+        with contextlib.suppress(SamplerError), os.fdopen(writes.open_append(log, LOG_ENV), "a") as f:
             f.write(f"eof {eof:.6f}\nrescued {rescued:.6f}\n")
     rescue.cleanup()
     return 0

@@ -12,6 +12,7 @@ import ctypes
 import io
 import os
 import random
+import re
 import shutil
 import signal
 import struct
@@ -960,4 +961,185 @@ def answered_later(target: Target, file: Path) -> None:
     target.wait_for(lambda: len(ticks()) >= seen + 2 or target.proc.poll() is not None, 10, "no ticks line")
     assert target.proc.poll() is None, f"the target died once its memory came: {target.lines[-4:]}"
     assert ticks()[seen + 1] > 100, ticks()  # a whole second after the answer
+    target.assert_untouched()
+
+
+OUTPUTS = [  # every option of every command that writes a file, with a suffix it takes
+    ("attach", "--out", "rows.csv"), ("trace", "--out", "rows.jsonl"),
+    ("profile", "--out", "cpu.svg"), ("profile", "--out", "cpu.folded"), ("profile", "--out", "cpu.speedscope.json"),
+    ("report", "--plot", "run.png"), ("report", "--plot", "run.svg"), ("report", "--plot", "run.pdf"),
+    ("report-folded", "--plot", "cpu.svg"),
+]
+
+
+def _write_into(command: str, option: str, path: Path, pid: int, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``command`` of sampler writing ``path`` through ``option``, on the C ring buffer ``pid``."""
+    if command == "attach":
+        return attach(pid, "--expr", "delta=b->w - b->r", "--at", "ring_read", "--count", "2", option, str(path))
+    if command == "trace":
+        return sampler("trace", "--pid", str(pid), "--at", "ring_read", "--expr", "b->w", "--max-events", "5",
+                       "--quiet", option, str(path))
+    if command == "profile":
+        return sampler("profile", "--pid", str(pid), "--duration", "1s", "--quiet", option, str(path))
+    rows = tmp_path / "mine.csv"
+    if command == "report":
+        rows.write_text("seq,time,elapsed_s,pid,thread,delta,pause_us,wait_us,late_us,error\n"
+                        "1,2026-12-07T00:00:00Z,0.1,1,1,5,10,0,0,\n2,2026-12-07T00:00:01Z,1.1,1,1,7,12,0,0,\n")
+        return sampler("report", str(rows), option, str(path))
+    stacks = tmp_path / "mine.folded"
+    stacks.write_text("main;work 10\nmain;rest 3\n")
+    return sampler("report", str(stacks), option, str(path))
+
+
+@pytest.mark.parametrize(("command", "option", "name"), OUTPUTS, ids=[f"{c}-{n}" for c, _, n in OUTPUTS])
+def test_no_output_of_any_command_goes_through_a_planted_link(start_target: Callable[..., Target], tmp_path: Path,
+                                                               command: str, option: str, name: str) -> None:
+    # GIVEN root's output in a folder every user can write (no sticky bit), and a root-only file
+    target = start_target("ringbuf-c")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    secret = tmp_path / "root-only"
+    secret.write_text("root's own\n")
+    secret.chmod(0o600)
+    out = shared / name
+    # WHEN another user planted a link at its name
+    out.symlink_to(secret)
+    result = _write_into(command, option, out, target.pid, tmp_path)
+    # THEN it is refused in one line, nothing is written through it, the link is left as it was
+    lines = [line for line in result.stderr.splitlines() if line.startswith("sampler")]
+    assert result.returncode == 2 and "is a symbolic link" in lines[-1], result.stderr
+    assert secret.read_text() == "root's own\n" and out.is_symlink()
+    # WHEN the name is another user's file
+    out.unlink()
+    out.write_text("theirs\n")
+    os.chown(out, 65534, 65534)
+    result = _write_into(command, option, out, target.pid, tmp_path)
+    # THEN it is refused too, and left as it was
+    assert result.returncode == 2 and "belongs to uid 65534" in result.stderr, result.stderr
+    assert out.read_text() == "theirs\n"
+    # WHEN the name is free: the file is written, sampler's own
+    out.unlink()
+    result = _write_into(command, option, out, target.pid, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert out.stat().st_size > 0 and not out.is_symlink() and out.stat().st_uid == os.geteuid()
+    assert [p.name for p in shared.iterdir()] == [name]  # no temporary file left
+    target.assert_untouched()
+
+
+def test_a_link_planted_while_a_profile_runs_is_replaced_not_followed(start_target: Callable[..., Target],
+                                                                      tmp_path: Path) -> None:
+    # GIVEN a profile whose flame graph goes into a folder every user can write
+    target = start_target("ringbuf-c")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    secret = tmp_path / "root-only"
+    secret.write_text("root's own\n")
+    secret.chmod(0o600)
+    out = shared / "cpu.svg"
+    proc = start_sampler("profile", "--pid", str(target.pid), "--duration", "3s", "--quiet", "--out", str(out))
+    # WHEN another user plants a link at its name after the run checked it, before it writes
+    time.sleep(1.5)
+    out.symlink_to(secret)
+    _, stderr = finish(proc)
+    # THEN the flame graph took the link's place, and the root-only file is untouched
+    assert proc.returncode == 0, stderr
+    assert secret.read_text() == "root's own\n"
+    assert not out.is_symlink() and "<svg" in out.read_text()
+    target.assert_untouched()
+
+
+def test_kubectl_samplers_out_goes_through_no_link(tmp_path: Path) -> None:
+    from sampler.errors import SamplerError
+    from sampler.kube.cli import _output
+
+    secret = tmp_path / "root-only"
+    secret.write_text("root's own\n")
+    out = tmp_path / "rows.csv"
+    out.symlink_to(secret)
+    with pytest.raises(SamplerError, match="is a symbolic link"), _output(str(out)):
+        pass
+    assert secret.read_text() == "root's own\n"
+    out.unlink()
+    out.write_text("an old, longer run's rows\n")
+    with _output(str(out)) as stream:
+        stream.write(b"seq\n")
+    assert out.read_text() == "seq\n"
+
+
+@pytest.fixture
+def readable_by_nobody() -> Iterator[Path]:
+    """A folder of root's that nobody may read (the test's own tmp_path is root's alone)."""
+    folder = Path(tempfile.mkdtemp(dir="/tmp"))
+    folder.chmod(0o755)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_root_writes_the_trampoline_into_no_file_the_target_swapped_in(
+        start_target: Callable[..., Target], readable_by_nobody: Path, tmp_path: Path) -> None:
+    """The review's case: a clone(CLONE_FILES) sibling of the target (a process of its own: it runs while
+    sampler holds the target's threads) put a read-only descriptor of a root-owned file at the number of
+    the code memfd once the target had mapped it; sampler reopened /proc/PID/fd/N as root and wrote the
+    trampoline over the file's first bytes (3 of 3 before the fix, the target then died running them)."""
+    from tests.integration.test_permissions import NOBODY
+
+    # GIVEN a root-owned file nobody may read (a shared library's kind), and a nobody's program that swaps it in
+    victim = readable_by_nobody / "victim.so"
+    victim.write_bytes(os.urandom(1 << 16))
+    victim.chmod(0o644)
+    before = victim.read_bytes()
+    target = start_target(*NOBODY, str(BIN / "hostile"), "swap", str(victim), binary=False)
+    # WHEN root traces its function, in-process where it can
+    out = tmp_path / "rows.csv"
+    result = sampler("trace", "--pid", str(target.pid), "--at", "work", "--duration", "2s", "--out", str(out))
+    target.wait_for(lambda: any(line.startswith("swapped") for line in target.lines), 10, "the sibling never swapped")
+    # THEN no byte of the file changed: the probe stayed an int3, said in one line, and every call was a row
+    assert victim.read_bytes() == before
+    assert result.returncode == 0, result.stderr
+    assert "is not the memfd sampler had it make (it is " in result.stderr, result.stderr
+    assert len(assert_csv_whole(out)) > 100
+    target.assert_untouched()
+
+
+def test_the_target_cannot_cut_the_shared_ring_short(start_target: Callable[..., Target], tmp_path: Path) -> None:
+    """The review's case: a CLONE_FILES sibling kept a copy of the data memfd's descriptor and cut the file
+    to 0 bytes: sampler's worker died of SIGBUS at its next read of the ring (exit 135)."""
+    from tests.integration.test_permissions import NOBODY
+
+    # GIVEN a nobody's program whose sibling cuts sampler's data memfd short as soon as it can
+    target = start_target(*NOBODY, str(BIN / "hostile"), "shrink", binary=False)
+    out = tmp_path / "rows.csv"
+    # WHEN root traces its function
+    result = sampler("trace", "--pid", str(target.pid), "--at", "work", "--duration", "2s", "--out", str(out))
+    # THEN the file was sealed before the target could reach it: the cut failed, sampler ended by itself
+    target.wait_for(lambda: any("shrink" in line for line in target.lines), 10, "the sibling never tried")
+    assert "could not shrink: Operation not permitted" in target.lines, target.lines[-3:]
+    assert result.returncode == 0 and "SIGBUS" not in result.stderr, result.stderr
+    assert len(assert_csv_whole(out)) > 100
+    target.assert_untouched()
+
+
+def test_a_forged_ring_record_is_dropped_and_counted_not_an_internal_error(
+        start_target: Callable[..., Target], tmp_path: Path) -> None:
+    """The review's case: a thread of the target took a ticket in the ring and wrote a record naming
+    probe 9999: KeyError in the drain, exit 70."""
+    from tests.integration.test_permissions import NOBODY
+
+    # GIVEN a nobody's program with a thread that forges 1000 records once sampler's ring is there
+    target = start_target(*NOBODY, str(BIN / "hostile"), "forge", "1000", binary=False)
+    out = tmp_path / "rows.csv"
+    # WHEN root counts the calls of its function in-process
+    result = sampler("trace", "--pid", str(target.pid), "--at", "work", "--duration", "3s", "--quiet",
+                     "--out", str(out))
+    # THEN the forged records are dropped and said, and every row is a call of work
+    target.wait_for(lambda: "forged 1000" in target.lines, 10, "the thread did not forge its records")
+    assert result.returncode == 0, result.stderr
+    assert "1000 record(s) in the in-process probes' ring named no probe of sampler's" in result.stderr, result.stderr
+    rows = assert_csv_whole(out)
+    calls = re.search(r"in-process at --at work \(0x[0-9a-f]+\): (\d+) call\(s\)", result.stderr)
+    assert calls and len(rows) <= int(calls.group(1)), result.stderr
     target.assert_untouched()

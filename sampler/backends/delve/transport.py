@@ -9,6 +9,7 @@ import signal
 
 import pexpect
 
+from sampler import writes
 from sampler.backends.delve import parse
 from sampler.backends.delve.drive import CALL_TIMEOUT_S
 from sampler.backends.delve.leave import after_dlv_killed
@@ -57,7 +58,8 @@ class DelveTerminal:
         child.delaybeforesend = None
         log = os.environ.get("SAMPLER_DELVE_LOG")
         if log:  # a transcript of everything dlv printed, for debugging and for tests
-            child.logfile_read = open(log, "a", encoding="utf-8")  # noqa: SIM115 (lives with dlv)
+            fd = writes.open_append(log, "SAMPLER_DELVE_LOG")  # (a file that lives with dlv)
+            child.logfile_read = os.fdopen(fd, "a", encoding="utf-8")
         self._child = child
         index = child.expect([parse.AT_PROMPT, pexpect.EOF, pexpect.TIMEOUT])
         if index != 0:

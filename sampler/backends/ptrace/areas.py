@@ -9,6 +9,9 @@ written for them: the names the calls read are written into a scratch page of sa
 
 from __future__ import annotations
 
+import ctypes
+import errno
+import fcntl
 import mmap
 import os
 from dataclasses import dataclass
@@ -32,6 +35,7 @@ from sampler.backends.ptrace.inject import (
     c_string,
 )
 from sampler.backends.ptrace.memory import Memory
+from sampler.printable import printable
 from sampler.target import procfs
 
 PAGE = 4096
@@ -40,6 +44,9 @@ REACH = (1 << 31) - (1 << 20)
 CODE_NAME = "sampler-code"
 DATA_NAME = "sampler-data"
 STOPS_NAME = "sampler-stops"
+MFD_ALLOW_SEALING = 2
+SYS_PIDFD_GETFD = 438
+_libc = ctypes.CDLL(None, use_errno=True)
 
 
 @dataclass
@@ -80,9 +87,15 @@ class Areas:
     def _shared(self, name: str, size: int, near: int, protection: int, kind: str, private: bool = False) -> Area:
         """A memfd named ``name`` (so /proc/PID/maps names it: ``/memfd:sampler-code (deleted)``),
         mapped shared by the target within REACH of ``near`` and by sampler; the target's
-        descriptor is closed once mapped (no file of sampler's left among its own)."""
+        descriptor is closed once mapped (no file of sampler's left among its own).
+
+        Sampler takes the very file the target holds (pidfd_getfd), never a path to it (a
+        clone(CLONE_FILES) sibling of the target runs while its threads are held, and can put another
+        file at the descriptor's number: /proc/PID/fd/N reopened as root was a root-owned file), and
+        writes nothing before it checked the file is the memfd made for it (``_ours``), sealed so that
+        the target can neither shrink nor grow it (a ring cut short would be SIGBUS in sampler)."""
         size = _pages(size)
-        fd = self.injector.checked(MEMFD_CREATE, self._string(name), MFD_CLOEXEC)
+        fd = self.injector.checked(MEMFD_CREATE, self._string(name), MFD_CLOEXEC | MFD_ALLOW_SEALING)
         try:
             self.injector.checked(FTRUNCATE, fd, size)
             where = free_gap(procfs.maps(self.pid), near, size)
@@ -93,10 +106,15 @@ class Areas:
             if got != where:
                 self.injector.call(MUNMAP, got, size)
                 raise InjectionError(f"the {kind} pages came at {got:#x}, not at {where:#x}")
-            local_fd = os.open(f"/proc/{self.pid}/fd/{fd}", os.O_RDWR | os.O_CLOEXEC) if not private else -1
+            try:
+                local_fd = take_memfd(self.pid, fd, name, got, size)
+            except InjectionError:
+                self.injector.call(MUNMAP, got, size)
+                raise
         finally:
             self.injector.call(CLOSE, fd)
         if private:
+            os.close(local_fd)
             area = Area(got, size, kind)
             self.made.append(area)
             return area
@@ -129,6 +147,65 @@ class Areas:
         if self._scratch is not None:
             self.injector.call(MUNMAP, self._scratch, PAGE)
             self._scratch = None
+
+
+def take_memfd(pid: int, fd: int, name: str, address: int, size: int) -> int:
+    """Sampler's own descriptor of the file process ``pid`` holds at ``fd`` (pidfd_getfd: the file
+    itself, whatever its number names by then), once it is checked to be the memfd ``name`` that the
+    target mapped at ``address``, ``size`` bytes, then sealed against shrinking and growing (and
+    against more seals). InjectionError, with nothing written, when it is anything else."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError as e:
+        raise InjectionError(f"no in-process probe: pidfd_open of process {pid} failed ({e.strerror}): "
+                             "sampler takes the memory it shares with the target only by descriptor") from None
+    try:
+        local = _pidfd_getfd(pidfd, fd)
+    finally:
+        os.close(pidfd)
+    try:
+        why = _not_ours(local, pid, name, address, size)
+    except OSError as e:
+        why = f"it could not be checked ({e.strerror})"
+    if why:
+        os.close(local)
+        raise InjectionError(f"no in-process probe: the file process {pid} holds for sampler's {name} pages is not "
+                             f"the memfd sampler had it make ({why}): nothing was written into it")
+    return local
+
+
+def _pidfd_getfd(pidfd: int, fd: int) -> int:
+    got = _libc.syscall(SYS_PIDFD_GETFD, pidfd, fd, 0)
+    if got < 0:
+        number = ctypes.get_errno()
+        if number == errno.ENOSYS:
+            raise InjectionError("no in-process probe: this kernel has no pidfd_getfd (Linux 5.6 and later), the "
+                                 "one way sampler takes the memory it shares with the target (never by path)")
+        raise InjectionError(f"no in-process probe: pidfd_getfd failed ({os.strerror(number)})")
+    return int(got)
+
+
+def _not_ours(local: int, pid: int, name: str, address: int, size: int) -> str:
+    """Why the file at ``local`` is not the memfd ``name`` mapped at ``address`` ('' when it is); it is
+    sealed when it is."""
+    link = os.readlink(f"/proc/self/fd/{local}")
+    if link != f"/memfd:{name} (deleted)":
+        return f"it is {printable(link)}"
+    try:
+        seals = fcntl.fcntl(local, fcntl.F_GET_SEALS)
+    except OSError:
+        return "it takes no seals: not a memfd"
+    if seals:
+        return f"it was sealed already ({seals:#x})"
+    info = os.fstat(local)
+    mapped = next((m for m in procfs.maps(pid) if m.start == address), None)
+    if mapped is None or mapped.inode != info.st_ino or \
+            (mapped.device and mapped.device != f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}"):
+        return f"the pages at {address:#x} are not of it"
+    fcntl.fcntl(local, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+    if os.fstat(local).st_size != size:  # (cut or grown before the seals went on)
+        return f"its size is {os.fstat(local).st_size}, not {size}"
+    return ""
 
 
 def free_gap(maps: list[procfs.Mapping], near: int, size: int) -> int | None:

@@ -1031,6 +1031,9 @@ class PtraceBackend:
             said.append(f"{self.tracer.shared_children} child process(es) ran in the target's memory (vfork, or "
                         "clone with CLONE_VM) during the run: the in-process probes counted the calls they made "
                         "before their exec as the calls of the thread that started them")
+        if inprocess.forged:
+            said.append(f"{inprocess.forged} record(s) in the in-process probes' ring named no probe of sampler's "
+                        "(written there by the target itself): dropped, not rows")
         if inprocess.left:
             said.append(inprocess.left)
         inprocess.close()

@@ -178,6 +178,8 @@ class Inprocess(Generic[K]):
         """Probe number -> what was counted (read at each drain, and at the end)."""
         self.left = ""
         """What stayed in the target when sampler let go (said in the summary); '' when nothing."""
+        self.forged = 0
+        """Records in the shared ring that named no probe of sampler's: written by the target, dropped."""
         self._only_counting = False
         """--max-overhead's rest: the probes only count (probes put in meanwhile too)."""
 
@@ -369,10 +371,19 @@ class Inprocess(Generic[K]):
         self._count()
         if not len(records):
             return None
-        self.clock.update()
-        threads = self._names(records["fs"], live)
         import numpy as np
 
+        # the ring is memory the target can write: a record that names no counting probe of sampler's (a
+        # thread of the target took a ticket and wrote it) is dropped and counted, never looked up
+        counting = np.array([p.number for p in self.placed if p.ring is None and p.trap is None], dtype="<u4")
+        ours = np.isin(records["probe"], counting)
+        if not bool(ours.all()):
+            self.forged += int((~ours).sum())
+            records = records[ours]
+            if not len(records):
+                return None
+        self.clock.update()
+        threads = self._names(records["fs"], live)
         for number, recorded in zip(*np.unique(records["probe"], return_counts=True)):
             if int(number) in self.counts:
                 self.counts[int(number)].recorded += int(recorded)

@@ -24,6 +24,14 @@ from sampler.python.objects import Objects, Read, Unreadable
 
 MAX_THREADS = 4096
 NAMES_S = 1.0
+READ_BUDGET_S = 10.0
+"""How long one collection of every thread's frames may read at most (a stack, a profile's tick): a
+target's data can make a walk long (1,024 thread states whose frame points at itself took 30 s); past
+it the threads not read say so."""
+MAX_TOTAL_FRAMES = 1 << 16
+"""Frames of all threads in one collection at most."""
+MAX_CODE_BYTES = 64 << 20
+"""Bytes of line tables kept for the code objects seen (each up to MAX_TABLE)."""
 MAX_FRAMES = 1024
 MAX_TABLE = 1 << 20
 """A line table of more bytes than this is not read."""
@@ -90,6 +98,11 @@ class Interpreter:
         self.objects = Objects(self.version, self.layout, read)
         self._secret(module, read)
         self._code: dict[tuple[int, bytes], tuple[str, str, str | None, int, bytes, int]] = {}
+        self._code_bytes = 0
+        self._lines: dict[tuple[bytes, int, int], int] = {}
+        """Each line table's line at an offset, decoded once (a 1 MiB table took 0.34 s a frame)."""
+        self._budget = MAX_TOTAL_FRAMES
+        """Frames the collection under way may read yet."""
         self._names: dict[int, str] = {}
         self._names_read = -NAMES_S
 
@@ -121,9 +134,11 @@ class Interpreter:
 
     def thread_states(self, interp: int) -> list[int]:
         found: list[int] = []
+        seen: set[int] = set()
         tstate = self.objects.field(interp, "interp.threads_head")
-        while tstate and len(found) < MAX_THREADS and tstate not in found:
+        while tstate and len(found) < MAX_THREADS and tstate not in seen:
             found.append(tstate)
+            seen.add(tstate)
             tstate = self.objects.field(tstate, "tstate.next")
         return found
 
@@ -143,9 +158,17 @@ class Interpreter:
                 names: bool = True) -> list[PyThread]:
         """Every Python thread of the main interpreter (those on ``tids``, the process's threads) with
         its frames, innermost first (only those on ``wanted`` when given: a profile's running threads)."""
+        self.objects.deadline = time.monotonic() + READ_BUDGET_S
+        try:
+            return self._threads(tids, wanted, names)
+        finally:
+            self.objects.deadline = None
+
+    def _threads(self, tids: set[int] | None, wanted: set[int | None] | None, names: bool) -> list[PyThread]:
         interp = self.main_interpreter()
         holder = self.gil_holder(interp)
-        found = []
+        found: list[PyThread] = []
+        self._budget = MAX_TOTAL_FRAMES
         for tstate in self.thread_states(interp):
             thread = PyThread(tstate, self.objects.field(tstate, "tstate.thread_id"), None)
             thread.tid = self._tid(tstate, thread.thread_id, tids)
@@ -234,9 +257,21 @@ class Interpreter:
     def _frames(self, tstate: int, out: list[PyFrame]) -> None:
         lay = self.layout
         objects = self.objects
+        seen_frames: set[int] = set()
+
+        def visit(frame: int) -> None:
+            """A frame met again is a chain that loops (no real one does); one past the budget, refused."""
+            if frame in seen_frames:
+                raise Unreadable(f"the frame chain loops back to {frame:#x}: not believed")
+            if self._budget <= 0:
+                raise Unreadable(f"more than {MAX_TOTAL_FRAMES} frames in all: the rest not read")
+            seen_frames.add(frame)
+            self._budget -= 1
+
         if self.version < (3, 11):
             frame = self.top_frame(tstate)
             while frame and len(out) < MAX_FRAMES:
+                visit(frame)
                 code = objects.field(frame, "frame.code")
                 lasti = int.from_bytes(objects.read(frame + lay["frame.lasti"], 4), "little", signed=True)
                 offset = lasti * 2 if self.version >= (3, 10) else lasti
@@ -248,6 +283,7 @@ class Interpreter:
         entry_next = False
         while frame and seen < MAX_FRAMES:
             seen += 1
+            visit(frame)
             owner = objects.read(frame + lay["iframe.owner"], 1)[0]
             if self.version >= (3, 12) and owner == CSTACK:
                 if out:
@@ -271,7 +307,13 @@ class Interpreter:
 
     def _frame(self, code: int, offset: int, entry: bool) -> PyFrame:
         name, file, qualname, first, table, _ = self.code_info(code)
-        return PyFrame(qualname or name, file, line_at(self.version, table, first, offset), name, entry)
+        key = (table, first, offset)  # (a bytes object keeps its hash: a long table is hashed once)
+        line = self._lines.get(key)
+        if line is None:
+            if len(self._lines) > 100_000:
+                self._lines.clear()
+            line = self._lines[key] = line_at(self.version, table, first, offset)
+        return PyFrame(qualname or name, file, line, name, entry)
 
     def code_info(self, code: int) -> tuple[str, str, str | None, int, bytes, int]:
         """(name, file, qualname, first line, line table, argument count) of a code object; kept by
@@ -296,9 +338,12 @@ class Interpreter:
         table_obj = word("code.linetable")
         table = objects.bytes_of(table_obj, MAX_TABLE) if table_obj else b""
         info = (name, file, qualname, first, table, argcount)
-        if len(self._code) > 50_000:
+        if len(self._code) > 50_000 or self._code_bytes + len(table) > MAX_CODE_BYTES:
             self._code.clear()
+            self._lines.clear()
+            self._code_bytes = 0
         self._code[key] = info
+        self._code_bytes += len(table)
         return info
 
 

@@ -10,6 +10,7 @@ Unreadable with one line, never a Python exception of sampler's own.
 from __future__ import annotations
 
 import struct
+import time
 from collections.abc import Callable
 from typing import Union
 
@@ -24,6 +25,12 @@ MAX_TEXT = 1 << 16
 MAX_DIGITS = 1 << 12
 """An int of more digits than this (30 bits each: 36,000 decimal digits) is not read."""
 MAX_ENTRIES = 1 << 20
+MAX_LOG2_SIZE = 21
+"""A dict's table holds at most 2^21 slots here: CPython sizes a table of n entries at the power of two
+above 3n/2, and sampler reads MAX_ENTRIES entries at most (a forged 2^36 probed for days)."""
+PROBES_ONE_BY_ONE = 64
+"""Slots of a dict's index read one at a time while probing; past them (no real lookup gets there),
+the whole index in one read, and the probe goes on in sampler's memory."""
 """A dict's table of more entries than this is not believed."""
 MAX_NAME = 256
 CHUNK = 4096
@@ -73,12 +80,17 @@ class Objects:
         self._type_names: dict[int, str] = {}
         self.secret: tuple[int, int] | None = None
         """The process's _Py_HashSecret (k0, k1) once checked (trust_secret)."""
+        self.deadline: float | None = None
+        """When reading must stop (time.monotonic()): every read after it is Unreadable (a collection's
+        budget: a target's data can make any walk over it long)."""
 
     # -- memory ------------------------------------------------------------------
 
     def read(self, address: int, size: int) -> bytes:
         if address <= 0 or size < 0:
             raise Unreadable(f"a pointer to {address:#x}")
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise Unreadable("the time for reading this process ran out (the target's data made it long)")
         try:
             return (self.reading or self._read)(address, size)
         except UnreadableMemory as e:
@@ -241,8 +253,9 @@ class Objects:
         lay = self.layout
         if self.version >= (3, 11):
             log2_size, log2_index_bytes, kind = self.read(keys + lay["keys.log2_size"], 3)
-            if log2_size > 40 or log2_index_bytes > 44 or log2_index_bytes < log2_size:
-                raise Unreadable(f"a dict of 2^{log2_size} slots: not believed")
+            if log2_size > MAX_LOG2_SIZE or log2_index_bytes > MAX_LOG2_SIZE + 3 or log2_index_bytes < log2_size:
+                raise Unreadable(f"a dict of 2^{log2_size} slots: not believed (sampler reads {MAX_ENTRIES} "
+                                 "entries at most)")
             size = 1 << log2_size
             width = (1 << log2_index_bytes) >> log2_size
             entries = keys + lay["keys.indices"] + (1 << log2_index_bytes)
@@ -260,13 +273,22 @@ class Objects:
         mask = size - 1
         perturb = wanted & ((1 << 64) - 1)
         i = perturb & mask
-        for _ in range(size + 64):
-            index = int.from_bytes(self.read(keys + lay["keys.indices"] + i * width, width), "little", signed=True)
+        table: bytes | None = None
+        nentries = self.signed(keys + lay["keys.nentries"])
+        met: set[int] = set()
+        for step in range((2 * size) // 3 + 2):  # (a real table's used and deleted slots: 2/3 of it at most)
+            if step == PROBES_ONE_BY_ONE:
+                table = self.read(keys + lay["keys.indices"], size * width)
+            raw_index = table[i * width:(i + 1) * width] if table is not None else \
+                self.read(keys + lay["keys.indices"] + i * width, width)
+            index = int.from_bytes(raw_index, "little", signed=True)
             if index == -1:  # DKIX_EMPTY
                 return None, 0
             if index >= 0:
-                if index >= size:
-                    raise Unreadable(f"a dict's index {index} past its {size} slots: not believed")
+                if index >= nentries or index in met:  # (each entry has one slot, and is one of the used)
+                    raise Unreadable(f"a dict's index {index} of {nentries} entries, met twice or past them: "
+                                     "not believed")
+                met.add(index)
                 raw = self.read(entries + index * entry_size, entry_size)
                 entry_key = int.from_bytes(raw[key_at:key_at + 8], "little")
                 value = int.from_bytes(raw[key_at + 8:key_at + 16], "little")
@@ -320,8 +342,9 @@ class Objects:
         if self.version >= (3, 11):
             head = self.read(keys + lay["keys.log2_size"], 3)
             log2_size, log2_index_bytes, kind = head[0], head[1], head[2]
-            if log2_size > 40 or log2_index_bytes > 44:
-                raise Unreadable(f"a dict of 2^{log2_size} slots: not believed")
+            if log2_size > MAX_LOG2_SIZE or log2_index_bytes > MAX_LOG2_SIZE + 3:
+                raise Unreadable(f"a dict of 2^{log2_size} slots: not believed (sampler reads {MAX_ENTRIES} "
+                                 "entries at most)")
             entries = keys + lay["keys.indices"] + (1 << log2_index_bytes)
             entry_size = 24 if kind == 0 else 16
             key_at = 8 if kind == 0 else 0

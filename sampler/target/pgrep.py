@@ -95,7 +95,8 @@ def _matches(pattern: str | None, container: str | None) -> list[tuple[int, str,
         if len(container) < 12:
             raise UsageError(f"--container {container!r} is too short to name one container",
                              "give at least its first 12 characters")
-        processes = [p for p in processes if container in _cgroup(p[0])]
+        wanted_id = container.split("://", 1)[-1].lower()  # (containerd://ID as kubectl shows it)
+        processes = [p for p in processes if (container_of(_cgroup(p[0])) or "").startswith(wanted_id)]
         if not processes:
             raise ProcessNotFound(f"--container {container}: no process of this machine is in that container",
                                   "check the ID (kubectl get pod -o jsonpath='{..containerID}') and the node")
@@ -107,6 +108,23 @@ def _matches(pattern: str | None, container: str | None) -> list[tuple[int, str,
         raise ProcessNotFound(f"--pgrep {pattern!r}: no process{inside} has a name or command line that matches",
                               "check the name with ps -e, or give --pid")
     return matched
+
+
+_CONTAINER = re.compile(r"^(?:(?:docker|libpod|cri-containerd|crio|containerd|cri-o)-)?([0-9a-f]{64})(?:\.scope)?$")
+
+
+def container_of(cgroup: str) -> str | None:
+    """The container ID of a process, from its /proc/PID/cgroup: the first path component, from the
+    root, that is a container's (``docker-ID.scope``, ``cri-containerd-ID.scope``, ``libpod-ID.scope``,
+    cgroupfs' bare ``ID``). Not any text of the file: a container given a cgroup subtree of its own can
+    name a child after another container's ID, below its own, and must not join a run aimed there."""
+    for line in cgroup.splitlines():
+        path = line.split(":", 2)[-1]
+        for component in path.split("/"):
+            found = _CONTAINER.match(component)
+            if found:
+                return found.group(1)
+    return None
 
 
 def _cgroup(pid: int) -> str:

@@ -144,3 +144,30 @@ def test_kubectl_sampler_is_a_real_command() -> None:
                           "--target-image", "x", "--target-command", "/t", "--volume", "nocolon"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "HOST:PATH" in bad.stderr
+
+
+MINE = "a" * 64
+THEIRS = "b" * 64
+
+
+@pytest.mark.parametrize("cgroup", [
+    f"0::/system.slice/docker-{MINE}.scope\n",
+    f"0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1234.slice/cri-containerd-{MINE}.scope\n",
+    f"12:memory:/kubepods/burstable/pod1234/{MINE}\n11:pids:/kubepods/burstable/pod1234/{MINE}\n",
+    f"0::/machine.slice/libpod-{MINE}.scope/container\n",
+    f"5:memory:/libpod_parent/libpod-{MINE}\n",
+    # a container given a cgroup subtree of its own named a child after another container's ID
+    f"0::/machine.slice/libpod-{MINE}.scope/container/{THEIRS}\n",
+    f"0::/system.slice/docker-{MINE}.scope/docker-{THEIRS}.scope\n",
+])
+def test_a_container_id_is_its_cgroups_first_container_component(cgroup: str) -> None:
+    from sampler.target.pgrep import container_of
+
+    assert container_of(cgroup) == MINE
+
+
+def test_a_process_outside_containers_has_no_container_id() -> None:
+    from sampler.target.pgrep import container_of
+
+    assert container_of("0::/user.slice/user-0.slice/session-3.scope\n") is None
+    assert container_of(f"0::/user.slice/{THEIRS[:40]}\n") is None  # (not an ID's 64 digits)

@@ -1143,3 +1143,33 @@ def test_a_forged_ring_record_is_dropped_and_counted_not_an_internal_error(
     calls = re.search(r"in-process at --at work \(0x[0-9a-f]+\): (\d+) call\(s\)", result.stderr)
     assert calls and len(rows) <= int(calls.group(1)), result.stderr
     target.assert_untouched()
+
+
+def test_a_fake_cpython_whose_frames_loop_gets_an_answer_in_bounded_time_and_memory(
+        start_target: Callable[..., Target], tmp_path: Path) -> None:
+    """The review's case: a C program exporting _PyRuntime and Py_Version, 1,024 thread states whose frame
+    points at itself, its code's line table 1 MiB: 30 s and 174 MB (21.7 s here before the fix)."""
+    from tests.integration.test_permissions import NOBODY
+
+    # GIVEN the fake CPython, run as nobody
+    target = start_target(*NOBODY, str(BIN / "fakepython"), "1024", binary=False)
+    # WHEN root reads its stacks
+    started = time.monotonic()
+    with open(tmp_path / "out", "w+") as output, open(tmp_path / "err", "w+") as errors:
+        proc = subprocess.Popen([sys.executable, "-m", "sampler", "stack", "--pid", str(target.pid)], cwd=ROOT,
+                                stdout=output, stderr=errors, text=True, env=SAMPLER_ENV)
+        peak_kb = 0
+        while proc.poll() is None and time.monotonic() - started < 60:
+            peak_kb = max([peak_kb, *(_hwm_kb(pid) for pid in [proc.pid, *descendants(proc.pid)])])
+            time.sleep(0.01)
+        proc.kill()
+        proc.wait()
+        seconds = time.monotonic() - started
+        output.seek(0)
+        errors.seek(0)
+        out, err = output.read(), errors.read()
+    # THEN its thread's Python stack ends with one line saying the chain loops, within the corpus' bounds
+    assert proc.returncode == 0, err
+    assert "(the Python stack ends here: the frame chain loops back to" in out, out
+    assert seconds < LIMIT_S and peak_kb / 1024 < LIMIT_MB, (seconds, peak_kb)
+    target.assert_untouched()

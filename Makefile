@@ -33,11 +33,13 @@ test-python: setup
 	SAMPLER_PYTHON_MATRIX=1 $(VENV)/bin/python -m pytest -q -ra --durations=10 tests/integration/test_python_*.py
 
 # the exhaustive forms of tests make test runs short (tests/long.py: every real program's every function for
-# return probes and exits, 3 trials of the setuid exec race, 8 runs of burst-go's probes in and out); about 2 minutes
+# return probes and exits, 3 trials of the setuid exec race, 8 runs of burst-go's probes in and out, 5 trials of a
+# descriptor swapped under the in-process probes' memfd); about 2 minutes
 test-long: setup
 	SAMPLER_LONG=1 $(VENV)/bin/python -m pytest -q -ra --durations=10 tests/unit/test_return_probes.py \
 		tests/unit/test_exits.py "tests/integration/test_hostile.py::test_what_shares_the_memory_cannot_reach_a_setuid_program_the_target_execd" \
-		"tests/integration/test_inprocess.py::test_a_go_program_survives_reading_probes_put_in_and_taken_out_again_and_again"
+		"tests/integration/test_inprocess.py::test_a_go_program_survives_reading_probes_put_in_and_taken_out_again_and_again" \
+		"tests/integration/test_hostile.py::test_root_writes_the_trampoline_into_no_file_the_target_swapped_in"
 
 # ruff and mypy --strict, with their configuration in pyproject.toml
 lint: setup

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,6 +30,7 @@ __attribute__((noinline)) void work(void) {
 }
 
 static const char *mode, *argument;
+static pid_t target;
 static char sibling_stack[1 << 16];
 
 static int sampler_fd(int fd, const char *which) {
@@ -56,6 +58,9 @@ static int mapped(const char *maps, const char *which) {
 
 static int sibling(void *unused) {
     (void)unused;
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* it spins: it must end with the target */
+    if (getppid() != target)
+        return 0;
     if (!strcmp(mode, "swap")) {
         int victim = open(argument, O_RDONLY);
         if (victim < 0) {
@@ -63,7 +68,7 @@ static int sibling(void *unused) {
             return 1;
         }
         char maps[64];
-        snprintf(maps, sizeof maps, "/proc/%d/maps", getppid());
+        snprintf(maps, sizeof maps, "/proc/%d/maps", (int)target);
         for (;;) {
             for (int fd = 3; fd < 64; fd++)
                 if (fd != victim && sampler_fd(fd, "memfd:sampler-code")) {
@@ -139,6 +144,7 @@ int main(int argc, char **argv) {
     mode = argv[1];
     argument = argc > 2 ? argv[2] : "";
     setvbuf(stdout, NULL, _IOLBF, 0);
+    target = getpid();
     if (!strcmp(mode, "forge")) {
         pthread_t thread;
         pthread_create(&thread, NULL, forger, NULL);

@@ -160,7 +160,7 @@ targets: targets/bin/ringbuf-go targets/bin/ringbuf-go-stripped targets/bin/http
 	targets/bin/execrace targets/bin/ifuncs targets/bin/eintr targets/bin/shortlived \
 	targets/bin/stacks targets/bin/stacks-cpp targets/bin/stacks-rust targets/bin/stacks-go targets/bin/spinners targets/bin/eintr-fp targets/bin/eintr-sockets \
 	targets/bin/burst targets/bin/burst-go targets/bin/latency targets/bin/latency-cpp targets/bin/latency-rust \
-	targets/bin/latency-go targets/bin/usdt targets/bin/usdt-O0 targets/bin/throws targets/bin/hostile targets/bin/fakepython
+	targets/bin/latency-go targets/bin/usdt targets/bin/usdt-O0 targets/bin/throws targets/bin/hostile targets/bin/fakepython targets/bin/fakego
 
 targets/bin/ringbuf-go: targets/ringbuf-go/main.go targets/ringbuf-go/go.mod | system-deps
 	mkdir -p targets/bin
@@ -205,6 +205,11 @@ targets/bin/hostile: targets/hostile/hostile.c | system-deps
 targets/bin/fakepython: targets/hostile/fakepython.c | system-deps
 	mkdir -p targets/bin
 	$(CC) -O2 -g -Wall -o $@ $<
+
+# a Go program whose runtime.allgs claims 2^40 goroutines over zero pages: test_hostile.py, as nobody
+targets/bin/fakego: targets/fakego/main.go targets/fakego/go.mod | system-deps
+	mkdir -p targets/bin
+	cd targets/fakego && $(GOBUILD) -o ../bin/fakego .
 
 targets/bin/ringbuf-c: targets/ringbuf-c/ringbuf.c | system-deps
 	mkdir -p targets/bin

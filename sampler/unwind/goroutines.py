@@ -32,6 +32,8 @@ MAX_G_SIZE = 64 << 10
 """runtime.g's size taken from DWARF, at most (it is under 500 bytes in every Go)."""
 """Goroutines read (a server may have a million: the summary says how many more there are)."""
 MAX_REASON = 64
+POINTERS_AT_ONCE = 512
+"""runtime.allgs' pointers read in one read (a page)."""
 STATUSES = {0: "idle", 1: "runnable", 2: "running", 3: "syscall", 4: "waiting", 5: "moribund", 6: "dead",
             7: "enqueue", 8: "copystack", 9: "preempted"}
 """runtime/runtime2.go's _G* values (0x1000, _Gscan, is a flag on them)."""
@@ -139,16 +141,23 @@ class Reader:
         total = min(length, 10_000_000)  # (a count the target says: bounded by the loop's deadline too)
         raws: list[tuple[int, bytes]] = []
         deadline = time.monotonic() + TIME_BUDGET_S
-        for i in range(total):
-            if len(raws) >= MAX_GOROUTINES or time.monotonic() > deadline:
-                return raws, False
-            try:
-                g = struct.unpack("<Q", self.read(pointer + 8 * i, 8))[0]
-                raw = self.read(g, self.layout.size)
+        for first in range(0, total, POINTERS_AT_ONCE):
+            try:  # the list's pointers a page or so at a time (one read each), then each g
+                count = min(POINTERS_AT_ONCE, total - first)
+                gs = struct.unpack(f"<{count}Q", self.read(pointer + 8 * first, 8 * count))
             except UnreadableMemory:
-                continue
-            if self._int(raw, self.layout.status) & ~0x1000 != DEAD:
-                raws.append((g, raw))
+                return raws, False
+            for g in gs:
+                if len(raws) >= MAX_GOROUTINES or time.monotonic() > deadline:
+                    return raws, False
+                if not g:  # (the runtime's list holds no nil: what follows one is not believed)
+                    return raws, False
+                try:
+                    raw = self.read(g, self.layout.size)
+                except UnreadableMemory:
+                    continue
+                if self._int(raw, self.layout.status) & ~0x1000 != DEAD:
+                    raws.append((g, raw))
         return raws, total == length
 
     def status(self, raw: bytes) -> int:

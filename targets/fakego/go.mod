@@ -1,0 +1,3 @@
+module fakego
+
+go 1.19

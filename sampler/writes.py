@@ -92,7 +92,7 @@ def write_file(path: str, data: bytes, option: str = "--out", checked: bool = Fa
         if existing is not None and stat.S_ISCHR(existing.st_mode):  # /dev/null and its kind: in place
             _write_through(name, data, option, folder)
             return ""
-        temporary = f".{name[:200]}.{os.urandom(6).hex()}.tmp"
+        temporary = b"." + os.fsencode(name)[:200] + f".{os.urandom(6).hex()}.tmp".encode()  # (a name's bytes)
         try:
             fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666,
                          dir_fd=folder)

@@ -170,7 +170,14 @@ class Interpreter:
         found: list[PyThread] = []
         self._budget = MAX_TOTAL_FRAMES
         for tstate in self.thread_states(interp):
-            thread = PyThread(tstate, self.objects.field(tstate, "tstate.thread_id"), None)
+            try:
+                thread = PyThread(tstate, self.objects.field(tstate, "tstate.thread_id"), None)
+            except Unreadable:
+                if found and self.objects.deadline is not None and time.monotonic() > self.objects.deadline:
+                    found[-1].problem = found[-1].problem or "the time for reading this process ran out: the " \
+                        "Python threads after this one were not read"
+                    break  # (the threads read until then are kept)
+                raise
             thread.tid = self._tid(tstate, thread.thread_id, tids)
             if wanted is not None and thread.tid not in wanted:
                 continue

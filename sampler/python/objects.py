@@ -25,13 +25,13 @@ MAX_TEXT = 1 << 16
 MAX_DIGITS = 1 << 12
 """An int of more digits than this (30 bits each: 36,000 decimal digits) is not read."""
 MAX_ENTRIES = 1 << 20
+"""A dict's table of more entries than this is not believed."""
 MAX_LOG2_SIZE = 21
 """A dict's table holds at most 2^21 slots here: CPython sizes a table of n entries at the power of two
 above 3n/2, and sampler reads MAX_ENTRIES entries at most (a forged 2^36 probed for days)."""
 PROBES_ONE_BY_ONE = 64
 """Slots of a dict's index read one at a time while probing; past them (no real lookup gets there),
-the whole index in one read, and the probe goes on in sampler's memory."""
-"""A dict's table of more entries than this is not believed."""
+the whole index in one read, and the probe goes on in sampler's memory (the entries too, past as many)."""
 MAX_NAME = 256
 CHUNK = 4096
 """Entries of a dict read in one go."""
@@ -273,10 +273,13 @@ class Objects:
         mask = size - 1
         perturb = wanted & ((1 << 64) - 1)
         i = perturb & mask
-        table: bytes | None = None
         nentries = self.signed(keys + lay["keys.nentries"])
+        if not 0 <= nentries <= size:  # (CPython uses 2/3 of a table's slots at most)
+            raise Unreadable(f"a dict of {nentries} entries in {size} slots: not believed")
+        table: bytes | None = None
+        all_entries: bytes | None = None
         met: set[int] = set()
-        for step in range((2 * size) // 3 + 2):  # (a real table's used and deleted slots: 2/3 of it at most)
+        for step in range(size + 14):  # (perturb is 0 after 13 shifts; then i -> 5i + 1 meets every slot once)
             if step == PROBES_ONE_BY_ONE:
                 table = self.read(keys + lay["keys.indices"], size * width)
             raw_index = table[i * width:(i + 1) * width] if table is not None else \
@@ -284,12 +287,14 @@ class Objects:
             index = int.from_bytes(raw_index, "little", signed=True)
             if index == -1:  # DKIX_EMPTY
                 return None, 0
-            if index >= 0:
-                if index >= nentries or index in met:  # (each entry has one slot, and is one of the used)
-                    raise Unreadable(f"a dict's index {index} of {nentries} entries, met twice or past them: "
-                                     "not believed")
+            if index >= nentries:
+                raise Unreadable(f"a dict's index {index} past its {nentries} entries: not believed")
+            if index >= 0 and index not in met:  # (a probe may come back to a slot it saw: nothing new there)
                 met.add(index)
-                raw = self.read(entries + index * entry_size, entry_size)
+                if len(met) == PROBES_ONE_BY_ONE:
+                    all_entries = self.read(entries, nentries * entry_size)
+                raw = all_entries[index * entry_size:(index + 1) * entry_size] if all_entries is not None else \
+                    self.read(entries + index * entry_size, entry_size)
                 entry_key = int.from_bytes(raw[key_at:key_at + 8], "little")
                 value = int.from_bytes(raw[key_at + 8:key_at + 16], "little")
                 held = int.from_bytes(raw[0:8], "little", signed=True) if stored_hash else \

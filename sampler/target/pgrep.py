@@ -92,10 +92,10 @@ def _matches(pattern: str | None, container: str | None) -> list[tuple[int, str,
     processes = [(pid, procfs.comm(pid), _command_line(pid)) for pid in _pids() if pid not in own]
     processes = [p for p in processes if p[2]]  # kernel threads have no command line
     if container is not None:
-        if len(container) < 12:
+        wanted_id = container.split("://", 1)[-1].lower()  # (containerd://ID as kubectl shows it)
+        if len(wanted_id) < 12:
             raise UsageError(f"--container {container!r} is too short to name one container",
                              "give at least its first 12 characters")
-        wanted_id = container.split("://", 1)[-1].lower()  # (containerd://ID as kubectl shows it)
         processes = [p for p in processes if (container_of(_cgroup(p[0])) or "").startswith(wanted_id)]
         if not processes:
             raise ProcessNotFound(f"--container {container}: no process of this machine is in that container",
@@ -117,14 +117,30 @@ def container_of(cgroup: str) -> str | None:
     """The container ID of a process, from its /proc/PID/cgroup: the first path component, from the
     root, that is a container's (``docker-ID.scope``, ``cri-containerd-ID.scope``, ``libpod-ID.scope``,
     cgroupfs' bare ``ID``). Not any text of the file: a container given a cgroup subtree of its own can
-    name a child after another container's ID, below its own, and must not join a run aimed there."""
+    name a child after another container's ID, below its own, and must not join a run aimed there; and a
+    user's own subtree (``user.slice``, ``user@UID.service``: systemd delegates it, a rootless runtime's
+    containers live there) is no container of a runtime's, nor a cgroup v2 directory that is not root's."""
     for line in cgroup.splitlines():
-        path = line.split(":", 2)[-1]
-        for component in path.split("/"):
+        hierarchy, _, path = line.partition(":")[2].partition(":")
+        components = path.split("/")
+        for at, component in enumerate(components):
+            if component == "user.slice" or component.startswith("user@"):
+                break  # (a user's own subtree, systemd's delegation: whatever it is named, no runtime's)
             found = _CONTAINER.match(component)
             if found:
+                if hierarchy == "" and not _roots("/".join(components[:at + 1])):
+                    break
                 return found.group(1)
     return None
+
+
+def _roots(path: str) -> bool:
+    """Whether the cgroup v2 directory ``path`` is root's (a container runtime's), where this host's
+    /sys/fs/cgroup shows it; True where it cannot be seen (another cgroup namespace)."""
+    try:
+        return os.stat(f"/sys/fs/cgroup{path}", follow_symlinks=False).st_uid == 0
+    except OSError:
+        return True
 
 
 def _cgroup(pid: int) -> str:

@@ -171,3 +171,6 @@ def test_a_process_outside_containers_has_no_container_id() -> None:
 
     assert container_of("0::/user.slice/user-0.slice/session-3.scope\n") is None
     assert container_of(f"0::/user.slice/{THEIRS[:40]}\n") is None  # (not an ID's 64 digits)
+    # a user's own subtree (systemd delegates it): whatever its cgroups are named, no runtime's container
+    assert container_of(f"0::/user.slice/user-1000.slice/user@1000.service/app.slice/{THEIRS}\n") is None
+    assert container_of(f"0::/user.slice/user-1000.slice/user@1000.service/docker-{THEIRS}.scope\n") is None

@@ -189,11 +189,13 @@ def test_the_largest_dict_believed_is_probed_in_bounded_reads() -> None:
     memory.word(d + lay["dict.keys"], keys)
     objects = Objects(version, lay, memory.read)
     objects.secret = (1, 2)
-    with pytest.raises(Unreadable, match="past them: not believed"):  # (index 0 of no entries)
+    with pytest.raises(Unreadable, match="past its 0 entries: not believed"):
         objects.dict_get(d, "threading")
     memory.word(keys + lay["keys.nentries"], 1 << 20)  # entries claimed: the zero slots all name entry 0
-    with pytest.raises(Unreadable, match="met twice"):
+    memory.reads = 0
+    with pytest.raises(Unreadable, match="never ends"):
         objects.dict_get(d, "threading")
+    assert memory.reads < 100  # (the index and the entries in one read each, past 64)
     memory.put(keys + lay["keys.indices"], b"\xfe\xff\xff\xff" * (1 << 21))  # every slot deleted (DKIX_DUMMY)
     memory.reads = 0
     with pytest.raises(Unreadable, match="never ends"):
@@ -252,3 +254,40 @@ def test_threads_whose_frame_points_at_itself_cost_one_frame_each(monkeypatch: p
     assert all(len(t.frames) == 1 and "loops back" in (t.problem or "") for t in found), found[0]
     assert len(decoded) == 1
     assert time.monotonic() - started < 5
+
+
+def test_a_real_dict_whose_probe_comes_back_to_a_slot_is_read() -> None:
+    """CPython's probe may meet a slot again while perturb is not yet 0: in {0: a, 224: b} of 8 slots,
+    the lookup of 224 meets slot 0 (key 0), slot 0 again ((0 * 5 + 7 + 1) & 7), then slot 1. A probe
+    that took a slot met twice for a forged table refused real dicts at random (str hashes are)."""
+    version = (3, 11)
+    lay = layouts.TABLES[version]
+    memory = Sparse()
+    int_type = memory.put(0x1000, bytes(64))
+    memory.word(int_type + lay["type.name"], memory.put(0x1100, b"int\0" + bytes(300)))
+
+    def integer(address: int, value: int) -> int:
+        obj = memory.put(address, bytes(32))
+        memory.word(obj + 8, int_type)
+        memory.word(obj + lay["long.size"], 1 if value else 0)
+        memory.write(obj + lay["long.digits"], value.to_bytes(4, "little"))
+        return obj
+
+    zero, key, a, b = integer(0x2000, 0), integer(0x2100, 224), integer(0x2200, 1), integer(0x2300, 2)
+    keys = memory.put(0x3000, bytes(0x200))
+    memory.write(keys + lay["keys.log2_size"], bytes([3, 3, 0]))  # 8 slots of 1 byte, general entries
+    memory.word(keys + lay["keys.nentries"], 2)
+    indices = bytes([0, 1]) + b"\xff" * 6  # 0 in slot 0, 224 in slot 1 (after slot 0 twice)
+    memory.write(keys + lay["keys.indices"], indices)
+    entries = keys + lay["keys.indices"] + 8
+    for n, (k, v) in enumerate(((zero, a), (key, b))):
+        memory.word(entries + 24 * n, 0 if k == zero else 224)  # the hash CPython keeps (an int's: itself)
+        memory.word(entries + 24 * n + 8, k)
+        memory.word(entries + 24 * n + 16, v)
+    d = memory.put(0x4000, bytes(64))
+    memory.word(d + lay["dict.keys"], keys)
+    objects = Objects(version, lay, memory.read)
+    objects.secret = (1, 2)
+    assert objects.dict_get(d, 224) == b
+    assert objects.dict_get(d, 0) == a
+    assert objects.dict_get(d, 5) is None

@@ -47,19 +47,23 @@ class DelveTerminal:
     def start(self) -> None:
         """Run ``dlv attach``; return at its first prompt (target halted), or raise."""
         env = dict(os.environ, TERM="dumb")  # plain line input: no line editor, no escapes
+        log = os.environ.get("SAMPLER_DELVE_LOG")
+        # a transcript of everything dlv printed, for debugging and for tests: opened (or refused) before
+        # dlv starts, so that a refusal leaves no dlv attached
+        transcript = os.fdopen(writes.open_append(log, "SAMPLER_DELVE_LOG"), "a", encoding="utf-8") if log else None
         try:
             child = pexpect.spawn(self.dlv, ["attach", str(self.pid)], env=env, echo=False,
                                   encoding="utf-8", codec_errors="replace", timeout=ATTACH_TIMEOUT_S,
                                   dimensions=(50, 1000))
         except pexpect.ExceptionPexpect as e:
+            if transcript is not None:
+                transcript.close()
             raise DebuggerError(f"cannot start {self.dlv}: {e}") from None
         # pexpect sleeps 50 ms before every send by default: that would keep the
         # target stopped 250 ms per sample instead of about 10 ms.
         child.delaybeforesend = None
-        log = os.environ.get("SAMPLER_DELVE_LOG")
-        if log:  # a transcript of everything dlv printed, for debugging and for tests
-            fd = writes.open_append(log, "SAMPLER_DELVE_LOG")  # (a file that lives with dlv)
-            child.logfile_read = os.fdopen(fd, "a", encoding="utf-8")
+        if transcript is not None:
+            child.logfile_read = transcript  # (a file that lives with dlv)
         self._child = child
         index = child.expect([parse.AT_PROMPT, pexpect.EOF, pexpect.TIMEOUT])
         if index != 0:

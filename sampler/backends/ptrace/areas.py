@@ -45,7 +45,7 @@ CODE_NAME = "sampler-code"
 DATA_NAME = "sampler-data"
 STOPS_NAME = "sampler-stops"
 MFD_ALLOW_SEALING = 2
-SYS_PIDFD_GETFD = 438
+SYS_PIDFD_OPEN, SYS_PIDFD_GETFD = 434, 438
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -92,7 +92,7 @@ class Areas:
         Sampler takes the very file the target holds (pidfd_getfd), never a path to it (a
         clone(CLONE_FILES) sibling of the target runs while its threads are held, and can put another
         file at the descriptor's number: /proc/PID/fd/N reopened as root was a root-owned file), and
-        writes nothing before it checked the file is the memfd made for it (``_ours``), sealed so that
+        writes nothing before it checked the file is the memfd made for it (``_not_ours``), sealed so that
         the target can neither shrink nor grow it (a ring cut short would be SIGBUS in sampler)."""
         size = _pages(size)
         fd = self.injector.checked(MEMFD_CREATE, self._string(name), MFD_CLOEXEC | MFD_ALLOW_SEALING)
@@ -120,6 +120,9 @@ class Areas:
             return area
         try:
             local = mmap.mmap(local_fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except OSError as e:
+            self.injector.call(MUNMAP, got, size)
+            raise InjectionError(f"no in-process probe: sampler cannot map its {name} pages ({e.strerror})") from None
         finally:
             os.close(local_fd)
         area = Area(got, size, kind, local)
@@ -154,11 +157,11 @@ def take_memfd(pid: int, fd: int, name: str, address: int, size: int) -> int:
     itself, whatever its number names by then), once it is checked to be the memfd ``name`` that the
     target mapped at ``address``, ``size`` bytes, then sealed against shrinking and growing (and
     against more seals). InjectionError, with nothing written, when it is anything else."""
-    try:
-        pidfd = os.pidfd_open(pid)
-    except OSError as e:
-        raise InjectionError(f"no in-process probe: pidfd_open of process {pid} failed ({e.strerror}): "
-                             "sampler takes the memory it shares with the target only by descriptor") from None
+    pidfd = _libc.syscall(SYS_PIDFD_OPEN, pid, 0)  # (os.pidfd_open is missing where Python was built on older
+    if pidfd < 0:                                   # kernel headers: RHEL 8's python39)
+        raise InjectionError(f"no in-process probe: pidfd_open of process {pid} failed "
+                             f"({os.strerror(ctypes.get_errno())}): sampler takes the memory it shares with the "
+                             "target only by descriptor (Linux 5.6 and later)")
     try:
         local = _pidfd_getfd(pidfd, fd)
     finally:
@@ -167,6 +170,9 @@ def take_memfd(pid: int, fd: int, name: str, address: int, size: int) -> int:
         why = _not_ours(local, pid, name, address, size)
     except OSError as e:
         why = f"it could not be checked ({e.strerror})"
+    except BaseException:
+        os.close(local)
+        raise
     if why:
         os.close(local)
         raise InjectionError(f"no in-process probe: the file process {pid} holds for sampler's {name} pages is not "
@@ -202,7 +208,11 @@ def _not_ours(local: int, pid: int, name: str, address: int, size: int) -> str:
     if mapped is None or mapped.inode != info.st_ino or \
             (mapped.device and mapped.device != f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}"):
         return f"the pages at {address:#x} are not of it"
-    fcntl.fcntl(local, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+    ours = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+    fcntl.fcntl(local, fcntl.F_ADD_SEALS, ours)
+    seals = fcntl.fcntl(local, fcntl.F_GET_SEALS)
+    if seals != ours:  # (another seal added between the look and ours: a write seal would fail the map)
+        return f"it was sealed meanwhile ({seals:#x})"
     if os.fstat(local).st_size != size:  # (cut or grown before the seals went on)
         return f"its size is {os.fstat(local).st_size}, not {size}"
     return ""

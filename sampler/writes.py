@@ -31,7 +31,11 @@ def link_ok(path: str) -> bool:
     return path in ("/dev/stdout", "/dev/stderr") or re.fullmatch(r"/dev/fd/\d+|/proc/self/fd/\d+", path) is not None
 
 
-def open_folder(path: str, option: str = "--out") -> int:
+WHOLE_HINT = "choose a path in a writable directory"
+"""What to do when a whole file cannot be written (the row files' own hint also offers --out -)."""
+
+
+def open_folder(path: str, option: str = "--out", hint: str | None = None) -> int:
     """The folder of ``path``, opened once (O_DIRECTORY): a file made again later (the old one was
     removed) is made in this folder, whatever is at its path by then (another user swapping a
     folder of a world-writable one for a link to a root-only one). The folder itself through a
@@ -43,7 +47,7 @@ def open_folder(path: str, option: str = "--out") -> int:
         return os.open(folder, flags | os.O_NOFOLLOW)
     except OSError as e:
         if e.errno not in (errno.ELOOP, errno.ENOTDIR):
-            raise OutputError(f"cannot write {option} {shown}: {printable(folder)}: {e.strerror}") from None
+            raise OutputError(f"cannot write {option} {shown}: {printable(folder)}: {e.strerror}", hint) from None
     try:
         owner = os.lstat(folder).st_uid
         if owner not in (0, os.geteuid()):
@@ -51,7 +55,7 @@ def open_folder(path: str, option: str = "--out") -> int:
                               "sampler does not write through another user's link", "give the folder's own path")
         return os.open(folder, flags)
     except OSError as e:
-        raise OutputError(f"cannot write {option} {shown}: {printable(folder)}: {e.strerror}") from None
+        raise OutputError(f"cannot write {option} {shown}: {printable(folder)}: {e.strerror}", hint) from None
 
 
 def check_file(path: str, option: str = "--out") -> None:
@@ -59,11 +63,11 @@ def check_file(path: str, option: str = "--out") -> None:
     folder by that name, a link at the name, another user's file, a folder sampler cannot write)."""
     if link_ok(path):
         return
-    folder = open_folder(path, option)
+    folder = open_folder(path, option, WHOLE_HINT)
     try:
         _refuse_existing(folder, os.path.basename(path), path, option)
         if not os.access(f"/proc/self/fd/{folder}", os.W_OK | os.X_OK):
-            raise OutputError(f"cannot write {option} {printable(path)}: its folder is not writable")
+            raise OutputError(f"cannot write {option} {printable(path)}: its folder is not writable", WHOLE_HINT)
     finally:
         os.close(folder)
 
@@ -77,7 +81,7 @@ def write_file(path: str, data: bytes, option: str = "--out", checked: bool = Fa
     if link_ok(path):
         _write_through(path, data, option)
         return ""
-    folder = open_folder(path, option)
+    folder = open_folder(path, option, WHOLE_HINT)
     name = os.path.basename(path)
     said = ""
     try:
@@ -97,7 +101,7 @@ def write_file(path: str, data: bytes, option: str = "--out", checked: bool = Fa
             fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666,
                          dir_fd=folder)
         except OSError as e:
-            raise OutputError(f"cannot write {option} {printable(path)}: {e.strerror}") from None
+            raise OutputError(f"cannot write {option} {printable(path)}: {e.strerror}", WHOLE_HINT) from None
         try:
             try:
                 _write_all(fd, data)
@@ -110,7 +114,7 @@ def write_file(path: str, data: bytes, option: str = "--out", checked: bool = Fa
             if e.errno == errno.EPERM:  # a sticky folder: the name is another user's
                 raise OutputError(f"{option} {printable(path)} was made by another user: sampler does not replace "
                                   "another's file", "remove it, or give a path of your own") from None
-            raise OutputError(f"cannot write {option} {printable(path)}: {e.strerror}") from None
+            raise OutputError(f"cannot write {option} {printable(path)}: {e.strerror}", WHOLE_HINT) from None
     finally:
         os.close(folder)
     return said
@@ -119,7 +123,7 @@ def write_file(path: str, data: bytes, option: str = "--out", checked: bool = Fa
 def open_append(path: str, option: str) -> int:
     """A log file to append to (a debugging transcript named by an environment variable): made in its
     folder by descriptor, never through a link, never another user's file."""
-    folder = open_folder(path, option)
+    folder = open_folder(path, option, WHOLE_HINT)
     try:
         _refuse_existing(folder, os.path.basename(path), path, option)
         try:

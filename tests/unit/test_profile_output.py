@@ -287,8 +287,9 @@ def test_another_suffix_names_the_three(tmp_path: Path) -> None:
         render.to_file(PROFILE, str(tmp_path / "cpu.json"), "t", "")
     assert all(suffix in str(caught.value) for suffix in (".svg", ".folded", ".speedscope.json"))
     assert not (tmp_path / "cpu.json").exists()
-    with pytest.raises(OutputError, match="cannot be written"):
+    with pytest.raises(OutputError, match=r"cannot write --out .*/no/cpu\.svg: .*No such file") as caught:
         render.to_file(PROFILE, str(tmp_path / "no" / "cpu.svg"), "t", "")
+    assert caught.value.hint == "choose a path in a writable directory"  # (no --out -: a profile is a file)
 
 
 def test_report_of_a_folded_file(tmp_path: Path) -> None:

@@ -123,6 +123,18 @@ def jailed() -> Iterator[list[Target]]:
         target.stop()
 
 
+def _shared_and_secret(tmp_path: Path) -> tuple[Path, Path]:
+    """A folder every user can write (no sticky bit) where root's output goes, and a root-only file
+    holding "root's own" that another user points a link at."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    secret = tmp_path / "root-only"
+    secret.write_text("root's own\n")
+    secret.chmod(0o600)
+    return shared, secret
+
+
 @pytest.mark.parametrize("how", ["absolute", "relative"])
 def test_a_symlink_out_of_the_targets_root_is_not_followed(jailed: list[Target], tmp_path: Path, how: str) -> None:
     # GIVEN a target without DWARF in its own root, whose build-id debug file is a symlink to
@@ -194,12 +206,7 @@ def test_out_is_never_written_through_a_link_someone_planted(jailed: list[Target
     # GIVEN root's --out in a folder every user can write (no sticky bit), and a root-only file
     target = Target([str(BIN / "jailed")])
     jailed.append(target)
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    shared.chmod(0o777)
-    secret = tmp_path / "root-only"
-    secret.write_text("root's own\n")
-    secret.chmod(0o600)
+    shared, secret = _shared_and_secret(tmp_path)
     out = shared / "rows.csv"
     # WHEN another user put a symlink there before the run
     out.symlink_to(secret)
@@ -996,12 +1003,7 @@ def test_no_output_of_any_command_goes_through_a_planted_link(start_target: Call
                                                                command: str, option: str, name: str) -> None:
     # GIVEN root's output in a folder every user can write (no sticky bit), and a root-only file
     target = start_target("ringbuf-c")
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    shared.chmod(0o777)
-    secret = tmp_path / "root-only"
-    secret.write_text("root's own\n")
-    secret.chmod(0o600)
+    shared, secret = _shared_and_secret(tmp_path)
     out = shared / name
     # WHEN another user planted a link at its name
     out.symlink_to(secret)
@@ -1031,12 +1033,7 @@ def test_a_link_planted_while_a_profile_runs_is_replaced_not_followed(start_targ
                                                                       tmp_path: Path) -> None:
     # GIVEN a profile whose flame graph goes into a folder every user can write
     target = start_target("ringbuf-c")
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    shared.chmod(0o777)
-    secret = tmp_path / "root-only"
-    secret.write_text("root's own\n")
-    secret.chmod(0o600)
+    shared, secret = _shared_and_secret(tmp_path)
     out = shared / "cpu.svg"
     proc = start_sampler("profile", "--pid", str(target.pid), "--duration", "3s", "--out", str(out))
     # WHEN another user plants a link at its name after the run checked it, before it writes
@@ -1056,8 +1053,7 @@ def test_kubectl_samplers_out_goes_through_no_link(tmp_path: Path) -> None:
     from sampler.errors import SamplerError
     from sampler.kube.cli import _output
 
-    secret = tmp_path / "root-only"
-    secret.write_text("root's own\n")
+    _, secret = _shared_and_secret(tmp_path)
     out = tmp_path / "rows.csv"
     out.symlink_to(secret)
     with pytest.raises(SamplerError, match="is a symbolic link"), _output(str(out)):

@@ -70,10 +70,16 @@ def test_every_backend_reads_the_same_request_values(httpd: Target, tmp_path: Pa
             assert (row["c"], row["side"], row["a"], row["e"], row["w"]) == \
                 ("*main.Square", "7", "200", "nil", "*net/http.response"), (backend, row)
             assert 1 <= int(row["n"]) <= len(PATHS), (backend, row)
-    # the connection's goroutine serves every request of the keep-alive client: one id, a goroutine's
+    # the connection's goroutine serves every request of the keep-alive client: one id, a goroutine's,
+    # the same in every backend while the client keeps its connection (the target says each new one)
     threads = {backend: {row["thread"] for row in sampled} for backend, sampled in rows.items()}
-    assert threads["ptrace"] == threads["delve"] == threads["delve-rpc"], threads
-    assert len(threads["ptrace"]) == 1 and int(next(iter(threads["ptrace"]))) < 10000, threads
+    for ids in threads.values():
+        assert len(ids) == 1 and 0 < int(next(iter(ids))) < 10000, threads
+    connections = [line for line in httpd.lines if line.startswith(("connection n=", "client error"))]
+    if connections == ["connection n=1"]:
+        assert threads["ptrace"] == threads["delve"] == threads["delve-rpc"], threads
+    else:  # the client lost its connection once (seen once in about 50 runs): still one goroutine a run
+        assert len(set().union(*threads.values())) <= len(connections), (threads, connections)
     httpd.assert_untouched()
     assert_text_matches_file(httpd)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import signal
 from collections.abc import Sequence
 from typing import TypeVar
@@ -37,7 +36,6 @@ from sampler.target import procfs
 from sampler.target.process import TargetProcess
 
 T = TypeVar("T")
-_LET_GO = re.compile(r"^(\d+) child process\(es\) the targets? forked were let go")
 
 
 def sample(config: SessionConfig, output: Output, how: str) -> int:
@@ -103,7 +101,7 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
     notes = backend.notes()
     if config.every_hit and summary.samples == 0 and config.probe_list():  # under --quiet too: no row says it
         where = " or ".join(probe.location for probe in config.probe_list())
-        children = next((m.group(1) for m in map(_LET_GO.match, notes) if m), None)
+        children = sum(note.let_go for note in notes)
         notice.say(f"no call of {where} was seen: the breakpoint was in, never hit "
                    + ("(the target was stopped by a signal, SIGSTOP or a terminal's, before the run began: "
                       "it runs no code until a SIGCONT)" if stopped_before == set(config.pids or (config.pid,))
@@ -113,8 +111,8 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
                       "(does the program call it? a program can have its own copy, e.g. jemalloc's malloc, "
                       "not libc's)"))
     for note in notes:  # under --quiet only what changes what the rows mean, or harms, and in-process counts
-        if not quiet or "missed" in note or "SIGTRAP" in note or "in-process" in note:
-            notice.say(note)
+        if not quiet or note.matters:
+            notice.say(note.text)
     return 0
 
 
@@ -179,7 +177,7 @@ def _say_ready(config: SessionConfig, backend: Backend, how: str) -> None:
     the time is the whole command's, from the start of its process (the front's, in the worker)."""
     age = procfs.age_s(os.getppid() if supervisor.IN_WORKER else os.getpid())
     what = "breakpoints in" if config.every_hit else "ready"
-    pids: list[int] = list(getattr(backend, "pids", None) or [config.pid])  # a run of many: those left
+    pids = list(backend.pids) or [config.pid]  # a run of many: those left
     shown = ", ".join(str(pid) for pid in pids[:8]) + (f" and {len(pids) - 8} more" if len(pids) > 8 else "")
     which = f"PID {pids[0]}" if len(pids) == 1 else f"{len(pids)} processes (PID {shown})"
     after = f" {age:.2f} s after start" if age is not None else ""

@@ -120,7 +120,7 @@ class Session:
         if budget.outs and budget.inside_s:
             said += (f"; the probes rested {budget.outs} time(s), {budget.out_s:.1f} s of {elapsed_s:.1f} s in "
                      "all: the in-process probes only counted the calls made then (each one's line says how many)")
-            if not getattr(self.backend, "nothing_stops", False):
+            if not self.backend.nothing_stops:
                 said += ", the int3s missed them"
         elif budget.outs:
             said += (f"; the breakpoints were out {budget.outs} time(s), {budget.out_s:.1f} s of "
@@ -227,7 +227,7 @@ class Session:
         """Once nothing of the target waits for sampler (in-process probes alone: the ptrace backend's,
         from the start or once the last reading probe's int3 made way for its jump), the outputs are
         waited for rather than dropping rows: the ring counts what is not recorded meanwhile."""
-        if already or not getattr(self.backend, "nothing_stops", False):
+        if already or not self.backend.nothing_stops:
             return already
         outlet.wait_for_room(self.stop.is_set)
         return True
@@ -235,20 +235,19 @@ class Session:
     def _bulk_source(self) -> Callable[[StopFlag, float], Sequence[Reading | Bulk]] | None:
         """The backend's rows in bulk, where nothing stops and every writer counts (--count-by, --hist
         alone): in-process probes' hits at millions a second. None: a row at a time."""
-        source = getattr(self.backend, "trace_bulk", None)
-        if source is None or not getattr(self.backend, "nothing_stops", False):
+        if not self.backend.nothing_stops:
             return None
         if self.config.count is not None or self.config.stop_when is not None or self.budget is not None:
             return None
-        if not self.writers or not all(hasattr(writer, "write_bulk") for writer in self.writers):
+        if not self.writers or not all(writer.counts_only for writer in self.writers):
             return None
-        return source  # type: ignore[no-any-return]
+        return self.backend.trace_bulk
 
     def _bulk(self, bulk: Bulk) -> None:
         self.summary.samples += bulk.count
         self.summary.pause_us.add_zeros(bulk.count)
         for writer in self.writers:
-            writer.write_bulk(bulk, self.config.pid)  # type: ignore[attr-defined]
+            writer.write_bulk(bulk, self.config.pid)
 
     def _say_no_hit(self, since_s: float) -> None:
         """Tracing, nothing for QUIET_LINE_S: a line that the run is alive and where it waits."""
@@ -290,8 +289,7 @@ class Session:
 
     def _probe_time_s(self) -> float:
         """The in-process probes' own time in the target so far (a backend without: 0)."""
-        probe_time = getattr(self.backend, "probe_time_s", None)
-        return float(probe_time()) if probe_time is not None else 0.0
+        return self.backend.probe_time_s()
 
     def _emit(self, reading: Reading, late_s: float, started_wall: datetime, since_start: float) -> None:
         """A row; ``since_start``: its tick's deadline from the start (the row's time adds how late it was)."""

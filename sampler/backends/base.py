@@ -3,16 +3,29 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from sampler.language.expr import Expression
-from sampler.sample import PROBE, Reading
+from sampler.sample import PROBE, Bulk, Reading
 from sampler.stop import StopFlag
 
 
 def columns_of(expressions: Sequence[Expression], probe_column: bool) -> list[str]:
     """A backend's value columns: the probe column first when it has one, then each expression's."""
     return [PROBE] * probe_column + [e.name for e in expressions]
+
+
+@dataclass(frozen=True)
+class Note:
+    """A line of a run's summary from its backend, with what the front end decides by as data."""
+
+    text: str
+    matters: bool = False
+    """Said under --quiet too: it changes what the rows mean (calls missed, counted in the target)
+    or says of harm (a SIGTRAP)."""
+    let_go: int = 0
+    """Child processes the targets forked and that were let go untraced (a run with no hit says so)."""
 
 
 class Backend(Protocol):
@@ -49,6 +62,39 @@ class Backend(Protocol):
     def detach(self) -> None:
         """Leave the target running, untouched, with no breakpoint; safe to call twice."""
 
-    def notes(self) -> list[str]:
+    def notes(self) -> list[Note]:
         """After detach: what the run's summary must add (calls that may have been missed,
         child processes cleaned of breakpoints); empty when there is nothing to say."""
+
+    @property
+    def pids(self) -> Sequence[int]:
+        """The processes sampled (a run of many: those left)."""
+
+    @property
+    def nothing_stops(self) -> bool:
+        """No probe stops the target (in-process probes alone): the session may wait for its outputs
+        and take rows in bulk."""
+
+    def trace_bulk(self, stop: StopFlag, until: float) -> Sequence[Reading | Bulk]:
+        """As trace(), where nothing stops and the rows are only counted: many at once; [] when none
+        came by ``until``."""
+
+    def probe_time_s(self) -> float:
+        """The in-process probes' own time in the target so far (0: none)."""
+
+
+class Stopping:
+    """What a backend whose every probe stops the target gives of the Backend interface: no bulk, no
+    time spent in the target's own code."""
+
+    nothing_stops = False
+
+    def trace(self, stop: StopFlag, until: float) -> Reading | None:
+        raise NotImplementedError
+
+    def trace_bulk(self, stop: StopFlag, until: float) -> Sequence[Reading | Bulk]:
+        reading = self.trace(stop, until)
+        return [] if reading is None else [reading]
+
+    def probe_time_s(self) -> float:
+        return 0.0

@@ -43,6 +43,8 @@ class Aggregate:
     """A Writer that counts: per value of each ``count_by`` column, per power-of-two bucket
     of each ``hists`` column."""
 
+    counts_only = True
+
     def __init__(self, names: Sequence[str], count_by: Sequence[str], hists: Sequence[str], pid: int | str,
                  stream: TextIO | None = None) -> None:
         self.names = list(names)

@@ -6,6 +6,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
+from sampler.output import RowByRow
 from sampler.printable import printable
 from sampler.sample import Sample, format_value
 
@@ -22,7 +23,7 @@ def format_line(sample: Sample, names: Sequence[str]) -> str:
     return " ".join(parts)
 
 
-class ConsoleWriter:
+class ConsoleWriter(RowByRow):
     def __init__(self, names: Sequence[str], stream: TextIO | None = None, pids: bool = False) -> None:
         self.names = list(names)
         self.stream = stream or sys.stderr

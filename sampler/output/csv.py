@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from sampler import writes
 from sampler.errors import OutputError, OutputLost
-from sampler.output import outlet
+from sampler.output import RowByRow, outlet
 from sampler.sample import Sample, columns, record, row
 
 
@@ -100,7 +100,7 @@ class OutFile:
         return True
 
 
-class CsvWriter:
+class CsvWriter(RowByRow):
     """Rows go out whole or not at all: each row is one write, and when a write fails
     (disk full) the file is cut back to the last whole row before the error is raised.
     A file removed while sampler runs is created anew (exclusively: never a file or link

@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
+from sampler.output import RowByRow
 from sampler.printable import printable
 from sampler.sample import Sample
 
@@ -50,7 +51,7 @@ class _Column:
             self.kept.append(number)
 
 
-class LiveView:
+class LiveView(RowByRow):
     def __init__(self, names: Sequence[str], pid: int | str, stream: TextIO | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.names, self.pid = list(names), pid

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from sampler import waits
 from sampler.errors import OutputError
+from sampler.output import RowByRow
 from sampler.output.aggregate import OTHER, key_of
 from sampler.sample import Sample, Value
 
@@ -54,7 +55,7 @@ HIST_BUCKETS = tuple(float(1 << k) for k in range(0, 41))
 """--hist's buckets in the export: powers of two, 1 to 2^40 (and +Inf), as bpftrace's hist()."""
 
 
-class MetricsWriter:
+class MetricsWriter(RowByRow):
     def __init__(self, address: str, names: Sequence[str], pid: int, count_by: Sequence[str] = (),
                  hists: Sequence[str] = ()) -> None:
         """Start the server process; OutputError when it cannot listen there."""

@@ -8,10 +8,12 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
+from sampler.backends.base import Note, Stopping
 from sampler.config import SessionConfig
 from sampler.errors import TargetExited
 from sampler.language import expr
 from sampler.language.condition import Condition
+from sampler.output import RowByRow
 from sampler.sample import Reading, Sample
 from sampler.session import Session
 from sampler.stop import StopFlag
@@ -25,7 +27,7 @@ class Clock:
         return self.now
 
 
-class FakeBackend:
+class FakeBackend(Stopping):
     """Gives ``values`` one reading at a time, each taking ``pause_s`` of the fake clock."""
 
     def __init__(self, clock: Clock, values: Sequence[int], columns: Sequence[str] = ("x",), per_tick: int = 1,
@@ -70,11 +72,15 @@ class FakeBackend:
     def detach(self) -> None:
         self.calls.append("detach")
 
-    def notes(self) -> list[str]:
+    def notes(self) -> list[Note]:
         return []
 
+    @property
+    def pids(self) -> list[int]:
+        return [1]
 
-class Rows:
+
+class Rows(RowByRow):
     def __init__(self) -> None:
         self.begun = 0
         self.samples: list[Sample] = []

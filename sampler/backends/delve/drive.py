@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from sampler.backends.base import columns_of
+from sampler.backends.base import Note, Stopping, columns_of
 from sampler.config import SessionConfig
 from sampler.errors import DebuggerError, TargetExited
 from sampler.safety.guardian import Guardian
@@ -27,7 +27,7 @@ POLL_S = 0.05
 """How often a wait for a breakpoint looks at the stop flag."""
 
 
-class DelveDrive:
+class DelveDrive(Stopping):
     """The part of the Backend interface both Delve drives give alike."""
 
     def __init__(self, config: SessionConfig) -> None:
@@ -42,8 +42,12 @@ class DelveDrive:
     def begin_tick(self) -> int:
         return 1
 
-    def notes(self) -> list[str]:
+    def notes(self) -> list[Note]:
         return []
+
+    @property
+    def pids(self) -> list[int]:
+        return [self.config.pid]
 
     def idle(self, seconds: float, stop: StopFlag) -> None:
         stop.wait(seconds)

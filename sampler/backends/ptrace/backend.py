@@ -26,7 +26,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from sampler import notice
-from sampler.backends.base import columns_of
+from sampler.backends.base import Note, columns_of
 from sampler.backends.cycle import miss
 from sampler.backends.ptrace.consistent import BUDGET_S, Moment, Torn
 from sampler.backends.ptrace.guard import TIMEOUT_S, Guard
@@ -1099,8 +1099,12 @@ class PtraceBackend:
         """The in-process probes' own time in the target so far (inprocess.py's spent_s); 0 without."""
         return self.inprocess.spent_s() if self.inprocess is not None else 0.0
 
-    def notes(self) -> list[str]:
+    def notes(self) -> list[Note]:
         return self.tally.notes(self.config.every_hit)
+
+    @property
+    def pids(self) -> list[int]:
+        return [self.config.pid]
 
     def resume_first_stop(self) -> None:
         """--follow-forks: a child taken in (attach(forked=True)) runs its first instruction."""
@@ -1229,55 +1233,63 @@ class Tally:
                      self.read_again + other.read_again, self.inprocess + other.inprocess,
                      self.timed + other.timed)
 
-    def notes(self, every_hit: bool, many: bool = False) -> list[str]:
-        """``many``: of a run of many processes."""
-        said = list(self.inprocess) + timed_notes(self.timed)
+    def notes(self, every_hit: bool, many: bool = False) -> list[Note]:
+        """``many``: of a run of many processes. Said under --quiet too: what changes what the rows mean
+        (calls missed, values missed, the in-process probes' counts) and harm (SIGTRAP)."""
+        said = [Note(text, matters=True) for text in self.inprocess] + timed_notes(self.timed)
+
+        def add(text: str, matters: bool = False, let_go: int = 0) -> None:
+            said.append(Note(text, matters, let_go))
+
         if self.released:
             whose = "targets" if many else "target"
-            said.append(f"{self.released} child process(es) the {whose} forked were let go with "
+            add(f"{self.released} child process(es) the {whose} forked were let go with "
                         "sampler's breakpoints taken out of their copy of its memory: their calls were not "
                         "traced (missed; --follow-forks traces them)"
                         + ("; in-process probes' jumps out too, their pages left mapped in them, unused"
-                           if self.inprocess else ""))
+                           if self.inprocess else ""), matters=True, let_go=self.released)
         if self.unsure:
-            said.append(f"in {self.unsure} step(s) over the breakpoint a thread of the target could not be "
-                        "held: calls it made then may have been missed (at most one each)")
+            add(f"in {self.unsure} step(s) over the breakpoint a thread of the target could not be "
+                        "held: calls it made then may have been missed (at most one each)", matters=True)
         if self.vfork_windows and every_hit:
-            said.append(f"the breakpoint was out {self.vfork_windows} time(s) while a vfork child ran untraced "
+            add(f"the breakpoint was out {self.vfork_windows} time(s) while a vfork child ran untraced "
                         "(sampler lacks CAP_SYS_PTRACE, and a traced exec would lose its set-user-ID): calls "
-                        "other threads made then may have been missed")
+                        "other threads made then may have been missed", matters=True)
         if (self.emulated or self.stepped) and self.checked is None:
-            said.append(f"every hit: {self.emulated} ran on without a single-step, {self.stepped} single-stepped"
+            add(f"every hit: {self.emulated} ran on without a single-step, {self.stepped} single-stepped"
                         + (" (the instruction under the breakpoint is not one sampler emulates: each hit "
                            "stops the thread twice)" if self.stepped and not self.emulated else ""))
         if self.hangs:
-            said.append(f"{self.hangs} read(s) of the target's memory did not return within "
+            add(f"{self.hangs} read(s) of the target's memory did not return within "
                         f"{TIMEOUT_S * 1000:.0f} ms (memory backed by a file system that does not answer?): their "
                         "values are missed, the rows say so, those pages were not read again, and sampler's threads "
-                        "waiting on them stay until they return")
+                        "waiting on them stay until they return", matters=True)
         if self.waiting:
-            said.append(f"{self.waiting} thread(s) of the {'targets' if many else 'target'} waited in the kernel "
+            add(f"{self.waiting} thread(s) of the {'targets' if many else 'target'} waited in the kernel "
                         "(uninterruptible: a file system that does not answer?) and could not stop for sampler to "
                         "let go: every breakpoint byte was back first, and the kernel lets each go on untraced as "
                         "sampler's tracer ends")
         if self.given_up:
-            said.append(f"{self.given_up} breakpoint(s) were taken out for the rest of the run: the memory the "
+            add(f"{self.given_up} breakpoint(s) were taken out for the rest of the run: the memory the "
                         f"instruction there reads did not answer within {TIMEOUT_S * 1000:.0f} ms, and a thread "
-                        "single-stepped on it could not be let go safely; calls after that were missed")
+                        "single-stepped on it could not be let go safely; calls after that were missed",
+                matters=True)
         if self.left_stepping:
-            said.append(f"{self.left_stepping} thread(s) of the {'targets' if many else 'target'} were inside a "
+            add(f"{self.left_stepping} thread(s) of the {'targets' if many else 'target'} were inside a "
                         "single-step whose memory did not answer for "
                         f"{DETACH_TIMEOUT_S:.0f} s: Linux keeps their trap flag when sampler exits, so each dies "
-                        "of SIGTRAP if that memory comes (SAMPLER_GUARD=1 checks the memory before each step)")
+                        "of SIGTRAP if that memory comes (SAMPLER_GUARD=1 checks the memory before each step)",
+                matters=True)
         if self.read_again:
-            said.append(f"zero-stop rows were read again {self.read_again} time(s) because a value changed "
+            add(f"zero-stop rows were read again {self.read_again} time(s) because a value changed "
                         "while read: every row kept is of one moment")
         if self.torn:
-            said.append(f"{self.torn} row(s) were torn: the target changed the values they read every time "
+            add(f"{self.torn} row(s) were torn: the target changed the values they read every time "
                         f"they were read (for {BUDGET_S * 1e3:.1f} ms each), so their values are missed and the "
-                        "rows say \"torn\" (a value that changes faster than it can be read twice: use --at)")
+                        "rows say \"torn\" (a value that changes faster than it can be read twice: use --at)",
+                matters=True)
         if self.checked is not None:
-            said.append(f"emulation checked against the CPU at {self.checked} hit(s): {len(self.differed)} differed"
+            add(f"emulation checked against the CPU at {self.checked} hit(s): {len(self.differed)} differed"
                         + (f" (first: {self.differed[0]})" if self.differed else ""))
         return said
 

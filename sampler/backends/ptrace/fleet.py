@@ -24,7 +24,7 @@ from functools import partial
 from typing import TypeVar
 
 from sampler import notice, waits
-from sampler.backends.base import columns_of
+from sampler.backends.base import Note, Stopping, columns_of
 from sampler.backends.ptrace.backend import Company, PtraceBackend, Tally, Turn
 from sampler.backends.ptrace.latency import LATENCY
 from sampler.backends.ptrace.rescue import PatchRescue
@@ -58,7 +58,7 @@ ENDS_THE_RUN = (ExpressionError, LocationNotFound)
 """A question wrong for the program: asked of the others it would be as wrong."""
 
 
-class Fleet:
+class Fleet(Stopping):
     def __init__(self, config: SessionConfig, company: Company, members: list[PtraceBackend],
                  make: Callable[[int, list[Modules]], PtraceBackend] | None = None) -> None:
         """``members``: built with ``company`` (create() builds them); ``make``: --exe, builds the
@@ -91,7 +91,7 @@ class Fleet:
         """Where trace() looks first for a hit (each process in turn comes first)."""
         self.ended: list[tuple[int, str]] = []
         """(PID, why) of each process whose part ended before the run did."""
-        self._notes: list[str] = []
+        self._notes: list[Note] = []
         self._zero_stop = not config.probe_list()
         self._probes = max(1, len(config.probe_list()))
         """Samples of each process per tick: one of each probe."""
@@ -476,7 +476,7 @@ class Fleet:
             try:
                 member.detach()
             except ENDS_A_PROCESS as e:
-                self._notes.append(f"PID {member.config.pid}: {_said(e)}")
+                self._notes.append(Note(f"PID {member.config.pid}: {_said(e)}", matters=True))
             except BaseException as e:
                 failed = failed or e
             self._tally += member.tally
@@ -505,14 +505,14 @@ class Fleet:
         self._closed.add(id(modules))
         modules.close()
 
-    def notes(self) -> list[str]:
+    def notes(self) -> list[Note]:
         said = list(self._notes)
         said += self._tally.notes(self.config.every_hit, many=True)
         if self.config.follow_forks:
-            said.append(f"--follow-forks: {len(self.followed)} child process(es) followed from their first "
+            said.append(Note(f"--follow-forks: {len(self.followed)} child process(es) followed from their first "
                         f"instruction, {self.followed_ended} of them ended before the run did"
                         + (f"; {self.not_followed} could not be and were let go clean (calls in them were not "
-                           "traced: missed)" if self.not_followed else ""))
+                           "traced: missed)" if self.not_followed else ""), matters=bool(self.not_followed)))
         if self.joined_after:
             joined = sorted(self.joined_after)
             exact = self.joined_at_exec == len(joined)
@@ -523,18 +523,19 @@ class Fleet:
                       if self._told_of_execs else
                       f"a process that starts and ends between two looks for new ones (every "
                       f"{DISCOVER_EVERY_S:g} s tracing, every tick sampling) is not seen at all")
-            said.append(f"--exe: {len(joined)} process(es) joined the run after they started, "
+            said.append(Note(f"--exe: {len(joined)} process(es) joined the run after they started, "
                         f"{_ms(joined[0])}-{_ms(joined[-1])} ms after (median {_ms(statistics.median(joined))} ms"
                         f"{', from its exec' if exact else ', to 10 ms'}): the calls they made before were "
                         f"missed; {unseen}"
-                        + (f"; {self.not_joined} found were gone before they could join" if self.not_joined else ""))
+                        + (f"; {self.not_joined} found were gone before they could join" if self.not_joined else ""),
+                             matters=True))
         elif self.not_joined:
-            said.append(f"--exe: {self.not_joined} process(es) of the program were gone before they could join "
-                        "(their calls were missed)")
+            said.append(Note(f"--exe: {self.not_joined} process(es) of the program were gone before they could "
+                             "join (their calls were missed)", matters=True))
         if self.ended:
-            said.append(f"{len(self.ended)} of {self._count} process(es) ended before the run did: "
+            said.append(Note(f"{len(self.ended)} of {self._count} process(es) ended before the run did: "
                         + "; ".join(f"{pid} ({why})" for pid, why in self.ended[:5])
-                        + (f" and {len(self.ended) - 5} more" if len(self.ended) > 5 else ""))
+                        + (f" and {len(self.ended) - 5} more" if len(self.ended) > 5 else "")))
         return said
 
     # -- one process's part ------------------------------------------------------

@@ -33,6 +33,7 @@ from ptrace.binding import func as ptrace_func  # type: ignore[import-untyped]
 from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
 from sampler import notice
+from sampler.backends.base import Note
 from sampler.backends.ptrace.guard import Guard
 from sampler.backends.ptrace.memory import Memory, MemoryHang
 from sampler.backends.ptrace.pairing import Calls, Open
@@ -507,57 +508,59 @@ class Latency:
                 "dropped_records": dropped}
 
 
-def timed_notes(counts: dict[str, int]) -> list[str]:
-    """The summary's lines of a --latency or --to run: the calls that got no row, or a bound."""
-    said = []
+def timed_notes(counts: dict[str, int]) -> list[Note]:
+    """The summary's lines of a --latency or --to run: the calls that got no row, or a bound (said under
+    --quiet too: the in-process clock's and records' lines)."""
+    said: list[Note] = []
     to = counts.get("to", 0) > 0
     noun = "end (--to)" if to else "return"
     what = f"an {noun}" if to else f"a {noun}"
     in_target = counts.get("rows", 0) - counts.get("int3_ends", 0)
     if in_target > 0:
-        said.append(f"{in_target} call(s) clocked in the target (its TSC, at the in-process probes): to a fraction "
-                    "of a microsecond (docs/cost.md)")
+        said.append(Note(f"{in_target} call(s) clocked in the target (its TSC, at the in-process probes): to a "
+                         "fraction of a microsecond (docs/cost.md)", matters=True))
     if counts.get("rows") and counts.get("int3_ends"):
-        said.append(f"{LATENCY} runs from when the start's stop ended to when the {noun}'s stop was seen: never "
+        said.append(Note(f"{LATENCY} runs from when the start's stop ended to when the {noun}'s stop was seen: never "
                     "less than the call took, more by the kernel's part of two stops (a median 84-94 us on a 2-core "
-                    "VM, docs/cost.md)")
+                    "VM, docs/cost.md)"))
     if counts.get("bounded"):
-        said.append(f"{counts['bounded']} row(s)' {LATENCY} are upper bounds: the {noun}'s stop came while "
-                    "sampler was busy with another hit (each row's error gives the range)")
+        said.append(Note(f"{counts['bounded']} row(s)' {LATENCY} are upper bounds: the {noun}'s stop came while "
+                    "sampler was busy with another hit (each row's error gives the range)"))
     if counts.get("inner"):
-        said.append(f"{counts['inner']} row(s) are of calls with sampler's stops inside them (recursion, another "
-                    f"probe): their {LATENCY} holds the kernel's part of each (their rows say how many)")
+        said.append(Note(f"{counts['inner']} row(s) are of calls with sampler's stops inside them (recursion, another "
+                    f"probe): their {LATENCY} holds the kernel's part of each (their rows say how many)"))
     if counts.get("spanned"):
-        said.append(f"{counts['spanned']} row(s) are of calls under way while sampler put its probes in: their "
-                    f"{LATENCY} may hold some of that time (each row's error says how long it was)")
+        said.append(Note(f"{counts['spanned']} row(s) are of calls under way while sampler put its probes in: their "
+                    f"{LATENCY} may hold some of that time (each row's error says how long it was)"))
     if counts.get("unseen"):
         why = "a later start on the same thread replaced it" if to else \
             "its frame was left without one (longjmp, a C++ exception, a Go panic, a tail call through a pointer)"
         if counts.get("dropped_records"):
             why += (f", or the in-process probes' rings were full ({counts['dropped_records']} record(s) not "
                     "written: a call keeps its entry or its return alone)")
-        said.append(f"{counts['unseen']} call(s) had no {noun} seen: {why}; no row"
-                    + (f" ({counts['dropped']} dropped past the bound of open calls)" if counts.get("dropped") else ""))
+        said.append(Note(f"{counts['unseen']} call(s) had no {noun} seen: {why}; no row"
+                    + (f" ({counts['dropped']} dropped past the bound of open calls)" if counts.get("dropped") else ""),
+                         matters=bool(counts.get("dropped_records"))))
     if counts.get("rested"):
-        said.append(f"{counts['rested']} call(s) were under way when a --max-overhead rest began (its ends' "
-                    "breakpoints out too): no row")
+        said.append(Note(f"{counts['rested']} call(s) were under way when a --max-overhead rest began (its ends' "
+                    "breakpoints out too): no row"))
     if counts.get("before") and not to:
-        said.append(f"{counts['before']} return(s) with no entry seen (calls under way when the trace began"
+        said.append(Note(f"{counts['before']} return(s) with no entry seen (calls under way when the trace began"
                     + (" or when a --max-overhead rest ended" if counts.get("rests") else "")
                     + ", or a forked child's return from the call that forked it"
                     + (", or an entry's record the full ring dropped" if counts.get("dropped_records") else "")
-                    + "): no row")
+                    + "): no row"))
     if counts.get("open"):
-        said.append(f"{counts['open']} call(s) were still open when the trace ended (under way, or left without "
-                    f"{what}): no row")
+        said.append(Note(f"{counts['open']} call(s) were still open when the trace ended (under way, or left without "
+                    f"{what}): no row"))
     if counts.get("late"):
-        said.append(f"{counts['late']} in-process record(s) came after later ones were paired (a thread held "
-                    "inside a probe): their calls may be counted as having no return seen")
+        said.append(Note(f"{counts['late']} in-process record(s) came after later ones were paired (a thread held "
+                    "inside a probe): their calls may be counted as having no return seen", matters=True))
     if counts.get("queued"):
-        said.append(f"{counts['queued']} entr(ies) and return(s) of the last moments were not taken: their calls "
-                    "have no row")
+        said.append(Note(f"{counts['queued']} entr(ies) and return(s) of the last moments were not taken: their calls "
+                    "have no row"))
     if counts.get("unsure"):
-        said.append(f"{counts['unsure']} entr(ies) had no call frame information at the breakpoint: no row")
+        said.append(Note(f"{counts['unsure']} entr(ies) had no call frame information at the breakpoint: no row"))
     return said
 
 

@@ -100,7 +100,7 @@ def build_many(config: SessionConfig, prepare: Callable[[int], TargetProcess]
 
 def repair(pid: int | None = None, skip_traced: bool = False) -> list[Repair]:
     """What earlier runs left patched, put back (safety/repair.py); an in-process probe's jump with
-    the process's threads stopped by ptrace for it (backends/ptrace/freeze.py)."""
-    from sampler.backends.ptrace.freeze import every_thread_held
+    the process's threads stopped by ptrace for it (process/freeze.py)."""
+    from sampler.process.freeze import every_thread_held
 
     return repair_journal(pid, skip_traced, every_thread_held)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from capstone import x86_const as X  # type: ignore[import-untyped]
 
-from sampler.inprocess.relocate import decode
+from sampler.debuginfo.x86 import decode
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class Exits:
 
 
 def exits(code: bytes, start: int) -> Exits:
-    """The ways out of the function whose ``code`` starts at ``start``; relocate.Refused (with the
+    """The ways out of the function whose ``code`` starts at ``start``; x86.Refused (with the
     reason) when it cannot be decoded."""
     end = start + len(code)
     returns: list[int] = []

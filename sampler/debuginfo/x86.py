@@ -7,7 +7,9 @@ run's one line (test_ctrl_c, one Ctrl-C 0.3 s into a trace)."""
 
 from __future__ import annotations
 
-from capstone import CS_ARCH_X86, CS_MODE_64, Cs  # type: ignore[import-untyped]
+from typing import Any
+
+from capstone import CS_ARCH_X86, CS_MODE_64, Cs, CsError  # type: ignore[import-untyped]
 
 PLAIN = Cs(CS_ARCH_X86, CS_MODE_64)
 """Mnemonics, operands as text and sizes: the cheaper decode."""
@@ -15,3 +17,35 @@ PLAIN = Cs(CS_ARCH_X86, CS_MODE_64)
 DETAILED = Cs(CS_ARCH_X86, CS_MODE_64)
 """With capstone's detail: the registers an instruction reads and writes, its operands."""
 DETAILED.detail = True
+
+
+class Refused(Exception):
+    """The code cannot be decoded, or a site cannot take a jump (the reason says why): it gets an int3
+    instead."""
+
+
+def decode(code: bytes, start: int) -> list:  # type: ignore[type-arg]
+    """Every instruction of a function, in order; Refused when a byte cannot be decoded."""
+    try:
+        found = list(DETAILED.disasm(code, start))
+    except CsError as e:
+        raise Refused(f"the function cannot be decoded ({e})") from None
+    decoded = sum(i.size for i in found)
+    if decoded < len(code) and not code[decoded:].strip(b"\xcc\x90\x00"):
+        return found  # (padding after the last instruction)
+    if decoded < len(code):
+        raise Refused(f"the function cannot be decoded past {start + decoded:#x}")
+    return found
+
+
+RSP, RBP, RIP = 7, 6, 16
+"""DWARF's numbers of the x86-64 stack pointer, frame pointer and return address column."""
+NAMES = ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp",
+         "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "rip")
+"""The registers by DWARF number (0-16), as struct user_regs_struct names them."""
+MASK = (1 << 64) - 1
+
+
+def registers_of(regs: Any) -> dict[int, int]:
+    """A stopped thread's registers (struct user_regs_struct) by DWARF number."""
+    return {number: int(getattr(regs, name)) & MASK for number, name in enumerate(NAMES)}

@@ -21,7 +21,6 @@ from sampler.debuginfo.types import Array, Enum, Pointer, Scalar, Struct, Type, 
 from sampler.errors import ExpressionError
 from sampler.evaluation.golang import Dynamic
 from sampler.evaluation.plan import PlanMiss
-from sampler.evaluation.reads import Read, UnreadableMemory
 from sampler.evaluation.wrappers import MAX_TEXT, text_fields, unwrap
 from sampler.language import casts
 from sampler.language.expr import (
@@ -33,6 +32,7 @@ from sampler.language.expr import (
     register_name,
     source_name,
 )
+from sampler.process.reads import Read, UnreadableMemory
 from sampler.sample import Value
 
 TEXT_BUILTINS = SAMPLER_ONLY

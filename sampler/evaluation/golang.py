@@ -16,7 +16,7 @@ from functools import cached_property
 
 from sampler.debuginfo.dwarf import Debug
 from sampler.debuginfo.types import Struct, Type
-from sampler.evaluation.reads import Read
+from sampler.process.reads import Read
 
 KIND_OFFSET = 23
 """Offset of ``kind`` in runtime._type (Go 1.14 to 1.22)."""

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-from sampler.evaluation.reads import Memory, Read, UnreadableMemory
+from sampler.process.reads import Memory, Read, UnreadableMemory
 
 REACH = 1 << 20
 """How far past a base an offset may go and still explain an address (a field, an element)."""

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from sampler.debuginfo.modules import Modules
 from sampler.errors import ExpressionError, UnsupportedTarget
-from sampler.evaluation.reads import Read, UnreadableMemory
 from sampler.language.pyexpr import PyPath
+from sampler.process.reads import Read, UnreadableMemory
 from sampler.python.interpreter import Interpreter
 from sampler.python.objects import Described, Unreadable
 from sampler.sample import Value

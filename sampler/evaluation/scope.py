@@ -29,9 +29,9 @@ from sampler.evaluation.evaluate import Evaluator, Object, SampleError, Untyped,
 from sampler.evaluation.fields import short_form
 from sampler.evaluation.golang import GoTypes
 from sampler.evaluation.pyvalues import PyValues
-from sampler.evaluation.reads import Read, Stop, UnreadableMemory
 from sampler.language import casts, expr
 from sampler.language.expr import REGISTER_PREFIX, Expression, register_name, source_name
+from sampler.process.reads import Read, Stop, UnreadableMemory
 from sampler.python.objects import Unreadable
 from sampler.sample import Value
 

@@ -27,6 +27,8 @@ from capstone import CsError  # type: ignore[import-untyped]
 from capstone import x86_const as X
 
 from sampler.debuginfo import x86
+from sampler.debuginfo.x86 import Refused as Refused
+from sampler.debuginfo.x86 import decode as decode
 from sampler.inprocess.gotos import landings
 
 JUMP_SIZE = 5
@@ -39,10 +41,6 @@ _DECODER = x86.DETAILED
 BRANCHES = {X.X86_GRP_JUMP, X.X86_GRP_CALL, X.X86_GRP_RET, X.X86_GRP_IRET, X.X86_GRP_BRANCH_RELATIVE}
 KERNEL = {X.X86_GRP_INT}
 KERNEL_MNEMONICS = ("syscall", "sysenter", "int", "int3", "into", "ud2", "hlt")
-
-
-class Refused(Exception):
-    """The site cannot take a jump (the reason says why): it gets an int3 instead."""
 
 
 @dataclass(frozen=True)
@@ -152,20 +150,6 @@ def _landings(code: bytes, start: int, read: Callable[[int, int], bytes]) -> set
             _LANDINGS.clear()
         _LANDINGS[key] = landings(_decoded(code, start)[0], start, start + len(code), read)
     return _LANDINGS[key]
-
-
-def decode(code: bytes, start: int) -> list:  # type: ignore[type-arg]
-    """Every instruction of the function, in order; Refused when a byte cannot be decoded."""
-    try:
-        found = list(_DECODER.disasm(code, start))
-    except CsError as e:
-        raise Refused(f"the function cannot be decoded ({e})") from None
-    decoded = sum(i.size for i in found)
-    if decoded < len(code) and not code[decoded:].strip(b"\xcc\x90\x00"):
-        return found  # (padding after the last instruction)
-    if decoded < len(code):
-        raise Refused(f"the function cannot be decoded past {start + decoded:#x}")
-    return found
 
 
 def _movable(instruction) -> Moved:  # type: ignore[no-untyped-def]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from sampler.debuginfo.elffile import BadFile
 from sampler.debuginfo.modules import Module, Modules
 from sampler.errors import UnsupportedTarget
-from sampler.evaluation.reads import UnreadableMemory
+from sampler.process.reads import UnreadableMemory
 from sampler.python import layouts
 from sampler.python.lines import line_at
 from sampler.python.objects import Objects, Read, Unreadable

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Union
 
-from sampler.evaluation.reads import UnreadableMemory
+from sampler.process.reads import UnreadableMemory
 from sampler.python.layouts import Layout
 from sampler.python.strhash import int_hash, str_hash
 

@@ -143,7 +143,7 @@ def _containing(mappings: list[procfs.Mapping], address: int) -> procfs.Mapping 
 
 
 class Holder(Protocol):
-    """Every thread of a process stopped for the time of a ``with`` (backends/ptrace/freeze.py): what a
+    """Every thread of a process stopped for the time of a ``with`` (process/freeze.py): what a
     multi-byte patch needs to go back (a thread running through half-written bytes would run garbage)."""
 
     def __call__(self, pid: int) -> AbstractContextManager[object]: ...

@@ -1,6 +1,6 @@
 """`sampler stack` (issue 35): where every thread of a process is, right now.
 
-collect.py reads each thread (as briefly as it can: backends/ptrace/snapshot.py) and unwinds it
+collect.py reads each thread (as briefly as it can: process/snapshot.py) and unwinds it
 (unwind/); show.py writes the text and the JSON. Used by cli.py's `stack` and by profiles.
 """
 

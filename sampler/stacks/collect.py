@@ -1,6 +1,6 @@
 """Every thread of a process, read and unwound: what `sampler stack` prints and a profile counts.
 
-Each thread is read as briefly as it can be (backends/ptrace/snapshot.py: asleep in a system call,
+Each thread is read as briefly as it can be (process/snapshot.py: asleep in a system call,
 without stopping it; else stopped for its registers and one read of its stack) and unwound after it
 runs again, from the copy of its stack (unwind/walk.py). With ``consistent``, every thread that may
 be stopped is stopped at once, all are read, then all are let go: one moment for the whole process.
@@ -15,13 +15,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
-from sampler.backends.ptrace.snapshot import Image, Snapshots
 from sampler.debuginfo.debugfiles import DebugFinder
 from sampler.debuginfo.dies import Malformed
 from sampler.debuginfo.elffile import BadFile
 from sampler.debuginfo.modules import Modules
 from sampler.errors import ProcessNotFound, UnsupportedTarget
-from sampler.evaluation.reads import UnreadableMemory
+from sampler.process.reads import UnreadableMemory
+from sampler.process.snapshot import Image, Snapshots
 from sampler.python.interpreter import Interpreter, NotPython, PyThread
 from sampler.python.objects import Unreadable
 from sampler.target import procfs

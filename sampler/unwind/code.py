@@ -22,7 +22,7 @@ from sampler.debuginfo.dwarf import Debug
 from sampler.debuginfo.elffile import BadFile, Symbol
 from sampler.debuginfo.gopclntab import BadTable, GoFunction, PcLineTable
 from sampler.debuginfo.modules import Module
-from sampler.evaluation.reads import Read, UnreadableMemory
+from sampler.process.reads import Read, UnreadableMemory
 
 MAX_PLACES = 100_000
 """Named pcs remembered per module."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from sampler.debuginfo.dwarf import Debug
 from sampler.debuginfo.types import Array, Pointer, Scalar, Struct, Type
-from sampler.evaluation.reads import Read, UnreadableMemory
+from sampler.process.reads import Read, UnreadableMemory
 from sampler.unwind.code import CodeMap
 from sampler.unwind.frames import Stack
 from sampler.unwind.walk import RBP, RIP, RSP, unwind

@@ -15,26 +15,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from sampler.debuginfo.gopclntab import BadTable
-from sampler.evaluation.reads import Read, UnreadableMemory
+from sampler.debuginfo.x86 import MASK as MASK
+from sampler.debuginfo.x86 import NAMES as NAMES
+from sampler.debuginfo.x86 import RBP as RBP
+from sampler.debuginfo.x86 import RIP as RIP
+from sampler.debuginfo.x86 import RSP as RSP
+from sampler.debuginfo.x86 import registers_of as registers_of
+from sampler.process.reads import Read, UnreadableMemory
 from sampler.unwind.code import Code, CodeMap, Place
 from sampler.unwind.expression import BadExpression, evaluate
 from sampler.unwind.frames import Frame, Stack
 
-RSP, RBP, RIP = 7, 6, 16
-"""DWARF's numbers of the x86-64 stack pointer, frame pointer and return address column."""
-NAMES = ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp",
-         "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "rip")
-"""The registers by DWARF number (0-16), as struct user_regs_struct names them."""
 MAX_DEPTH = 256
 """Frames of one stack, unless --max-depth says otherwise."""
-MASK = (1 << 64) - 1
 TOPFRAME, SPWRITE = 1, 2
 """Go's function flags (runtime/symtab.go): the outermost frame; a function that writes SP."""
-
-
-def registers_of(regs: Any) -> dict[int, int]:
-    """A stopped thread's registers (struct user_regs_struct) by DWARF number."""
-    return {number: int(getattr(regs, name)) & MASK for number, name in enumerate(NAMES)}
 
 
 class Unknown(Exception):

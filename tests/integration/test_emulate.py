@@ -1,5 +1,5 @@
 """Every hit without a single-step: the instruction under an every-hit breakpoint is
-emulated (sampler/backends/ptrace/emulate.py). With SAMPLER_CHECK_EMULATION=1 each emulated
+emulated (sampler/process/emulate.py). With SAMPLER_CHECK_EMULATION=1 each emulated
 hit is also single-stepped on the CPU and the two compared (registers, arithmetic flags and
 the stack), on functions that start with each emulated kind of instruction, called with
 inputs at the edges of signed and unsigned arithmetic (targets/emulate), and on a Go

@@ -826,7 +826,7 @@ def test_the_guard_turns_on_when_a_file_system_that_may_hang_is_mounted(start_ta
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Reads are direct (no hand-over to a thread) while the target's mounts hold no FUSE or
     network file system, and guarded once one appears there."""
-    from sampler.backends.ptrace.guard import Guard
+    from sampler.process.guard import Guard
     monkeypatch.delenv("SAMPLER_GUARD", raising=False)
     target = start_target("ringbuf-c")
     guard = Guard(target.pid)

@@ -1,4 +1,4 @@
-"""The target's own system calls made for sampler (issue 36, the first part: backends/ptrace/inject.py
+"""The target's own system calls made for sampler (issue 36, the first part: process/inject.py
 and areas.py): the code and data pages of in-process probes made, named, shared and taken away by a
 thread of the target, stopped for it, whose own system call then goes on as if nothing happened."""
 
@@ -8,12 +8,12 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from sampler.backends.ptrace import calls
-from sampler.backends.ptrace.areas import REACH, Areas
-from sampler.backends.ptrace.inject import Injector, find_syscall
-from sampler.backends.ptrace.memory import Memory
-from sampler.backends.ptrace.restart import restart_ended_call
-from sampler.backends.ptrace.tasks import PTRACE_INTERRUPT, PTRACE_SEIZE, WALL
+from sampler.process import calls
+from sampler.process.areas import REACH, Areas
+from sampler.process.inject import Injector, find_syscall
+from sampler.process.memory import Memory
+from sampler.process.restart import restart_ended_call
+from sampler.process.tasks import PTRACE_INTERRUPT, PTRACE_SEIZE, WALL
 from sampler.target import procfs
 from tests.integration.targets import Target, read_counter
 
@@ -81,12 +81,12 @@ def test_a_jump_counts_every_call_of_eight_threads_exactly_in_a_process_sampler_
     # GIVEN 8 threads that call warm() 200,000 times each once its first bytes change
     from contextlib import contextmanager
 
-    from sampler.backends.ptrace.freeze import every_thread_held
     from sampler.backends.ptrace.inprocess import Inprocess, plan
-    from sampler.backends.ptrace.probes import ProbeTable
-    from sampler.backends.ptrace.stats import TracerStats
     from sampler.debuginfo.debugfiles import DebugFinder
     from sampler.debuginfo.modules import Modules
+    from sampler.process.freeze import every_thread_held
+    from sampler.process.patchtable import ProbeTable
+    from sampler.process.stats import TracerStats
     from tests.integration.targets import assert_code_matches_files
     target = start_target("callers", "8", "200000", "warm")
     modules = Modules(target.pid, DebugFinder(target.pid, (), lambda _: None, lambda _: None))

@@ -334,11 +334,11 @@ def test_shift_counts_out_of_range_are_row_errors_or_values(start_target: Callab
 
 def test_step_over_tolerates_a_thread_that_vanished(start_target: Callable[..., Target]) -> None:
     # GIVEN an int3 armed at a function never called, and a hit for a thread ptrace cannot reach (ESRCH)
-    from sampler.backends.ptrace.memory import Memory
-    from sampler.backends.ptrace.tasks import Hit
-    from sampler.backends.ptrace.tracer import Tracer
     from sampler.debuginfo.debugfiles import DebugFinder
     from sampler.debuginfo.modules import Modules
+    from sampler.process.memory import Memory
+    from sampler.process.tasks import Hit
+    from sampler.process.tracer import Tracer
 
     target = start_target("ringbuf-c")
     modules = Modules(target.pid, DebugFinder(target.pid, (), print, print))

@@ -381,7 +381,7 @@ def test_ustack_in_rows_is_folded_innermost_last(start_target: Callable[..., Tar
 
 def test_a_call_a_stop_would_end_with_eintr_is_made_again(start_target: Callable[..., Target]) -> None:
     # GIVEN threads blocked for good in epoll_wait and sigtimedwait, counting their EINTRs
-    from sampler.backends.ptrace.snapshot import Snapshots
+    from sampler.process.snapshot import Snapshots
     target = start_target("eintr")
 
     def blocked_now() -> dict[int, str]:

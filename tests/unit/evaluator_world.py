@@ -5,7 +5,7 @@ from __future__ import annotations
 from sampler.debuginfo.locations import Computed, InMemory, InRegister
 from sampler.debuginfo.types import Array, Enum, Member, Pointer, Scalar, Struct
 from sampler.evaluation.evaluate import Evaluator, Object, Untyped
-from sampler.evaluation.reads import UnreadableMemory
+from sampler.process.reads import UnreadableMemory
 
 U64 = Scalar("uint64_t", 8, "unsigned")
 I32 = Scalar("int", 4, "signed")

@@ -10,8 +10,8 @@ import struct
 
 import pytest
 
-from sampler.backends.ptrace.consistent import Moment, Torn, spans_of
-from sampler.evaluation.reads import UnreadableMemory
+from sampler.process.consistent import Moment, Torn, spans_of
+from sampler.process.reads import UnreadableMemory
 
 POINTER, RING = 0x1000, 0x8000  # a global pointer to r, and w FAR past it: three spans
 FAR = 0x10000

@@ -19,15 +19,25 @@ PACKAGE = ROOT / "sampler"
 
 ALLOWED = {
     "sampler.safety": ("sampler.debuginfo.mapped",),
+    "sampler.unwind": ("sampler.process.reads",),
+    "sampler.evaluation": ("sampler.process.reads",),
+    "sampler.python": ("sampler.process.reads",),
     "sampler.session": ("sampler.backends.base",),
     "sampler.sample": (),
 }
-"""The one module a layer may take from a layer it otherwise may not import."""
+"""The one module a layer may take from a layer it otherwise may not import (process/reads.py: the memory
+protocols, the floor every reader stands on)."""
 
 RULES: list[tuple[str, tuple[str, ...], str]] = [
+    ("sampler.process", ("sampler.backends", "sampler.config", "sampler.configure", "sampler.evaluation",
+                         "sampler.language", "sampler.python", "sampler.inprocess", "sampler.stacks", "sampler.unwind",
+                         "sampler.session", "sampler.run", "sampler.cli", "sampler.output", "sampler.report",
+                         "sampler.kube", "sampler.profile", "sampler.sample"),
+     "the process mechanism (threads, events, memory, bytes) knows no config, expression, plan or row: the "
+     "backends, stacks, repair and the guardian use it"),
     ("sampler.debuginfo", ("sampler.backends", "sampler.evaluation", "sampler.config", "sampler.language",
                            "sampler.output", "sampler.safety", "sampler.session", "sampler.run", "sampler.cli",
-                           "sampler.report", "sampler.kube"),
+                           "sampler.report", "sampler.kube", "sampler.inprocess", "sampler.process"),
      "debug info reads files and /proc only: no backend, configuration, expression or output code"),
     ("sampler.target", ("sampler.backends", "sampler.debuginfo", "sampler.evaluation", "sampler.safety",
                         "sampler.session", "sampler.run", "sampler.cli", "sampler.output"),
@@ -37,12 +47,18 @@ RULES: list[tuple[str, tuple[str, ...], str]] = [
      "the safety net knows no backend and only the build-id of a mapped file: a backend hands the guardian "
      "its rescue"),
     ("sampler.evaluation", ("sampler.backends", "sampler.target", "sampler.safety", "sampler.session",
-                            "sampler.run", "sampler.cli", "sampler.output", "sampler.report", "sampler.kube"),
-     "evaluation reads through reads.py's protocols: it knows no backend, no ptrace, no Delve"),
+                            "sampler.run", "sampler.cli", "sampler.output", "sampler.report", "sampler.kube",
+                            "sampler.process"),
+     "evaluation reads through process/reads.py's protocols: it knows no backend, no ptrace, no Delve"),
+    ("sampler.python", ("sampler.backends", "sampler.inprocess", "sampler.process", "sampler.evaluation",
+                        "sampler.stacks", "sampler.target", "sampler.safety", "sampler.session", "sampler.run",
+                        "sampler.cli", "sampler.output"),
+     "CPython's layouts and objects are read through process/reads.py; the in-process filters that use them "
+     "are inprocess/'s"),
     ("sampler.unwind", ("sampler.backends", "sampler.target", "sampler.safety", "sampler.session", "sampler.run",
                         "sampler.cli", "sampler.output", "sampler.report", "sampler.kube", "sampler.stacks",
-                        "sampler.profile"),
-     "unwinding reads registers and memory through evaluation/reads.py: no ptrace, no /proc (the caller "
+                        "sampler.profile", "sampler.process"),
+     "unwinding reads registers and memory through process/reads.py: no ptrace, no /proc (the caller "
      "gives the mappings)"),
     ("sampler.inprocess", ("sampler.backends", "sampler.target", "sampler.safety", "sampler.session", "sampler.run",
                            "sampler.cli", "sampler.output", "sampler.stacks"),
@@ -50,9 +66,10 @@ RULES: list[tuple[str, tuple[str, ...], str]] = [
     ("sampler.profile", ("sampler.backends", "sampler.debuginfo", "sampler.evaluation", "sampler.unwind",
                          "sampler.target", "sampler.safety", "sampler.session", "sampler.run", "sampler.cli"),
      "a profile's outputs (folded, flame graph, speedscope) take counted stacks: they read no process"),
-    ("sampler.stacks", ("sampler.cli", "sampler.run", "sampler.session", "sampler.backends.delve",
+    ("sampler.stacks", ("sampler.cli", "sampler.run", "sampler.session", "sampler.backends",
                         "sampler.output", "sampler.report", "sampler.kube"),
-     "sampler stack reads threads through the ptrace backend's snapshots and the unwinder, and prints"),
+     "sampler stack reads threads through the process mechanism's snapshots and the unwinder, and prints: "
+     "no backend"),
     ("sampler.language", ("sampler.backends", "sampler.evaluation", "sampler.debuginfo", "sampler.target",
                           "sampler.safety", "sampler.session", "sampler.run", "sampler.cli", "sampler.output"),
      "the expression language is shared by every backend and knows none"),
@@ -76,17 +93,17 @@ RULES: list[tuple[str, tuple[str, ...], str]] = [
     ("sampler.configure", ("sampler.backends", "sampler.debuginfo", "sampler.session", "sampler.run", "sampler.cli",
                            "sampler.safety"),
      "the config builder turns options into a run: it knows no backend and reads no program"),
-    *((part, ("sampler.backends.ptrace.tracer", "sampler.backends.ptrace.tasks",
-              "sampler.backends.ptrace.events", "sampler.backends.ptrace.stepover"),
+    *((part, ("sampler.process.tracer", "sampler.process.tasks",
+              "sampler.process.events", "sampler.process.stepover"),
        "the probe table (every byte written, journaled) and the stats know no thread and no event: a second "
        "kind of probe comes in beside the int3 without the tracer's other parts")
-      for part in ("sampler.backends.ptrace.probes", "sampler.backends.ptrace.stats")),
-    ("sampler.backends.ptrace.events", ("sampler.backends.ptrace.stepover", "sampler.backends.ptrace.tracer"),
+      for part in ("sampler.process.patchtable", "sampler.process.stats")),
+    ("sampler.process.events", ("sampler.process.stepover", "sampler.process.tracer"),
      "the tracer's parts meet only in tracer.py (over tasks.py)"),
-    ("sampler.backends.ptrace.stepover", ("sampler.backends.ptrace.events", "sampler.backends.ptrace.tracer"),
+    ("sampler.process.stepover", ("sampler.process.events", "sampler.process.tracer"),
      "the tracer's parts meet only in tracer.py (over tasks.py)"),
-    ("sampler.backends.ptrace.tasks", ("sampler.backends.ptrace.tracer", "sampler.backends.ptrace.events",
-                                       "sampler.backends.ptrace.stepover"),
+    ("sampler.process.tasks", ("sampler.process.tracer", "sampler.process.events",
+                                       "sampler.process.stepover"),
      "the tracer's tasks are the base of its parts: they import none of them"),
 ]
 
@@ -129,6 +146,34 @@ def test_no_import_cycle() -> None:
     find_cycle(imports())
 
 
+def folder_of(module: str) -> str:
+    """The folder a module lives in (``sampler.backends.ptrace.site``: ``sampler.backends.ptrace``); a module
+    directly under sampler/ is its own."""
+    path = PACKAGE.parent.joinpath(*module.split("."))
+    return module if path.is_dir() or module.count(".") == 1 else module.rsplit(".", 1)[0]
+
+
+def folders(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Folder -> the folders its modules import. A package and the folders inside it are one house (select.py
+    builds the backends beside it, which take base.py's protocol): only other folders' imports count."""
+    found: dict[str, set[str]] = {}
+    for module, others in graph.items():
+        mine = folder_of(module)
+        found.setdefault(mine, set())
+        for other in others:
+            theirs = folder_of(other)
+            if theirs != mine and not theirs.startswith(mine + ".") and not mine.startswith(theirs + "."):
+                found[mine].add(theirs)
+    for others in list(found.values()):
+        for other in others:
+            found.setdefault(other, set())
+    return found
+
+
+def test_no_folder_knows_another_in_a_circle() -> None:
+    find_cycle(folders(imports()))
+
+
 def find_cycle(graph: dict[str, set[str]]) -> None:
     """AssertionError naming the first import cycle of ``graph``."""
     state: dict[str, int] = {}
@@ -164,16 +209,20 @@ def test_each_layer_imports_only_what_it_may(layer: str, forbidden: tuple[str, .
 def test_the_rules_can_fail() -> None:
     # the checker given imports that break rules finds each, and only those
     graph = imports()
-    graph["sampler.evaluation.scope"] = graph["sampler.evaluation.scope"] | {"sampler.backends.ptrace.tracer"}
+    graph["sampler.evaluation.scope"] = graph["sampler.evaluation.scope"] | {"sampler.process.tracer"}
     graph["sampler.target.procfs"] = graph["sampler.target.procfs"] | {"sampler.debuginfo.elffile"}
     rules = {layer: forbidden for layer, forbidden, _ in RULES}
     assert broken(graph, "sampler.evaluation", rules["sampler.evaluation"]) == \
-        [("sampler.evaluation.scope", "sampler.backends.ptrace.tracer")]
+        [("sampler.evaluation.scope", "sampler.process.tracer")]
     assert broken(graph, "sampler.target", rules["sampler.target"]) == \
         [("sampler.target.procfs", "sampler.debuginfo.elffile")]
     # the one module a layer may take from another is not a break
     graph["sampler.safety.patches"] = graph["sampler.safety.patches"] | {"sampler.debuginfo.mapped"}
     assert broken(graph, "sampler.safety", rules["sampler.safety"]) == []
+    # a folder cycle is found (debuginfo taking the in-process probes' relocation back)
+    graph["sampler.debuginfo.exits"] = graph["sampler.debuginfo.exits"] | {"sampler.inprocess.relocate"}
+    with pytest.raises(AssertionError, match=r"import cycle: .*sampler\.debuginfo -> sampler\.inprocess"):
+        find_cycle(folders(graph))
     # and a cycle is found
     graph["sampler.target.procfs"] = graph["sampler.target.procfs"] | {"sampler.target.pgrep"}
     with pytest.raises(AssertionError, match="import cycle"):

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from sampler.backends.ptrace.memory import Memory
 from sampler.evaluation.plan import REGISTER_ORDER, PlanMiss, ReadPlan, Recorder, Step
-from sampler.evaluation.reads import UnreadableMemory
+from sampler.process.memory import Memory
+from sampler.process.reads import UnreadableMemory
 
 
 def registers(**values: int) -> SimpleNamespace:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from sampler.evaluation.reads import UnreadableMemory
+from sampler.process.reads import UnreadableMemory
 from sampler.python import layouts
 from sampler.python.interpreter import Interpreter
 from sampler.python.lines import line_at
@@ -101,7 +101,7 @@ def test_a_pointer_past_the_address_space_is_unreadable_not_a_crash() -> None:
     """A torn frame's pointer (0xffff...) read through /proc/PID/mem: pread's OverflowError was exit 70 (CI)."""
     import os
 
-    from sampler.backends.ptrace.snapshot import pread_exactly
+    from sampler.process.snapshot import pread_exactly
     fd = os.open(f"/proc/{os.getpid()}/mem", os.O_RDONLY)
     try:
         for address, size in ((1 << 63, 8), (2 ** 64 - 8, 8), ((1 << 63) - 4, 8), (0, 8), (4096, -1)):

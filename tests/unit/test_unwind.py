@@ -11,7 +11,7 @@ import time
 import pytest
 
 from sampler.debuginfo.rustv0 import demangle_v0
-from sampler.evaluation.reads import UnreadableMemory
+from sampler.process.reads import UnreadableMemory
 from sampler.unwind.code import Place
 from sampler.unwind.expression import BadExpression, evaluate
 from sampler.unwind.walk import RBP, RIP, RSP, unwind

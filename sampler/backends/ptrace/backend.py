@@ -28,36 +28,36 @@ from typing import TYPE_CHECKING
 from sampler import notice
 from sampler.backends.base import Note, columns_of
 from sampler.backends.cycle import miss
-from sampler.backends.ptrace.consistent import BUDGET_S, Moment, Torn
-from sampler.backends.ptrace.guard import TIMEOUT_S, Guard
 from sampler.backends.ptrace.inprocess import Inprocess, Plan, Read, plan
-from sampler.backends.ptrace.instructions import MAX_FUNCTION, starts_instruction
 from sampler.backends.ptrace.latency import LATENCY, Latency, names_retval, timed_notes
-from sampler.backends.ptrace.memory import Memory, MemoryHang
 from sampler.backends.ptrace.parked import Parked
 from sampler.backends.ptrace.pylatency import PyLatency
 from sampler.backends.ptrace.rescue import PatchRescue
-from sampler.backends.ptrace.router import Router
 from sampler.backends.ptrace.site import Site
 from sampler.backends.ptrace.stackcopy import StackCopier
-from sampler.backends.ptrace.stepover import HOLD_ALL_TIMEOUT_S, NotHeld
-from sampler.backends.ptrace.tasks import PTRACE_EVENT_STOP, Hit
 from sampler.backends.ptrace.timedprobes import LAG_S, TimedProbes
-from sampler.backends.ptrace.tracer import DETACH_TIMEOUT_S, Tracer
 from sampler.config import Probe, SessionConfig
 from sampler.debuginfo.debugfiles import DebugFinder
 from sampler.debuginfo.locate import Place, names_function, ptrace_only, resolve_all
 from sampler.debuginfo.modules import Modules
 from sampler.errors import DebuggerError, LocationNotFound, ProcessNotFound, SamplerError, UsageError
 from sampler.evaluation.plan import ReadPlan, Snapshot
-from sampler.evaluation.reads import UnreadableMemory
 from sampler.evaluation.scope import Scope
+from sampler.inprocess.pyfilters import chain as python_chain
 from sampler.inprocess.reads import Layout, Unfit
 from sampler.inprocess.relocate import Displaced
 from sampler.inprocess.trampoline import Chain
 from sampler.language.expr import Expression, ustack_depth
 from sampler.places import is_python
-from sampler.python.filters import chain as python_chain
+from sampler.process.consistent import BUDGET_S, Moment, Torn
+from sampler.process.guard import TIMEOUT_S, Guard
+from sampler.process.instructions import MAX_FUNCTION, starts_instruction
+from sampler.process.memory import Memory, MemoryHang
+from sampler.process.reads import UnreadableMemory
+from sampler.process.router import Router
+from sampler.process.stepover import HOLD_ALL_TIMEOUT_S, NotHeld
+from sampler.process.tasks import PTRACE_EVENT_STOP, Hit
+from sampler.process.tracer import DETACH_TIMEOUT_S, Tracer
 from sampler.safety.guardian import Guardian, Ward
 from sampler.safety.journal import Journal
 from sampler.sample import Bulk, Reading
@@ -1308,7 +1308,7 @@ def _python_places(modules: Modules, pid: int, location: str, quiet: bool) -> li
     """``--at py:module.function``: the interpreter's frame start, each place with its filter (the
     function is found in the process's memory before it is seized; at a hit the filter reads through
     the hit's own reads)."""
-    from sampler.backends.ptrace.snapshot import pread_exactly
+    from sampler.process.snapshot import pread_exactly
     from sampler.python import probes as python_probes
 
     try:

@@ -28,11 +28,11 @@ from sampler.backends.base import Note, Stopping, columns_of
 from sampler.backends.ptrace.backend import Company, PtraceBackend, Tally, Turn
 from sampler.backends.ptrace.latency import LATENCY
 from sampler.backends.ptrace.rescue import PatchRescue
-from sampler.backends.ptrace.router import Router
 from sampler.config import SessionConfig
 from sampler.debuginfo.modules import Modules
 from sampler.errors import ExpressionError, LocationNotFound, ProcessNotFound, SamplerError, TargetExited, UsageError
-from sampler.evaluation.reads import UnreadableMemory
+from sampler.process.reads import UnreadableMemory
+from sampler.process.router import Router
 from sampler.safety.guardian import Guardian
 from sampler.sample import Reading
 from sampler.stop import StopFlag

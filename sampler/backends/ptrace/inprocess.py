@@ -31,19 +31,19 @@ from typing import TYPE_CHECKING, Any, Generic, Optional, Protocol, TypeVar
 
 from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
-from sampler.backends.ptrace import calls
-from sampler.backends.ptrace.areas import PAGE, REACH, Area, Areas
-from sampler.backends.ptrace.inject import InjectionError, Injector, find_syscall
-from sampler.backends.ptrace.memory import Memory
-from sampler.backends.ptrace.probes import ProbeTable
 from sampler.errors import SamplerError
-from sampler.evaluation.reads import UnreadableMemory
 from sampler.inprocess import ring
 from sampler.inprocess.clock import TscClock
 from sampler.inprocess.reads import Layout
 from sampler.inprocess.relocate import JUMP_SIZE, Displaced, Refused
 from sampler.inprocess.ring import Ring
 from sampler.inprocess.trampoline import Chain, filtering, jump, reading, recording, stopping
+from sampler.process import calls
+from sampler.process.areas import PAGE, REACH, Area, Areas
+from sampler.process.inject import InjectionError, Injector, find_syscall
+from sampler.process.memory import Memory
+from sampler.process.patchtable import ProbeTable
+from sampler.process.reads import UnreadableMemory
 from sampler.target import procfs
 
 if TYPE_CHECKING:  # numpy is imported by what reads records or stacks (a run with no in-process probe: never)

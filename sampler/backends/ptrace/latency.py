@@ -34,13 +34,9 @@ from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
 from sampler import notice
 from sampler.backends.base import Note
-from sampler.backends.ptrace.guard import Guard
-from sampler.backends.ptrace.memory import Memory, MemoryHang
 from sampler.backends.ptrace.pairing import Calls, Open
 from sampler.backends.ptrace.returns import ReturnPoints, return_points
-from sampler.backends.ptrace.router import IDLE_UNTIL
 from sampler.backends.ptrace.site import Site
-from sampler.backends.ptrace.tasks import Hit
 from sampler.config import SessionConfig
 from sampler.debuginfo.locate import Place, resolve_all
 from sampler.debuginfo.locations import InBytes, InMemory, InRegister
@@ -48,11 +44,15 @@ from sampler.debuginfo.modules import Modules
 from sampler.debuginfo.types import Array, Pointer, Scalar, Struct, Type
 from sampler.errors import ExpressionError, LocationNotFound, UsageError
 from sampler.evaluation.evaluate import Evaluator, Object, SampleError
-from sampler.evaluation.reads import Stop, UnreadableMemory
 from sampler.evaluation.scope import ARGUMENT_TYPE, Scope
 from sampler.language import casts
 from sampler.language.expr import REGISTER_PREFIX, Expression, names, source_name
 from sampler.language.expr import called as expr_called
+from sampler.process.guard import Guard
+from sampler.process.memory import Memory, MemoryHang
+from sampler.process.reads import Stop, UnreadableMemory
+from sampler.process.router import IDLE_UNTIL
+from sampler.process.tasks import Hit
 from sampler.sample import Reading, Value
 
 EndedRows = list[tuple[Site, Reading]]

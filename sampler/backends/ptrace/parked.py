@@ -17,7 +17,7 @@ from typing import Any
 
 from sampler.debuginfo.dies import Malformed
 from sampler.debuginfo.modules import Modules
-from sampler.evaluation.reads import Read, UnreadableMemory
+from sampler.process.reads import Read, UnreadableMemory
 from sampler.target import procfs
 from sampler.unwind import goroutines
 from sampler.unwind.code import CodeMap

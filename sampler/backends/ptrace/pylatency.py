@@ -40,15 +40,15 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from sampler import notice
-from sampler.backends.ptrace.guard import Guard
 from sampler.backends.ptrace.latency import Latency
-from sampler.backends.ptrace.memory import Memory
 from sampler.backends.ptrace.returns import return_points
 from sampler.backends.ptrace.site import Site
-from sampler.backends.ptrace.tasks import Hit
 from sampler.config import SessionConfig
 from sampler.debuginfo.modules import Modules
 from sampler.errors import LocationNotFound, UsageError
+from sampler.process.guard import Guard
+from sampler.process.memory import Memory
+from sampler.process.tasks import Hit
 from sampler.python.objects import Unreadable
 from sampler.python.probes import EVAL, PyProbe, dwarf_function
 from sampler.sample import Reading

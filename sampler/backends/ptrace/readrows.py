@@ -10,12 +10,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from sampler.backends.ptrace.inprocess import Read
-from sampler.backends.ptrace.memory import Memory
 from sampler.backends.ptrace.site import Site
 from sampler.evaluation.evaluate import Evaluator
 from sampler.evaluation.plan import Snapshot
 from sampler.inprocess import columns
 from sampler.inprocess.reads import Layout, Recorded
+from sampler.process.memory import Memory
 from sampler.sample import Bulk, Reading
 
 

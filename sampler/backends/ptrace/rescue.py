@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 import time
 
-from sampler.backends.ptrace.freeze import every_thread_held
 from sampler.errors import SamplerError
+from sampler.process.freeze import every_thread_held
 from sampler.safety import repair
 from sampler.safety.patches import Patch, put_back_into, put_back_through
 from sampler.safety.semaphores import add

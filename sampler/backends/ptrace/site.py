@@ -13,15 +13,15 @@ import functools
 import time
 from collections.abc import Callable, Sequence
 
-from sampler.backends.ptrace.guard import Guard
-from sampler.backends.ptrace.memory import Memory, MemoryHang
 from sampler.backends.ptrace.stackcopy import Copy, StackCopier
-from sampler.backends.ptrace.tasks import Hit
 from sampler.debuginfo.locate import Place
 from sampler.evaluation.plan import PlanMiss, ReadPlan, Recorder, Snapshot, Step
-from sampler.evaluation.reads import Read, Stop, UnreadableMemory
 from sampler.evaluation.scope import Scope
 from sampler.language.expr import Expression, ustack_depth
+from sampler.process.guard import Guard
+from sampler.process.memory import Memory, MemoryHang
+from sampler.process.reads import Read, Stop, UnreadableMemory
+from sampler.process.tasks import Hit
 from sampler.python.objects import Unreadable
 from sampler.python.probes import PyProbe
 from sampler.sample import Reading, Value

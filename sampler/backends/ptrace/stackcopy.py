@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sampler.backends.ptrace.memory import Memory
-from sampler.backends.ptrace.snapshot import RED_ZONE
 from sampler.debuginfo.modules import Modules
 from sampler.errors import UnsupportedTarget
-from sampler.evaluation.reads import UnreadableMemory
+from sampler.process.memory import Memory
+from sampler.process.reads import UnreadableMemory
+from sampler.process.snapshot import RED_ZONE
 from sampler.python.interpreter import Interpreter, PyThread
 from sampler.python.objects import Unreadable
 from sampler.stacks import python

@@ -26,17 +26,17 @@ from typing import TYPE_CHECKING
 
 from sampler.backends.ptrace.inprocess import Read
 from sampler.backends.ptrace.latency import RETVAL, EndedRows, Latency
-from sampler.backends.ptrace.memory import Memory
 from sampler.backends.ptrace.site import Site
 from sampler.config import SessionConfig
 from sampler.debuginfo.locate import Place
 from sampler.debuginfo.modules import Modules
 from sampler.evaluation.plan import ReadPlan
-from sampler.evaluation.reads import UnreadableMemory
 from sampler.evaluation.scope import Scope
 from sampler.inprocess.reads import REGISTERS, Layout, Recorded
 from sampler.inprocess.relocate import Displaced, Refused, displace_return, displace_to_return
 from sampler.language.expr import Expression
+from sampler.process.memory import Memory
+from sampler.process.reads import UnreadableMemory
 from sampler.sample import Reading, Value
 
 if TYPE_CHECKING:  # numpy: the records' arrays (made where the ring is read)

@@ -25,8 +25,8 @@ from collections.abc import Mapping
 
 from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
-from sampler.backends.ptrace import calls
 from sampler.errors import JournalError, ProcessNotFound
+from sampler.process import calls
 from sampler.safety import semaphores
 from sampler.safety.guardian import Guardian, Ward
 from sampler.safety.journal import Journal

@@ -14,10 +14,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 
-from sampler.backends.ptrace.memory import Memory
-from sampler.backends.ptrace.stats import TracerStats
 from sampler.errors import SamplerError, TargetExited
-from sampler.evaluation.reads import UnreadableMemory
+from sampler.process.memory import Memory
+from sampler.process.reads import UnreadableMemory
+from sampler.process.stats import TracerStats
 from sampler.safety import semaphores
 from sampler.safety.guardian import Guardian, Ward
 from sampler.safety.journal import Journal

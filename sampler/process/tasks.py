@@ -19,15 +19,15 @@ from typing import Any
 
 from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
-from sampler.backends.ptrace import calls, emulate
-from sampler.backends.ptrace.children import ChildReleaser
-from sampler.backends.ptrace.guard import Guard
-from sampler.backends.ptrace.memory import Memory, Protections
-from sampler.backends.ptrace.probes import ProbeTable
-from sampler.backends.ptrace.router import Router, Wakeups
-from sampler.backends.ptrace.stats import TracerStats
-from sampler.config import Switches
 from sampler.errors import DebuggerError
+from sampler.process import calls, emulate
+from sampler.process.children import ChildReleaser
+from sampler.process.guard import Guard
+from sampler.process.memory import Memory, Protections
+from sampler.process.patchtable import ProbeTable
+from sampler.process.router import Router, Wakeups
+from sampler.process.stats import TracerStats
+from sampler.process.switches import Switches
 from sampler.safety.guardian import Guardian, Ward
 from sampler.safety.journal import Journal
 from sampler.target import permission, procfs
@@ -82,7 +82,7 @@ class Tasks:
         """The target is a Go program (its stack check may be emulated: emulate.py)."""
         self.memory = memory
         self.switches = switches or Switches()
-        """What the benchmarks and tests turn off or on (config.Switches)."""
+        """What the benchmarks and tests turn off or on (switches.py)."""
         self.stats = TracerStats()
         """What happened, for the summary."""
         self.threads: set[int] = set()

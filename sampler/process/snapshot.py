@@ -34,14 +34,14 @@ from dataclasses import dataclass, field
 
 from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
-from sampler.backends.ptrace import calls, guard
-from sampler.backends.ptrace.restart import restart_ended_call
-from sampler.backends.ptrace.tasks import PTRACE_EVENT_STOP, PTRACE_INTERRUPT, PTRACE_SEIZE, WNOHANG_WALL
+from sampler.debuginfo.x86 import RIP, RSP, registers_of
 from sampler.errors import ProcessNotFound
-from sampler.evaluation.reads import UnreadableMemory
+from sampler.process import calls, guard
+from sampler.process.reads import UnreadableMemory
+from sampler.process.restart import restart_ended_call
+from sampler.process.tasks import PTRACE_EVENT_STOP, PTRACE_INTERRUPT, PTRACE_SEIZE, WNOHANG_WALL
 from sampler.target import permission, procfs, syscalls
 from sampler.target.threads import parse_syscall
-from sampler.unwind.walk import RIP, RSP, registers_of
 
 PTRACE_DETACH = 17
 STACK_BYTES = 256 << 10

@@ -20,7 +20,7 @@ from ptrace.binding import func as ptrace_func  # type: ignore[import-untyped]
 from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
 from sampler import waits
-from sampler.backends.ptrace import calls
+from sampler.process import calls
 from sampler.safety.patches import Patch, put_back_into
 from sampler.target import procfs
 

@@ -16,7 +16,8 @@ import mmap
 import os
 from dataclasses import dataclass
 
-from sampler.backends.ptrace.inject import (
+from sampler.printable import printable
+from sampler.process.inject import (
     CLOSE,
     FTRUNCATE,
     MAP_ANONYMOUS,
@@ -34,8 +35,7 @@ from sampler.backends.ptrace.inject import (
     Injector,
     c_string,
 )
-from sampler.backends.ptrace.memory import Memory
-from sampler.printable import printable
+from sampler.process.memory import Memory
 from sampler.target import procfs
 
 PAGE = 4096

@@ -24,11 +24,12 @@ from typing import Any, TypeVar
 from ptrace.binding import func as ptrace_func  # type: ignore[import-untyped]
 from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
-from sampler.backends.ptrace import calls
-from sampler.backends.ptrace.events import Dispatch
-from sampler.backends.ptrace.memory import MemoryHang
-from sampler.backends.ptrace.stepover import Stepping
-from sampler.backends.ptrace.tasks import (
+from sampler.errors import DebuggerError, ProcessNotFound, TargetExited
+from sampler.process import calls
+from sampler.process.events import Dispatch
+from sampler.process.memory import MemoryHang
+from sampler.process.stepover import Stepping
+from sampler.process.tasks import (
     NEW_TASK_EVENTS,
     OPTIONS,
     PTRACE_EVENT_EXEC,
@@ -38,7 +39,6 @@ from sampler.backends.ptrace.tasks import (
     WNOHANG_WALL,
     Hit,
 )
-from sampler.errors import DebuggerError, ProcessNotFound, TargetExited
 from sampler.safety import supervisor
 from sampler.stop import StopFlag
 from sampler.target import permission, procfs

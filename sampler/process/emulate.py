@@ -49,8 +49,8 @@ from typing import Any
 from capstone import CsError  # type: ignore[import-untyped]
 from capstone import x86_const as X
 
-from sampler.backends.ptrace.memory import LAST_ADDRESS, Memory, Protections, check_left
 from sampler.debuginfo import x86
+from sampler.process.memory import LAST_ADDRESS, Memory, Protections, check_left
 
 
 class Access:

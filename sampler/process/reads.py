@@ -1,7 +1,7 @@
 """What evaluation reads through: the target's memory and a stopped thread's registers, as
 protocols (Delve's EvalScope holds the same three things: Regs, Mem, BinInfo).
 
-The ptrace backend gives them from /proc/PID/mem and PTRACE_GETREGS (backends/ptrace/memory.py,
+The ptrace backend gives them from /proc/PID/mem and PTRACE_GETREGS (process/memory.py,
 tracer.py); a read plan's snapshot, a test's dictionary and, later, stacks, in-process probes and
 Python values give them from elsewhere. Nothing here knows how the bytes are fetched.
 """

@@ -26,8 +26,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from sampler.backends.ptrace.memory import SPAN, Memory, MemoryHang
-from sampler.evaluation.reads import Read, UnreadableMemory
+from sampler.process.memory import SPAN, Memory, MemoryHang
+from sampler.process.reads import Read, UnreadableMemory
 
 TRIES = 64
 """Attempts at a row before it is called torn..."""

@@ -17,7 +17,7 @@ import threading
 import time
 
 from sampler.errors import DebuggerError, ProcessNotFound, TargetExeced, TargetExited
-from sampler.evaluation.reads import UnreadableMemory
+from sampler.process.reads import UnreadableMemory
 from sampler.target import permission, procfs
 from sampler.target.procfs import exe_path, status
 

@@ -16,12 +16,14 @@ from typing import Any
 
 from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
-from sampler.backends.ptrace import calls, emulate
-from sampler.backends.ptrace.guard import MemoryDead
-from sampler.backends.ptrace.instructions import kind_of
-from sampler.backends.ptrace.memory import MemoryHang
-from sampler.backends.ptrace.restart import restart_ended_call
-from sampler.backends.ptrace.tasks import (
+from sampler.errors import DebuggerError, ProcessNotFound
+from sampler.process import calls, emulate
+from sampler.process.guard import MemoryDead
+from sampler.process.instructions import kind_of
+from sampler.process.memory import MemoryHang
+from sampler.process.reads import UnreadableMemory
+from sampler.process.restart import restart_ended_call
+from sampler.process.tasks import (
     NEW_TASK_EVENTS,
     PTRACE_EVENT_EXEC,
     PTRACE_EVENT_STOP,
@@ -30,8 +32,6 @@ from sampler.backends.ptrace.tasks import (
     Hit,
     Tasks,
 )
-from sampler.errors import DebuggerError, ProcessNotFound
-from sampler.evaluation.reads import UnreadableMemory
 from sampler.target import procfs, syscalls
 
 FAULTS = {signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL}

@@ -13,9 +13,10 @@ import time
 from ptrace.binding import func as ptrace_func  # type: ignore[import-untyped]
 from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
-from sampler.backends.ptrace import calls
-from sampler.backends.ptrace.children import shares_memory
-from sampler.backends.ptrace.tasks import (
+from sampler.errors import ProcessNotFound, TargetExeced, TargetExited
+from sampler.process import calls
+from sampler.process.children import shares_memory
+from sampler.process.tasks import (
     NEW_TASK_EVENTS,
     PTRACE_EVENT_CLONE,
     PTRACE_EVENT_EXEC,
@@ -26,7 +27,6 @@ from sampler.backends.ptrace.tasks import (
     Hit,
     Tasks,
 )
-from sampler.errors import ProcessNotFound, TargetExeced, TargetExited
 from sampler.stop import StopFlag
 from sampler.target import procfs
 

@@ -33,8 +33,8 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-from sampler.backends.ptrace.memory import Abandoned, MemoryHang, helping
 from sampler.errors import ProcessNotFound, SamplerError
+from sampler.process.memory import Abandoned, MemoryHang, helping
 from sampler.target import procfs
 
 T = TypeVar("T")

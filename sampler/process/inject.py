@@ -19,9 +19,9 @@ import signal
 import time
 from collections.abc import Callable
 
-from sampler.backends.ptrace import calls
-from sampler.backends.ptrace.tasks import WALL
 from sampler.errors import DebuggerError
+from sampler.process import calls
+from sampler.process.tasks import WALL
 from sampler.target import procfs
 
 SYSCALL = b"\x0f\x05"

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from sampler.backends.ptrace.snapshot import Image, Snapshots
 from sampler.errors import DebuggerError
+from sampler.process.snapshot import Image, Snapshots
 from sampler.target import procfs
 
 MAX_ROUNDS = 16

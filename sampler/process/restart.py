@@ -17,7 +17,7 @@ from typing import Any
 
 from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
-from sampler.backends.ptrace import calls
+from sampler.process import calls
 from sampler.target import syscalls
 
 MASK = (1 << 64) - 1

@@ -280,7 +280,11 @@ def test_a_saved_pc_inside_a_return_window_keeps_its_int3(start_target: Callable
     # and the target is as it was
     assert "0 of its 1 return(s) in-process" in stderr and "1 return(s) keep their int3s" in stderr, stderr
     calls = {int(line.split()[1]): line.split()[4] for line in target.lines if line.startswith("call ")}
-    assert len(rows) >= 290 and all(row["got"] == calls[int(row["i"])] for row in rows), rows[:3]
+    assert all(row["got"] == calls[int(row["i"])] for row in rows), rows[:3]
+    # every call is a row, or counted by the summary among those that got none (under way while the probes
+    # went in: 13 of 300 once, on a loaded machine)
+    told = sum(int(m.group(1)) for m in re.finditer(r"(\d+) (?:call\(s\)|return\(s\))[^\n]*?[:;] no row", stderr))
+    assert len(rows) >= 250 and len(rows) + told >= len(calls) == 300, (len(rows), told, stderr)
     assert_left_clean(target)
 
 

@@ -25,10 +25,10 @@ ALL = [pytest.param(DEBIAN, id="debian-3.11")] + [pytest.param(path, id=f"pyenv-
                                                    for version, path in PYENV.items() if path is not None]
 MATRIX = os.environ.get("SAMPLER_PYTHON_MATRIX") == "1"
 """make test-python: every interpreter for the tests that take a few (make test: SOME)."""
-SOME = ALL if MATRIX else [pytest.param(DEBIAN, id="debian-3.11")] + [
-    pytest.param(PYENV[v], id=f"pyenv-{v}") for v in ("3.8", "3.13") if PYENV[v] is not None]
-"""Debian's 3.11 (PGO, LTO: start_frame folded into the eval loop's entry) and pyenv's 3.8 (frame
-objects) and 3.13 (RESUME's places, reached from the eval loop's entry too)."""
+SOME = ALL if MATRIX else [pytest.param(DEBIAN, id="debian-3.11")]
+"""make test: Debian's 3.11 (PGO, LTO: start_frame folded into the eval loop's entry); make test-python
+(CI: make test-more) every interpreter, pyenv's 3.8 (frame objects) and 3.13 (RESUME's places, reached from
+the eval loop's entry too) among them. some() picks the interpreters a case needs in make test."""
 
 
 def some(*wanted: tuple[str, str]) -> list[object]:

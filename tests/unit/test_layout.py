@@ -8,6 +8,7 @@ are also started for real (imported in a fresh interpreter) to see what they loa
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -117,7 +118,12 @@ def module_name(path: Path) -> str:
 
 def imports(top_level_only: bool = False) -> dict[str, set[str]]:
     """Every module of sampler -> the sampler modules it imports (anywhere in it, or only at
-    its top level)."""
+    its top level); a copy the caller may change (the files are parsed once a run)."""
+    return {module: set(others) for module, others in _imports(top_level_only).items()}
+
+
+@functools.lru_cache(maxsize=2)
+def _imports(top_level_only: bool) -> dict[str, set[str]]:
     modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():

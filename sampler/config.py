@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from sampler.language.condition import Condition
 from sampler.language.expr import Expression
+from sampler.probes.needs import timing
 from sampler.process.switches import Switches as Switches
 
 
@@ -79,6 +80,11 @@ class SessionConfig:
     def targets(self) -> tuple[int, ...]:
         """Every process of the run."""
         return self.pids or (self.pid,)
+
+    @property
+    def timing(self) -> str | None:
+        """How the rows are timed: "--latency", "--to", or None (probes/needs.py decides, for the options too)."""
+        return timing(self.latency, self.latency_to)
 
     def probe_list(self) -> tuple[Probe, ...]:
         """Every probe of the run; none for zero-stop reads."""

@@ -24,11 +24,12 @@ from sampler.language import expr
 from sampler.language.condition import NUMERIC_COLUMNS, Condition
 from sampler.output import Output
 from sampler.places import is_python, ptrace_only
+from sampler.probes.columns import LATENCY, value_columns
+from sampler.probes.needs import Need, can, timing
 from sampler.sample import PROBE, RESERVED
 from sampler.target import pgrep
 
 T = TypeVar("T")
-DELVE = ("delve", "delve-rpc")
 GROUPED_BY = ("thread", "pid")
 """Columns --count-by may name besides the values: every row has them."""
 
@@ -128,19 +129,19 @@ def build(options: Options, finder: Finder | None = None, environ: Mapping[str, 
         if not location.strip():
             raise UsageError("--at is empty", "give a function or FILE:LINE")
     for option, location in (*(("--at", at) for at in locations), *([("--to", options.to)] if options.to else [])):
-        if is_python(location) and (option == "--to" or options.backend in DELVE or options.follow_forks
+        if is_python(location) and (option == "--to" or not can(options.backend, Need.PYTHON) or options.follow_forks
                                     or options.max_overhead is not None):
             raise UsageError(f"{option} {location}: a Python function's probe is read by sampler attach and trace "
                              "(ptrace), without --to, --follow-forks or --max-overhead yet",
                              "e.g. sampler trace --pid P --at py:app.handle --expr 'n=py:n'")
         only = ptrace_only(location)
-        if only and options.backend in DELVE:
+        if only and not can(options.backend, Need.PTRACE_PLACES):
             raise UsageError(f"{option} {location}: {only} is read by the ptrace backend (--backend "
                              f"{options.backend})", "give --backend ptrace")
     probes: tuple[Probe, ...] = ()
     if len(locations) > 1:
         probes, expressions = _probes(options.order or ((None, options.exprs),), locations)
-        if options.backend in DELVE:
+        if not can(options.backend, Need.PLACES):
             raise UsageError(f"several --at need the ptrace backend (--backend {options.backend} breaks at one "
                              "place)", "give --backend ptrace, or one --at")
     else:
@@ -165,14 +166,13 @@ def build(options: Options, finder: Finder | None = None, environ: Mapping[str, 
     if options.follow_forks and not locations:
         raise UsageError("--follow-forks needs --at (reading globals without a breakpoint traces nothing, so no "
                          "fork is seen)", "give --at FUNCTION, or sample the children by --exe or --pgrep --all")
-    if many and options.backend in DELVE:
+    if many and not can(options.backend, Need.PROCESSES):
         what = "--follow-forks needs" if len(pids) == 1 else "several processes need"
         raise UsageError(f"{what} the ptrace backend (--backend {options.backend}: one dlv follows one process)",
                          "give --backend ptrace, or one process")
     _check_latency(options, expressions)
     probe_kind = _probe_kind(options, expressions, probes, many)
-    columns = [e.name for e in expressions] + ([PROBE] if locations else []) \
-        + ([LATENCY] if options.latency or options.to is not None else [])
+    columns = value_columns(expressions, bool(locations), timing(options.latency, options.to) is not None)
     """The columns the options may name: the backend says once built whether the probe column is there."""
     if tracing:
         specific: dict[str, object] = {"count": options.max_events, "every_hit": True}
@@ -201,25 +201,23 @@ def build(options: Options, finder: Finder | None = None, environ: Mapping[str, 
 
 
 PROBE_KINDS = ("auto", "inprocess", "int3")
-LATENCY = "latency_us"
 
 
 def _check_latency(options: Options, expressions: Sequence[expr.Expression]) -> None:
     """--latency and --to: what they cannot mean, refused before attaching."""
     names_retval = [e.text for e in expressions if "retval" in expr.names(e.tree)]
-    timed = options.latency or options.to is not None
+    what = timing(options.latency, options.to)
     if names_retval and not options.latency:
         raise UsageError(f"--expr {names_retval[0]}: retval is the value a function returned, read at its return",
                          "add --latency (a row per call, written when it returns)")
-    if not timed:
+    if what is None:
         return
-    what = "--latency" if options.latency else "--to"
     if options.latency and options.to is not None:
         raise UsageError("--latency and --to exclude each other", "--latency times each call of the --at "
                          "function to its return; --to times from a hit of --at to the next hit of --to")
     if options.command != "trace":
         raise UsageError(f"{what} goes with sampler trace (a row per call)", "give sampler trace --at F --latency")
-    if options.backend in DELVE:
+    if not can(options.backend, Need.TIMED):
         raise UsageError(f"{what} needs the ptrace backend (--backend {options.backend})", "give --backend ptrace")
     if options.probe == "inprocess" and options.to is not None:
         raise UsageError("--to: its places are int3s (in-process --to is not built yet)",
@@ -242,9 +240,9 @@ def _probe_kind(options: Options, expressions: Sequence[expr.Expression], probes
     if options.probe == "int3" or (options.command != "trace" and not python) or options.to is not None:
         return "int3"  # (attach: a Python probe's places take the in-process test; every other place an int3)
     if options.probe == "auto":
-        fits = not many and options.backend not in DELVE
+        fits = not many and can(options.backend, Need.INPROCESS)
         return "auto" if fits else "int3"
-    if options.backend in DELVE:
+    if not can(options.backend, Need.INPROCESS):
         raise UsageError(f"--probe {options.probe} needs the ptrace backend (--backend {options.backend} puts "
                          "Delve's breakpoints)", "give --backend ptrace, or --probe int3")
     if many:

@@ -30,6 +30,7 @@ from sampler.output.console import ConsoleWriter
 from sampler.output.csv import OutFile, writer_for
 from sampler.output.live import LiveView
 from sampler.output.metrics import MetricsWriter, is_loopback
+from sampler.probes.needs import Need, can
 from sampler.safety import supervisor
 from sampler.session import STOP_SIGNALS, Session
 from sampler.target import procfs
@@ -120,7 +121,7 @@ def _one(config: SessionConfig, target: TargetProcess, quiet: bool, how: str) ->
     """The backend for a run of one process: an earlier run's bytes put back, the backend picked."""
     _repair(config.pid)
     choice = pick(config, target)
-    if config.every_hit and config.max_overhead is not None and choice.name != "ptrace":
+    if config.every_hit and config.max_overhead is not None and not can(choice.name, Need.REST):
         raise UsageError(f"--max-overhead with trace needs the ptrace backend ({choice.name} cannot take its "
                          "breakpoint out for a while)", "give --backend ptrace, or use attach")
     if choice.name != "ptrace" and (config.debug_dirs or config.symbols_file):

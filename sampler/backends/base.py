@@ -6,14 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from sampler.language.expr import Expression
-from sampler.sample import PROBE, Bulk, Reading
+from sampler.sample import Bulk, Reading
 from sampler.stop import StopFlag
-
-
-def columns_of(expressions: Sequence[Expression], probe_column: bool) -> list[str]:
-    """A backend's value columns: the probe column first when it has one, then each expression's."""
-    return [PROBE] * probe_column + [e.name for e in expressions]
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from sampler.config import SessionConfig
 from sampler.errors import SamplerError, UsageError
 from sampler.language import expr
 from sampler.places import ptrace_only
+from sampler.probes.needs import Need, can
 from sampler.safety.repair import Repair
 from sampler.safety.repair import repair as repair_journal
 from sampler.target.process import TargetProcess
@@ -34,7 +35,7 @@ def pick(config: SessionConfig, target: TargetProcess) -> Choice:
     dlv = shutil.which("dlv")
     choice = config.backend
     own = sorted(set().union(*(expr.uses(e.tree, expr.SAMPLER_ONLY) for e in config.expressions)))
-    if own and choice in ("delve", "delve-rpc"):
+    if own and not can(choice, Need.OWN_FUNCTIONS):
         raise UsageError(f"{', '.join(f'{name}()' for name in own)}: sampler's own, read by the ptrace backend; "
                          "Delve has no such function",
                          "use --backend ptrace (Delve compares strings itself: --expr 'cmd == \"GET\"')")
@@ -46,8 +47,8 @@ def pick(config: SessionConfig, target: TargetProcess) -> Choice:
             choice, reason = "ptrace", f"--at {only}: read by the ptrace backend"
         elif config.probes:
             choice, reason = "ptrace", f"{len(config.probes)} --at: the ptrace backend breaks at several places"
-        elif config.latency or config.latency_to is not None:
-            choice, reason = "ptrace", f"{'--latency' if config.latency else '--to'}: the ptrace backend's"
+        elif config.timing is not None:
+            choice, reason = "ptrace", f"{config.timing}: the ptrace backend's"
         elif config.probe_kind == "inprocess" or (config.probe_kind == "auto" and _counts(config)):
             choice, reason = "ptrace", f"--probe {config.probe_kind}: the ptrace backend's"
         elif target.is_go and not target.has_debug_info:

@@ -36,6 +36,10 @@ RULES: list[tuple[str, tuple[str, ...], str]] = [
                          "sampler.kube", "sampler.profile", "sampler.sample"),
      "the process mechanism (threads, events, memory, bytes) knows no config, expression, plan or row: the "
      "backends, stacks, repair and the guardian use it"),
+    ("sampler.probes", ("sampler.backends", "sampler.process", "sampler.session", "sampler.run", "sampler.cli",
+                        "sampler.output", "sampler.stacks", "sampler.safety", "sampler.configure"),
+     "what goes where is decided from the options and the program's files, before any process is touched: "
+     "the backends read it, it reads no backend and no process"),
     ("sampler.debuginfo", ("sampler.backends", "sampler.evaluation", "sampler.config", "sampler.language",
                            "sampler.output", "sampler.safety", "sampler.session", "sampler.run", "sampler.cli",
                            "sampler.report", "sampler.kube", "sampler.inprocess", "sampler.process"),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sampler.backends.ptrace.pairing import Calls
+from sampler.probes.pairing import Calls
 
 
 def test_recursion_pairs_each_return_with_its_own_entry() -> None:

@@ -10,9 +10,10 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from sampler.backends.base import Note, Stopping, columns_of
+from sampler.backends.base import Note, Stopping
 from sampler.config import SessionConfig
 from sampler.errors import DebuggerError, TargetExited
+from sampler.probes.columns import value_columns
 from sampler.safety.guardian import Guardian
 from sampler.stop import StopFlag
 from sampler.target import procfs
@@ -32,7 +33,7 @@ class DelveDrive(Stopping):
 
     def __init__(self, config: SessionConfig) -> None:
         self.config = config
-        self.columns = columns_of(config.expressions, probe_column=False)
+        self.columns = value_columns(config.expressions, probe_column=False, timed=False)
         """One --at at most (select.py gives several to ptrace): no probe column."""
         self._attached = False
         self._exited = False

@@ -26,10 +26,10 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from sampler import notice
-from sampler.backends.base import Note, columns_of
+from sampler.backends.base import Note
 from sampler.backends.cycle import miss
 from sampler.backends.ptrace.inprocess import Inprocess, Plan, Read, plan
-from sampler.backends.ptrace.latency import LATENCY, Latency, names_retval, timed_notes
+from sampler.backends.ptrace.latency import Latency, names_retval, timed_notes
 from sampler.backends.ptrace.parked import Parked
 from sampler.backends.ptrace.pylatency import PyLatency
 from sampler.backends.ptrace.rescue import PatchRescue
@@ -49,6 +49,7 @@ from sampler.inprocess.relocate import Displaced
 from sampler.inprocess.trampoline import Chain
 from sampler.language.expr import Expression, ustack_depth
 from sampler.places import is_python
+from sampler.probes.columns import value_columns
 from sampler.process.consistent import BUDGET_S, Moment, Torn
 from sampler.process.guard import TIMEOUT_S, Guard
 from sampler.process.instructions import MAX_FUNCTION, starts_instruction
@@ -100,7 +101,7 @@ class PtraceBackend:
         offset = 1 if self.probe_column else 0
         width = offset + len(config.expressions)
         columns = {e.name: offset + index for index, e in enumerate(config.expressions)}
-        timed = config.latency or config.latency_to is not None
+        timed = config.timing is not None
         at_return: dict[int, list[tuple[int, Expression]]] = {}
         """--latency: each probe's expressions that name retval (read at the return), with their slot."""
         if timed:
@@ -130,7 +131,7 @@ class PtraceBackend:
         self.sites = [site for sites in self.probes for site in sites]
         self.per_tick = len(self.probes)
         """Samples per tick: one of each probe."""
-        self.columns = columns_of(config.expressions, self.probe_column) + [LATENCY] * timed
+        self.columns = value_columns(config.expressions, self.probe_column, timed)
         """The value columns of its readings (the Backend interface)."""
         self.latency: Latency | None = None
         """--latency and --to: the open calls, and where they end (latency.py)."""

@@ -24,13 +24,13 @@ from functools import partial
 from typing import TypeVar
 
 from sampler import notice, waits
-from sampler.backends.base import Note, Stopping, columns_of
+from sampler.backends.base import Note, Stopping
 from sampler.backends.ptrace.backend import Company, PtraceBackend, Tally, Turn
-from sampler.backends.ptrace.latency import LATENCY
 from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.config import SessionConfig
 from sampler.debuginfo.modules import Modules
 from sampler.errors import ExpressionError, LocationNotFound, ProcessNotFound, SamplerError, TargetExited, UsageError
+from sampler.probes.columns import value_columns
 from sampler.process.reads import UnreadableMemory
 from sampler.process.router import Router
 from sampler.safety.guardian import Guardian
@@ -82,8 +82,7 @@ class Fleet(Stopping):
         self._closed: set[int] = set()
         """The modules closed already (by id), their last process gone."""
         self.probe_column = any(member.probe_column for member in members)
-        self.columns = columns_of(config.expressions, self.probe_column) + \
-            [LATENCY] * (config.latency or config.latency_to is not None)
+        self.columns = value_columns(config.expressions, self.probe_column, config.timing is not None)
         """The value columns of its readings (the Backend interface)."""
         self._ready: list[Reading] = []
         """The rest of the tick's readings: sample() hands them out one at a time."""

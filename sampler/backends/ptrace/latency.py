@@ -34,8 +34,6 @@ from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
 from sampler import notice
 from sampler.backends.base import Note
-from sampler.backends.ptrace.pairing import Calls, Open
-from sampler.backends.ptrace.returns import ReturnPoints, return_points
 from sampler.backends.ptrace.site import Site
 from sampler.config import SessionConfig
 from sampler.debuginfo.locate import Place, resolve_all
@@ -48,6 +46,9 @@ from sampler.evaluation.scope import ARGUMENT_TYPE, Scope
 from sampler.language import casts
 from sampler.language.expr import REGISTER_PREFIX, Expression, names, source_name
 from sampler.language.expr import called as expr_called
+from sampler.probes.columns import LATENCY as LATENCY
+from sampler.probes.pairing import Calls, Open
+from sampler.probes.returns import ReturnPoints, return_points
 from sampler.process.guard import Guard
 from sampler.process.memory import Memory, MemoryHang
 from sampler.process.reads import Stop, UnreadableMemory
@@ -63,7 +64,6 @@ AT_ONCE_S = 50e-6
 is known; a stop seen later may have waited while sampler was busy."""
 LATE_S = 10e-6
 """How much an end's stop may have waited for sampler before its row says its latency_us is a bound."""
-LATENCY = "latency_us"
 GO_RESULTS = ("rax", "rbx", "rcx", "rdi", "rsi", "r8", "r9", "r10", "r11")
 """The integer results of a Go function, Go's internal register ABI (the same as its arguments)."""
 

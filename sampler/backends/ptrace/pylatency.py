@@ -41,11 +41,11 @@ from collections.abc import Callable
 
 from sampler import notice
 from sampler.backends.ptrace.latency import Latency
-from sampler.backends.ptrace.returns import return_points
 from sampler.backends.ptrace.site import Site
 from sampler.config import SessionConfig
 from sampler.debuginfo.modules import Modules
 from sampler.errors import LocationNotFound, UsageError
+from sampler.probes.returns import return_points
 from sampler.process.guard import Guard
 from sampler.process.memory import Memory
 from sampler.process.tasks import Hit

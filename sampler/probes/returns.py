@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from sampler.debuginfo.demangle import demangle
 from sampler.debuginfo.exits import exits
 from sampler.debuginfo.modules import Modules
-from sampler.inprocess.relocate import Refused
+from sampler.debuginfo.x86 import Refused
 
 MAX_FOLLOWED = 16
 """Functions decoded for one --latency site: its own and those its tail calls go to."""

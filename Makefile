@@ -48,7 +48,7 @@ test-ship: setup
 
 # the short forms of the bench and fault harnesses (tests/bench: bench-quick, faults-quick, soak-quick,
 # attach, limit, stall, many; about 3 minutes); .ci/run runs them after make test
-test-bench: setup
+test-bench: setup bench-deps
 	$(VENV)/bin/python -m pytest -q -ra --durations=10 tests/bench
 
 # the Python tests on every interpreter here (make test runs the ones of a few on Debian's 3.11 and

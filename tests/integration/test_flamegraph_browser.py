@@ -29,11 +29,9 @@ Browser = Callable[..., str]
 
 @pytest.fixture
 def chromium(tmp_path: Path) -> Browser:
-    """Runs headless Chromium with ARGS and a fresh profile folder, and returns its stdout; a
-    failure under CI when it is missing (make setup installs it), else a skip."""
-    assert os.access(CHROMIUM, os.X_OK) or not os.environ.get("CI"), "chromium is missing (make setup installs it)"
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip("chromium is missing (make setup installs it)")
+    """Runs headless Chromium with ARGS and a fresh profile folder, and returns its stdout; a failure when
+    it is missing (make setup installs it)."""
+    assert os.access(CHROMIUM, os.X_OK), "chromium is missing (make setup installs it)"
 
     def run(*args: str) -> str:
         profile = tempfile.mkdtemp(prefix="chromium-", dir=tmp_path)

@@ -81,6 +81,10 @@ SERVE_S = 0.0005
 """How long a thread's stop (a signal) may wait at most while in-process rows are written."""
 
 
+SECCOMP = ("the process has a seccomp filter: {what} system call (process_vm_readv) could be refused, or kill "
+           "the process")
+"""Why a probe that reads in the target does not go in where a seccomp filter is."""
+
 class PtraceBackend:
     def __init__(self, config: SessionConfig, modules: Modules, is_go: bool = False,
                  company: Company | None = None) -> None:
@@ -604,9 +608,7 @@ class PtraceBackend:
                 returns, why = self.timed.return_jumps(site, self._program().read, taken)
                 self.timed.entry_at[id(site)] = planned.displaced.site
             if why:
-                if kind == "inprocess":
-                    raise UsageError(f"--probe inprocess: no in-process probe at {self._where(site)}: {why}",
-                                     "give --probe auto (an int3 where in-process cannot go), or --probe int3")
+                self._demanded(site, why)
                 if site.python is not None and site is not next(s for s in self.sites if s.python is not None):
                     continue  # (a Python probe's other places: said once, with its first)
                 said.append(f"{self._where(site)}: an int3 ({why})")
@@ -635,8 +637,7 @@ class PtraceBackend:
             if placed:
                 self.inprocess = inprocess
             for site, why in refused.items():
-                if kind == "inprocess":
-                    raise DebuggerError(f"--probe inprocess: no in-process probe at {self._where(site)}: {why}")
+                self._demanded(site, why, DebuggerError)
                 said.append(f"{self._where(site)}: an int3 ({why})")
             self._traps(inprocess, [site for site in placed if site in filters and site is not clear], said)
             if clear is not None and clear in placed and isinstance(self.latency, PyLatency):
@@ -661,8 +662,7 @@ class PtraceBackend:
         assert probe is not None and site.address is not None
         why = self._why_no_inprocess(site)
         if not why and procfs.seccomp(self.config.pid):
-            why = ("the process has a seccomp filter: the test's system call (process_vm_readv) could be refused, "
-                   "or kill it")
+            why = SECCOMP.format(what="the test's")
         chain: Chain | str = why or python_chain(probe, site.address)
         if isinstance(chain, str):
             why = chain
@@ -670,9 +670,7 @@ class PtraceBackend:
             planned = self._plan(site, site.address)
             why = planned.why_not
         if why:
-            if self.config.probe_kind == "inprocess":
-                raise UsageError(f"--probe inprocess: no in-process probe at {self._where(site)}: {why}",
-                                 "give --probe auto (an int3 where in-process cannot go), or --probe int3")
+            self._demanded(site, why)
             said.append(f"{self._where(site)}: an int3 ({why}: every Python call of the process stops there "
                         "while it is in, a few hundred microseconds each, see docs/cost.md)")
             return
@@ -819,9 +817,15 @@ class PtraceBackend:
             + f" and {len(out)} of its {len(returns)} return(s) in-process; no thread stops there)"
             + (f"; {kept} return(s) keep their int3s" if kept else ""))
 
-    def _not_promoted(self, site: Site, why: str) -> None:
+    def _demanded(self, site: Site, why: str, error: type[SamplerError] = UsageError) -> None:
+        """--probe inprocess, and ``site`` cannot take one (``why``): the run ends in one line. ``error``:
+        DebuggerError where the target refused it during the run."""
         if self.config.probe_kind == "inprocess":
-            raise DebuggerError(f"--probe inprocess: no in-process probe at {self._where(site)}: {why}")
+            raise error(f"--probe inprocess: no in-process probe at {self._where(site)}: {why}",
+                        "give --probe auto (an int3 where in-process cannot go), or --probe int3")
+
+    def _not_promoted(self, site: Site, why: str) -> None:
+        self._demanded(site, why, DebuggerError)
         say = notice.quiet if self.config.quiet else notice.say
         say(f"probes: {self._where(site)}: an int3 (its reads cannot run in the target: {why})")
 
@@ -837,8 +841,7 @@ class PtraceBackend:
         if site.expressions and site.stack_depths:
             return "ustack is read by copying the thread's stack at each hit"
         if site.expressions and procfs.seccomp(self.config.pid):
-            return ("the process has a seccomp filter: the system call an in-process probe reads with "
-                    "(process_vm_readv) could be refused, or kill it")
+            return SECCOMP.format(what="an in-process probe's reading")
         if site.expressions and (self.zero_stop_guard.on or (self.tracer is not None and self.tracer.guard.on)):
             return ("the process's mounts hold a FUSE or network file system: a read of a page of its files "
                     "could wait in the kernel for good, and the target's thread with it")

@@ -10,7 +10,7 @@ export GOCACHE := $(CURDIR)/.cache/go-build
 export GOPATH := $(CURDIR)/.cache/go
 endif
 
-.PHONY: demo test test-more test-hostile test-fleet test-delve test-ship test-bench test-python lint bench bench-quick faults faults-quick ctrl-c soak soak-quick guardian-bench bench-attach bench-limit bench-many bench-profile test-long \
+.PHONY: demo test test-more test-hostile test-fleet test-delve test-ship test-beside test-heavy test-bench test-python lint bench bench-quick faults faults-quick ctrl-c soak soak-quick guardian-bench bench-attach bench-limit bench-many bench-profile test-long \
 	setup system-deps bench-deps \
 	image kube-test dist dist-test \
 	targets clean
@@ -19,32 +19,20 @@ demo: setup
 	@bash scripts/demo.sh
 
 # make test is the short form, under 10 minutes on a 2-core machine: the unit tests (two at a time) and every
-# integration test but the suites make test-more runs (CI runs both); the 25 slowest are listed at the end
-MORE_HOSTILE := tests/integration/test_hostile.py tests/unit/test_python_hostile.py
-MORE_FLEET := tests/integration/test_many.py tests/integration/test_forks.py
-MORE_DELVE := tests/integration/test_delve_attach.py tests/integration/test_go_values.py tests/integration/test_httpd_go.py
-MORE_SHIP := tests/integration/test_wheel.py
-MORE := $(MORE_HOSTILE) $(MORE_FLEET) $(MORE_DELVE) $(MORE_SHIP)
+# integration test but the suites make test-more runs (tests/suites.py; CI runs both); the 25 slowest at the end
 test: setup lint
-	$(VENV)/bin/python -m pytest -q -ra -n 2 tests/unit $(addprefix --ignore=,$(MORE))
-	$(VENV)/bin/python -m pytest -q -ra --durations=25 tests/integration $(addprefix --ignore=,$(MORE))
+	$(VENV)/bin/python -m pytest -q -ra -n 2 -m "not more" tests/unit
+	$(VENV)/bin/python -m pytest -q -ra --durations=25 -m "not more" tests/integration
 
-# the long forms, each its own target (CI runs them all after make test; about 9 minutes): the hostile corpus
+# the long suites, each its own target (CI runs them all after make test; about 12 minutes): the hostile corpus
 # (targets no privilege wrote, run as root against them), many processes and forks, the Delve backends beside
-# ptrace on Go values, the wheel alone in a fresh venv, and every Python test on every interpreter
-test-more: test-hostile test-fleet test-delve test-ship test-python
+# ptrace on Go values, the wheel alone in a fresh venv, Debian's programs and sampler beside gdb and bpftrace,
+# the heavy forms of in-process and Python tests, and every Python test on every interpreter
+SUITES := hostile fleet delve ship beside heavy
+test-more: $(addprefix test-,$(SUITES)) test-python
 
-test-hostile: setup
-	$(VENV)/bin/python -m pytest -q -ra --durations=10 $(MORE_HOSTILE)
-
-test-fleet: setup
-	$(VENV)/bin/python -m pytest -q -ra --durations=10 $(MORE_FLEET)
-
-test-delve: setup
-	$(VENV)/bin/python -m pytest -q -ra --durations=10 $(MORE_DELVE)
-
-test-ship: setup
-	$(VENV)/bin/python -m pytest -q -ra --durations=10 $(MORE_SHIP)
+$(addprefix test-,$(SUITES)): test-%: setup
+	$(VENV)/bin/python -m pytest -q -ra --durations=10 -m $*
 
 # the short forms of the bench and fault harnesses (tests/bench: bench-quick, faults-quick, soak-quick,
 # attach, limit, stall, many; about 3 minutes); .ci/run runs them after make test

@@ -1,0 +1,45 @@
+"""The suites make test leaves to make test-more (CI runs both): make test is the short form, under 10
+minutes on a 2-core machine. Each suite is a pytest mark given here at collection (conftest.py), by file or
+by test; `pytest -m SUITE` runs one, `-m "not more"` all the rest. A test moved here keeps its assertions:
+it runs in CI every time, in its own make target."""
+
+from __future__ import annotations
+
+INTEGRATION = "tests/integration/"
+
+SUITES: dict[str, tuple[str, ...]] = {
+    "hostile": (  # make test-hostile: targets no privilege wrote, against root
+        f"{INTEGRATION}test_hostile.py", "tests/unit/test_python_hostile.py"),
+    "fleet": (  # make test-fleet: many processes, forks
+        f"{INTEGRATION}test_many.py", f"{INTEGRATION}test_forks.py"),
+    "delve": (  # make test-delve: the Delve backends beside ptrace on Go values
+        f"{INTEGRATION}test_delve_attach.py", f"{INTEGRATION}test_go_values.py", f"{INTEGRATION}test_httpd_go.py"),
+    "ship": (  # make test-ship: the wheel alone in a fresh venv
+        f"{INTEGRATION}test_wheel.py",),
+    "beside": (  # make test-beside: Debian's programs nobody here wrote, and sampler beside gdb and bpftrace
+        f"{INTEGRATION}test_emulate.py::test_debians_redis_is_counted_exactly_and_every_emulation_matches_the_cpu",
+        f"{INTEGRATION}test_beside_bpftrace.py::",
+        f"{INTEGRATION}test_probes.py::test_debians_libc_clones_and_inlined_copies_are_all_breakpoints",
+        f"{INTEGRATION}test_debuginfo.py::test_malloc_in_debian_python_with_libc6_dbg",
+        f"{INTEGRATION}test_debuginfo.py::test_debug_info_from_a_debuginfod_server",
+        f"{INTEGRATION}test_stack.py::test_beside_gdb_on_",
+        f"{INTEGRATION}test_services.py::test_nginx_logs_no_interrupted_system_call",
+        f"{INTEGRATION}test_inprocess.py::test_debians_redis_commands_are_counted_in_process_as_redis_counts_them",
+    ),
+    "heavy": (  # make test-heavy: the long forms of tests make test runs short (more threads, millions of
+        # calls a second, a rest under --max-overhead, Python 3.13 beside Debian's 3.11)
+        f"{INTEGRATION}test_inprocess.py::test_an_expr_at_5_million_calls_a_second_is_counted_by_hist_in_bulk",
+        f"{INTEGRATION}test_inprocess.py::test_max_overhead_rests_a_reading_probe_which_then_only_counts",
+        f"{INTEGRATION}test_inprocess.py::test_every_call_is_counted_in_the_target_exactly_and_each_row_names_its_thread[8]",
+        f"{INTEGRATION}test_inprocess.py::test_every_call_is_counted_in_the_target_exactly_and_each_row_names_its_thread[2]",
+        f"{INTEGRATION}test_inprocess.py::test_a_go_program_survives_reading_probes_put_in_and_taken_out_again",
+        f"{INTEGRATION}test_python_latency.py::test_a_call_left_by_an_exception_a_generator_and_a_coroutine_are_timed_whole[waits-pyenv-3.13]",
+        f"{INTEGRATION}test_python_probes.py::test_a_python_function_is_found_by_a_line_and_each_call_counted[plain-pyenv-3.13]",
+        f"{INTEGRATION}test_python_stacks.py::test_ustack_at_a_native_probe_names_the_python_callers[pyenv-3.13]",
+    ),
+}
+"""Each suite's tests: a node id's start (a file, or a test with or without its parameters)."""
+
+
+def suite_of(nodeid: str) -> str | None:
+    return next((name for name, starts in SUITES.items() if nodeid.startswith(starts)), None)

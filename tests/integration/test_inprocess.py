@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -411,3 +412,31 @@ def test_a_go_program_traced_in_process_goes_on_through_its_runtimes_signals(
     assert all(int(line.split()[0].split("=")[1]) > 0 for line in during)
     summary = SUMMARY.search(result.stderr)
     assert summary is not None and int(summary["calls"]) > 1_000_000, result.stderr
+
+
+def test_a_refusal_the_process_shows_comes_before_a_thread_is_seized(start_target: Callable[..., Target]) -> None:
+    # GIVEN a target, watched every half millisecond for a tracer
+    target = start_target("callers", "1", "300", "warm")
+    tracers: set[str] = set()
+    done = False
+
+    def watch() -> None:
+        while not done:
+            tracers.add(target.status()["TracerPid"].strip())
+            time.sleep(0.0005)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        # WHEN --probe inprocess is asked of an expression only an int3 reads (ustack: the thread's stack copied)
+        result = sampler("trace", "--pid", str(target.pid), "--at", "warm", "--probe", "inprocess",
+                         "--expr", "s=ustack", "--duration", "3s")
+    finally:
+        done = True
+        watcher.join()
+    # THEN it is refused in one line, and no thread of the target was ever seized for it
+    assert result.returncode == 2, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert "--probe inprocess: no in-process probe at --at warm" in line and "ustack" in line, result.stderr
+    assert tracers == {"0"}, tracers
+    assert_code_matches_files(target.pid)

@@ -267,6 +267,7 @@ class PtraceBackend:
             # of those objects falls inside a pause
             gc.collect()
             gc.freeze()
+        self._refuse_before_seizing()
         journal = Journal(self.config.pid)
         guardian: Guardian | Ward | None = None
         if self.company is not None and self.company.guardian is not None:
@@ -835,18 +836,35 @@ class PtraceBackend:
             self._parked = Parked(self.config.pid, self.modules, self.memory.read)
         return self._parked
 
-    def _why_no_inprocess(self, site: Site) -> str:
-        if self.is_go and site.expressions and self._goroutines().why_not:  # (a count goes at an entry)
-            return f"a goroutine parked inside a jump's bytes could not be seen: {self._goroutines().why_not}"
+    def _refuse_before_seizing(self) -> None:
+        """--probe inprocess: what rules a site's in-process probe out and shows in /proc and the program alone
+        is refused now, before a thread is seized (the rest, at the first trace())."""
+        if self.config.probe_kind != "inprocess" or not self.config.every_hit:
+            return
+        for site in self.sites:
+            why = self._why_not_in_this_process(site) if site.python is None else ""
+            if why:
+                self._demanded(site, why)
+
+    def _why_not_in_this_process(self, site: Site) -> str:
+        """Why a reading probe cannot go in, from the expressions and /proc alone (before anything is seized)."""
         if site.expressions and site.stack_depths:
             return "ustack is read by copying the thread's stack at each hit"
         if site.expressions and procfs.seccomp(self.config.pid):
             return SECCOMP.format(what="an in-process probe's reading")
+        if site.expressions and procfs.has_userfaultfd(self.config.pid):
+            return "the process uses userfaultfd: a read of a page it serves could wait for good"
+        return ""
+
+    def _why_no_inprocess(self, site: Site) -> str:
+        if self.is_go and site.expressions and self._goroutines().why_not:  # (a count goes at an entry)
+            return f"a goroutine parked inside a jump's bytes could not be seen: {self._goroutines().why_not}"
+        why = self._why_not_in_this_process(site)
+        if why:
+            return why
         if site.expressions and (self.zero_stop_guard.on or (self.tracer is not None and self.tracer.guard.on)):
             return ("the process's mounts hold a FUSE or network file system: a read of a page of its files "
                     "could wait in the kernel for good, and the target's thread with it")
-        if site.expressions and procfs.has_userfaultfd(self.config.pid):
-            return "the process uses userfaultfd: a read of a page it serves could wait for good"
         if self._stopped:
             return "the process is stopped (SIGSTOP): a jump goes in only while its threads run"
         if self.company is not None:

@@ -39,8 +39,8 @@ $(addprefix test-,$(SUITES)): test-%: setup
 test-bench: setup bench-deps
 	$(VENV)/bin/python -m pytest -q -ra --durations=10 tests/bench
 
-# the Python tests on every interpreter here (make test runs the ones of a few on Debian's 3.11 and
-# pyenv's 3.8 and 3.13: tests/integration/pythons.py's SOME); 124 tests, about 4 minutes
+# the Python tests on every interpreter here (make test runs them on Debian's 3.11, and the layout tables'
+# lines on each: tests/integration/pythons.py's SOME); 124 tests, about 4 minutes
 test-python: setup
 	SAMPLER_PYTHON_MATRIX=1 $(VENV)/bin/python -m pytest -q -ra --durations=10 tests/integration/test_python_*.py
 

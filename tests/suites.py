@@ -5,6 +5,8 @@ it runs in CI every time, in its own make target."""
 
 from __future__ import annotations
 
+import re
+
 INTEGRATION = "tests/integration/"
 
 SUITES: dict[str, tuple[str, ...]] = {
@@ -25,21 +27,36 @@ SUITES: dict[str, tuple[str, ...]] = {
         f"{INTEGRATION}test_stack.py::test_beside_gdb_on_",
         f"{INTEGRATION}test_services.py::test_nginx_logs_no_interrupted_system_call",
         f"{INTEGRATION}test_inprocess.py::test_debians_redis_commands_are_counted_in_process_as_redis_counts_them",
+        f"{INTEGRATION}test_latency.py::test_debians_redis_process_command_latency_beside_its_own_commandstats",
+        f"{INTEGRATION}test_strings.py::test_the_replies_a_debian_redis_writes_read_with_str_and_buf",
+        f"{INTEGRATION}test_services.py::test_nginx_every_request_of_every_worker_is_traced_through_a_reload",
+        f"{INTEGRATION}test_services.py::test_nginx_request_latency_one_row_per_request",
+        f"{INTEGRATION}test_usdt_programs.py::test_postgres_query_texts_and_their_latency",
     ),
     "heavy": (  # make test-heavy: the long forms of tests make test runs short (more threads, millions of
-        # calls a second, a rest under --max-overhead, Python 3.13 beside Debian's 3.11)
+        # calls a second, a rest under --max-overhead), and more cases of one (Python's other interpreters: make
+        # test-python)
         f"{INTEGRATION}test_inprocess.py::test_an_expr_at_5_million_calls_a_second_is_counted_by_hist_in_bulk",
         f"{INTEGRATION}test_inprocess.py::test_max_overhead_rests_a_reading_probe_which_then_only_counts",
         f"{INTEGRATION}test_inprocess.py::test_every_call_is_counted_in_the_target_exactly_and_each_row_names_its_thread[8]",
         f"{INTEGRATION}test_inprocess.py::test_every_call_is_counted_in_the_target_exactly_and_each_row_names_its_thread[2]",
         f"{INTEGRATION}test_inprocess.py::test_a_go_program_survives_reading_probes_put_in_and_taken_out_again",
-        f"{INTEGRATION}test_python_latency.py::test_a_call_left_by_an_exception_a_generator_and_a_coroutine_are_timed_whole[waits-pyenv-3.13]",
-        f"{INTEGRATION}test_python_probes.py::test_a_python_function_is_found_by_a_line_and_each_call_counted[plain-pyenv-3.13]",
-        f"{INTEGRATION}test_python_stacks.py::test_ustack_at_a_native_probe_names_the_python_callers[pyenv-3.13]",
+        f"{INTEGRATION}test_inprocess.py::test_a_hot_function_of_8_threads_probed_and_unprobed_runs_on_unharmed[burst-go]",
+        # libc's other wrappers of the same shape (make test: write and malloc on 1 thread or 8, read, openat)
+        *(f"{INTEGRATION}test_every_call.py::test_trace_counts_every_call[{case}]" for case in (
+            "write-libc:write-arg0-8", "malloc-libc:malloc-arg0-1", "send-libc:send-arg0-8",
+            "recv-libc:recv-arg0-8", "close-libc:close-arg0-8", "free-libc:free-arg0-8")),
     ),
 }
 """Each suite's tests: a node id's start (a file, or a test with or without its parameters)."""
 
+DELVE_CASES = (f"{INTEGRATION}test_bad_input.py::", f"{INTEGRATION}test_report.py::",
+               f"{INTEGRATION}test_strings.py::")
+"""Files whose cases run on each backend: the Delve backends' cases go to make test-delve (ptrace's stay)."""
+DELVE = re.compile(r"[-\[]delve(-rpc)?(-[^\]]*)?\]$")
+
 
 def suite_of(nodeid: str) -> str | None:
+    if nodeid.startswith(DELVE_CASES) and DELVE.search(nodeid):
+        return "delve"
     return next((name for name, starts in SUITES.items() if nodeid.startswith(starts)), None)

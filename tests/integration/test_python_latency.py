@@ -77,8 +77,7 @@ def test_each_call_of_a_python_function_is_one_row_with_its_time(
 
 
 @pytest.mark.parametrize(("python", "kind"), some(
-    ("debian-3.11", "failing"), ("debian-3.11", "ticks"), ("debian-3.11", "waits"), ("pyenv-3.8", "ticks"),
-    ("pyenv-3.13", "waits")))
+    ("debian-3.11", "failing"), ("debian-3.11", "ticks"), ("debian-3.11", "waits")))
 def test_a_call_left_by_an_exception_a_generator_and_a_coroutine_are_timed_whole(
         python: str, kind: str, start_target: Callable[..., Target], tmp_path: Path) -> None:
     # a generator and a coroutine: from their first start to their end, their suspensions inside

@@ -14,7 +14,6 @@ import dataclasses
 import difflib
 import fnmatch
 from dataclasses import dataclass
-from typing import Any
 
 from sampler import places as syntax
 from sampler.debuginfo import ifunc, prologue, usdtsites
@@ -48,8 +47,6 @@ class Place:
     """A compiler clone's symbol (``f.isra.0``) when the place is in one, a USDT probe's name; else ''."""
     usdt: Probe | None = None
     """The USDT probe whose site this is (its arguments are arg0..argN there)."""
-    python: Any = None
-    """A Python function's probe (python/probes.py: its code object, its frame at a hit)."""
 
 
 

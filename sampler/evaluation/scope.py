@@ -14,6 +14,7 @@ import ast
 import contextlib
 import re
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from sampler import notice
 from sampler.config import SessionConfig
@@ -35,6 +36,9 @@ from sampler.process.reads import Read, Stop, UnreadableMemory
 from sampler.python.objects import Unreadable
 from sampler.sample import Value
 
+if TYPE_CHECKING:  # (a Python probe's place: python/probes.py, loaded by the runs that have one)
+    from sampler.python.probes import PyProbe
+
 ARGUMENTS = {f"arg{i}": register for i, register in enumerate(("rdi", "rsi", "rdx", "rcx", "r8", "r9"))}
 """The integer arguments at a function's entry, System V AMD64 ABI."""
 GO_ARGUMENTS = {f"arg{i}": register for i, register in
@@ -49,7 +53,8 @@ REGISTER_NAMES = (*REGISTERS, "eflags", "orig_rax", "fs_base", "gs_base", "cs", 
 class Scope:
     """The names of one session's expressions, at one place (None: globals only)."""
 
-    def __init__(self, config: SessionConfig, modules: Modules, place: Place | None, is_go: bool) -> None:
+    def __init__(self, config: SessionConfig, modules: Modules, place: Place | None, is_go: bool,
+                 python: PyProbe | None = None) -> None:
         self.config = config
         """The session's settings, as given."""
         self.expressions = usdtargs.substitute(config.expressions, place) if place is not None \
@@ -58,6 +63,8 @@ class Scope:
         probe's arguments by where its note says they are."""
         self.modules = modules
         self.place = place
+        self.python = python
+        """At a Python function's place (--at py:...): its probe (its code object, its frame at a hit)."""
         self.address = place.address if place is not None else None
         """Run-time address of the breakpoint (None: zero-stop reads)."""
         self.function: Function | None = place.function if place is not None else None
@@ -117,7 +124,7 @@ class Scope:
     def _python_value(self, expression: Expression, hit: Stop | None, read: Read) -> tuple[Value, str]:
         """A py: expression; at a Python probe's hit its first name may be the frame's argument or local."""
         assert expression.python is not None
-        probe = self.place.python if self.place is not None else None
+        probe = self.python
         values = self.python_values(read)
         if probe is None or hit is None:
             return values.evaluate(expression.python, read)
@@ -134,7 +141,7 @@ class Scope:
     def python_values(self, read: Read) -> PyValues:
         """The process's CPython (py: expressions), found once: ExpressionError when it runs none."""
         if self._python is None:
-            probe = self.place.python if self.place is not None else None
+            probe = self.python
             self._python = PyValues(self.modules, read, probe.interpreter if probe is not None else None)
         return self._python
 

@@ -13,9 +13,7 @@ tracing, every site stays armed.
 
 from __future__ import annotations
 
-import dataclasses
 import gc
-import os
 import time
 from collections import Counter, deque
 from collections.abc import Callable
@@ -26,23 +24,19 @@ from typing import TYPE_CHECKING
 from sampler import notice
 from sampler.backends.base import Note
 from sampler.backends.cycle import miss
-from sampler.backends.ptrace.latency import Latency, names_retval, timed_notes
+from sampler.backends.ptrace.latency import timed_notes
 from sampler.backends.ptrace.parked import Parked
 from sampler.backends.ptrace.placed import InProbes, demanded
-from sampler.backends.ptrace.pylatency import PyLatency
 from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.site import Site
-from sampler.backends.ptrace.stackcopy import StackCopier
+from sampler.backends.ptrace.sites import resolve
 from sampler.backends.ptrace.timedprobes import TimedProbes
-from sampler.config import Probe, SessionConfig
+from sampler.config import SessionConfig
 from sampler.debuginfo.debugfiles import DebugFinder
-from sampler.debuginfo.locate import Place, ptrace_only, resolve_all
+from sampler.debuginfo.locate import ptrace_only
 from sampler.debuginfo.modules import Modules
-from sampler.errors import LocationNotFound, ProcessNotFound, SamplerError, UsageError
+from sampler.errors import LocationNotFound, SamplerError, UsageError
 from sampler.evaluation.plan import Snapshot
-from sampler.evaluation.scope import Scope
-from sampler.language.expr import Expression, ustack_depth
-from sampler.places import is_python
 from sampler.probes.columns import value_columns
 from sampler.probes.plan import Kind, Placement, Shows, Wants, choose, refused
 from sampler.process.consistent import BUDGET_S, Moment, Torn
@@ -57,7 +51,7 @@ from sampler.safety.guardian import Guardian, Ward
 from sampler.safety.journal import Journal
 from sampler.sample import Bulk, Reading
 from sampler.stop import StopFlag
-from sampler.target import permission, procfs
+from sampler.target import procfs
 from sampler.target.process import TargetProcess
 
 if TYPE_CHECKING:  # numpy's rows, imported at a reading probe's first records (never in a run without one)
@@ -86,58 +80,22 @@ class PtraceBackend:
         """False in a run of many, where processes of one program share their modules."""
         self.is_go = is_go
         self.modules = modules
-        probes = config.probe_list()
-        placed = [(probe, _python_places(modules, config.pid, probe.location, config.quiet)
-                   if is_python(probe.location)
-                   else resolve_all(modules, probe.location, config.max_probes)) for probe in probes]
-        self.probe_column = len(probes) > 1 or any(len(places) > 1 for _, places in placed)
-        """Rows say which probe and site they came from (a 'probe' column first)."""
-        offset = 1 if self.probe_column else 0
-        width = offset + len(config.expressions)
-        columns = {e.name: offset + index for index, e in enumerate(config.expressions)}
-        timed = config.timing is not None
-        at_return: dict[int, list[tuple[int, Expression]]] = {}
-        """--latency: each probe's expressions that name retval (read at the return), with their slot."""
-        if timed:
-            width += 1  # latency_us, last
-        self.probes: list[list[Site]] = []
+        resolved = resolve(config, modules, is_go)
+        self.probes = resolved.probes
         """The sites of each probe, in the order of the --at options."""
-        self.stacks = StackCopier(config.pid, modules) \
-            if any(ustack_depth(e.tree) is not None for e in config.expressions) else None
+        self.probe_column = resolved.probe_column
+        """Rows say which probe and site they came from (a 'probe' column first)."""
+        self.stacks = resolved.stacks
         """What reads the stack of a hit, when an expression is ``ustack``."""
-        for number, (probe, places) in enumerate(placed):
-            at_entry = tuple(e for e in probe.expressions if not names_retval(e))
-            at_return[number] = [(columns[e.name], e) for e in probe.expressions if names_retval(e)]
-            scoped = dataclasses.replace(config, location=probe.location, expressions=at_entry, probes=())
-            slots = [columns[e.name] for e in at_entry]
-            self.probes.append([Site(Scope(scoped, modules, place, is_go),
-                                     _label(probe, place, len(places)) if self.probe_column else "", slots, width,
-                                     self.stacks)
-                                for place in places])
-        labels = Counter(site.label for sites in self.probes for site in sites)
-        for sites in self.probes:
-            for site in sites:
-                if labels[site.label] > 1 and site.address is not None:  # two static functions of one name
-                    site.label += f" at {site.address:#x}"
-        if not probes:  # zero-stop reads: one site with no place
-            self.probes.append([Site(Scope(config, modules, None, is_go), "", range(len(config.expressions)),
-                                     width)])
         self.sites = [site for sites in self.probes for site in sites]
         self.per_tick = len(self.probes)
         """Samples per tick: one of each probe."""
-        self.columns = value_columns(config.expressions, self.probe_column, timed)
+        self.columns = value_columns(config.expressions, self.probe_column, config.timing is not None)
         """The value columns of its readings (the Backend interface)."""
-        self.latency: Latency | None = None
+        self.latency = resolved.latency
         """--latency and --to: the open calls, and where they end (latency.py)."""
-        python = [site for site in self.sites if site.python is not None]
-        if timed and python:
-            if any(at_return.values()) or len(python) < len(self.sites) or len(self.probes) > 1:
-                raise UsageError("--latency of a Python function: one --at py:..., and no retval yet",
-                                 "e.g. sampler trace --pid P --at py:app.handle --latency")
-            self.latency = PyLatency(width - 1, python)
-        elif timed and probes:
-            self.latency = Latency(width - 1, {site: at_return[number] for number, sites in enumerate(self.probes)
-                                               for site in sites}, is_go, config.latency_to is not None)
+        probes = bool(config.probe_list())
+        python = any(site.python is not None for site in self.sites)
         self.timed: TimedProbes | None = TimedProbes(self.latency, config, modules, is_go) \
             if self.latency is not None and config.probe_kind != "int3" else None
         """--latency with in-process probes: the sites timed in the target (timedprobes.py)."""
@@ -565,13 +523,14 @@ class PtraceBackend:
         """The plan: each site's probe kind (probes/plan.py), from what it asks and what the process shows, read
         once; under --probe inprocess a site that cannot take one ends the run now, in one line."""
         pid, kind = self.config.pid, self.config.probe_kind
-        if kind == "int3":
-            self.plan = {site: Placement(site, Kind.INT3) for site in self.sites}
+        if kind == "int3" or not (self.config.every_hit or any(site.python is not None for site in self.sites)):
+            self.plan = {site: Placement(site, Kind.INT3) for site in self.sites}  # (as choose() gives)
             return
         reads = any(site.expressions for site in self.sites)
         shows = Shows(seccomp=procfs.seccomp(pid) != 0, userfaultfd=reads and procfs.has_userfaultfd(pid),
                       slow_files=self.zero_stop_guard.on, stopped=self._stopped, many=self.company is not None,
-                      unseen_goroutines=self._goroutines().why_not if self.is_go and reads and not self.company else "")
+                      unseen_goroutines=self._goroutines().why_not
+                      if self.is_go and reads and self.config.every_hit and not self.company else "")
         timed = self.timed
         wants = [(site, Wants(reads=bool(site.expressions), ustack=bool(site.stack_depths),
                               python=site.python is not None,
@@ -823,33 +782,6 @@ class Turn:
     """When (monotonic seconds): the sample's wait starts there."""
 
 
-def _python_places(modules: Modules, pid: int, location: str, quiet: bool) -> list[Place]:
-    """``--at py:module.function``: the interpreter's frame start, each place with its filter (the
-    function is found in the process's memory before it is seized; at a hit the filter reads through
-    the hit's own reads)."""
-    from sampler.process.snapshot import pread_exactly
-    from sampler.python import probes as python_probes
-
-    try:
-        fd = procfs.open_mem(pid)
-    except (FileNotFoundError, ProcessLookupError):
-        raise ProcessNotFound(f"process {pid} exited while sampler looked at it") from None
-    except PermissionError:
-        raise permission.denied(pid, "read the memory of") from None
-
-    def read(address: int, size: int) -> bytes:
-        if fd < 0:
-            raise UnreadableMemory("the process's memory is read at a hit only")
-        return pread_exactly(fd, address, size)
-
-    try:
-        found = python_probes.resolve(modules, read, location, notice.quiet if quiet else notice.say)
-    finally:
-        os.close(fd)
-        fd = -1
-    return [dataclasses.replace(place, python=probe) for place, probe in found]
-
-
 def _holds(sites: list[Site]) -> dict[int, Callable[[object], Snapshot]] | None:
     """Each site's hot-path reads by address, when every site has them; else None."""
     holds = {site.address: site.runner for site in sites if site.runner is not None and site.address is not None}
@@ -860,9 +792,3 @@ def _by_address(location: str) -> bool:
     """FUNCTION+OFFSET or MODULE:0xADDR: the user gave the address, not the line table."""
     return ptrace_only(location) in ("FUNCTION+OFFSET", "MODULE:0xADDR")
 
-
-def _label(probe: Probe, place: Place, places: int) -> str:
-    """The probe column: the location as given, and which of its breakpoints when it has several."""
-    if places > 1 and place.symbol:
-        return f"{probe.location} [{place.symbol}]"
-    return probe.location

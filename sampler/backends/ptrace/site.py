@@ -79,8 +79,7 @@ class Site:
     @property
     def python(self) -> PyProbe | None:
         """A Python function's probe (``--at py:...``): its code object and frame at a hit."""
-        place = self.scope.place
-        return place.python if place is not None else None
+        return self.scope.python
 
     def python_hit(self, hit: Hit, memory: Memory) -> bool:
         """The hit thread starts a frame of this probe's function (read while it waits); a frame

@@ -12,11 +12,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from sampler.probes.returns import ReturnPoints
+
 K = TypeVar("K")
 
 SECCOMP = ("the process has a seccomp filter: {what} system call (process_vm_readv) could be refused, or kill "
            "the process")
 """Why a probe that reads in the target does not go in where a seccomp filter is."""
+
+
+MAX_RETURNS = 8
+"""In-process return probes a function may take (--latency in the target)."""
+RETURN_RING_BYTES = 4 << 20
+"""A return probe's ring (the entry's is reads.RING_BYTES, 16 MiB): its records are the registers alone."""
 
 
 class Kind(enum.Enum):
@@ -123,3 +131,24 @@ def int3_line(placement: Placement[K], where: str) -> str:
     if placement.kind is Kind.LEARN:
         return f"{where}: an int3 for its first hits, then in-process once they show what it reads"
     return f"{where}: an int3 ({placement.reason})"
+
+
+def untimed(to: bool, go: bool, xmm_retval: bool, retval_in_memory: bool, points: ReturnPoints | None) -> str:
+    """--latency: why a function's calls cannot be timed in the target ('' when they can), from --to, the
+    program's language, its retval (in xmm0, or read through memory) and its returns (``points``: None when
+    they were not found)."""
+    if to:
+        return "--to's places are int3s (in-process --to is not built yet)"
+    if go:
+        return "Go's calls are timed by int3s (in-process return probes do not follow goroutines yet)"
+    if xmm_retval:
+        return "a floating-point retval is in xmm0, which an in-process probe does not record"
+    if retval_in_memory:
+        return ("retval is read through memory at the return (a struct returned in memory, or what a returned "
+                "pointer points to), which an in-process return probe does not read: int3s read it")
+    if points is None or points.followed or points.unfollowed or points.indirect:
+        return "the function leaves by a tail call or a jump through a register: int3s follow it"
+    if len(points.addresses) > MAX_RETURNS:
+        return (f"{len(points.addresses)} returns, over the {MAX_RETURNS} in-process return probes a function "
+                f"may take (each a ring of {RETURN_RING_BYTES >> 20} MiB in the target)")
+    return ""

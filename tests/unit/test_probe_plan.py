@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sampler.probes.plan import Kind, Placement, Shows, Wants, choose, int3_line, refused
+from sampler.probes.plan import MAX_RETURNS, Kind, Placement, Shows, Wants, choose, int3_line, refused, untimed
+from sampler.probes.returns import ReturnPoints
 
 COUNT, READS, USTACK, PYTHON = Wants(), Wants(reads=True), Wants(reads=True, ustack=True), Wants(python=True)
 QUIET = Shows()
@@ -80,3 +81,28 @@ def test_the_line_said_of_a_site_that_keeps_an_int3() -> None:
     assert int3_line(Placement("s", Kind.LEARN), "--at f") == \
         "--at f: an int3 for its first hits, then in-process once they show what it reads"
     assert int3_line(Placement("s", Kind.INT3, "why"), "--at f (0x10)") == "--at f (0x10): an int3 (why)"
+
+
+TWO_RETURNS = ReturnPoints(start=0x1000, addresses={0x1010, 0x1020}, own={0x1010, 0x1020})
+
+
+@pytest.mark.parametrize(("kwargs", "says"), [
+    ({"to": True}, "--to's places are int3s"),
+    ({"go": True}, "Go's calls are timed by int3s"),
+    ({"xmm_retval": True}, "xmm0"),
+    ({"retval_in_memory": True}, "read through memory at the return"),
+    ({"points": None}, "tail call or a jump through a register"),
+    ({"points": ReturnPoints(addresses={0x1010}, followed=["g"])}, "tail call"),
+    ({"points": ReturnPoints(addresses={0x1010}, unfollowed=1)}, "tail call"),
+    ({"points": ReturnPoints(addresses={0x1010}, indirect=1)}, "jump through a register"),
+    ({"points": ReturnPoints(addresses=set(range(MAX_RETURNS + 1)))}, f"{MAX_RETURNS + 1} returns, over the"),
+])
+def test_a_call_is_timed_by_int3s_where_its_returns_or_its_result_say_so(kwargs: dict[str, object], says: str) -> None:
+    given: dict[str, object] = {"to": False, "go": False, "xmm_retval": False, "retval_in_memory": False,
+                                "points": TWO_RETURNS, **kwargs}
+    assert says in untimed(**given)  # type: ignore[arg-type]
+
+
+def test_a_function_with_its_own_few_returns_is_timed_in_the_target() -> None:
+    assert untimed(False, False, False, False, TWO_RETURNS) == ""
+    assert untimed(False, False, False, False, ReturnPoints(addresses=set(range(MAX_RETURNS)))) == ""

@@ -35,6 +35,7 @@ from sampler.evaluation.scope import Scope
 from sampler.inprocess.reads import REGISTERS, Layout, Recorded
 from sampler.inprocess.relocate import Displaced, Refused, displace_return, displace_to_return
 from sampler.language.expr import Expression
+from sampler.probes.plan import RETURN_RING_BYTES, untimed
 from sampler.process.memory import Memory
 from sampler.process.reads import UnreadableMemory
 from sampler.sample import Reading, Value
@@ -46,9 +47,6 @@ LAG_S = 0.02
 """How long after its moment an event is taken: every probe's record of that moment is in its ring by
 then (a probe's reads take microseconds; a thread preempted inside one for longer is counted)."""
 MAX_PADDING = 16
-MAX_RETURNS = 8
-RETURN_RING_BYTES = 4 << 20
-"""A return probe's ring (the entry's is reads.RING_BYTES, 16 MiB): its records are the registers alone."""
 
 
 class TimedProbes:
@@ -77,24 +75,10 @@ class TimedProbes:
     def why_not(self, site: Site) -> str:
         """Why the site's calls cannot be timed in the target ('' when they can)."""
         latency = self.latency
-        if latency.to:
-            return "--to's places are int3s (in-process --to is not built yet)"
-        if self.is_go:
-            return "Go's calls are timed by int3s (in-process return probes do not follow goroutines yet)"
-        returned = latency.returned.get(site)
-        if returned is not None and returned.needs_xmm and latency.returns.get(site):
-            return "a floating-point retval is in xmm0, which an in-process probe does not record"
-        if returned is not None and returned.in_memory and any(
-                not _bare_retval(expression) for _, expression in latency.returns.get(site, ())):
-            return ("retval is read through memory at the return (a struct returned in memory, or what a returned "
-                    "pointer points to), which an in-process return probe does not read: int3s read it")
-        points = latency.points.get(site)
-        if points is None or points.followed or points.unfollowed or points.indirect:
-            return "the function leaves by a tail call or a jump through a register: int3s follow it"
-        if len(points.addresses) > MAX_RETURNS:
-            return (f"{len(points.addresses)} returns, over the {MAX_RETURNS} in-process return probes a function "
-                    f"may take (each a ring of {RETURN_RING_BYTES >> 20} MiB in the target)")
-        return ""
+        returned, retvals = latency.returned.get(site), [e for _, e in latency.returns.get(site, ())]
+        return untimed(bool(latency.to), self.is_go, returned is not None and returned.needs_xmm and bool(retvals),
+                       returned is not None and returned.in_memory and not all(map(_bare_retval, retvals)),
+                       latency.points.get(site))
 
     def return_jumps(self, site: Site, read: Callable[[int, int], bytes], taken: tuple[int, int] | None = None
                      ) -> tuple[list[tuple[Site, Displaced, Layout]], str]:

@@ -29,6 +29,11 @@ class UsageError(SamplerError):
     exit_code = 2
 
 
+class ProbeRefused(UsageError):
+    """--probe inprocess, and a site cannot take an in-process probe: the answer of the whole run (in a run of
+    many processes too, where the others would be refused alike)."""
+
+
 class ExpressionError(UsageError):
     """An --expr is malformed, unsafe, or names something that does not exist."""
 

@@ -527,10 +527,10 @@ class PtraceBackend:
             self.plan = {site: Placement(site, Kind.INT3) for site in self.sites}  # (as choose() gives)
             return
         reads = any(site.expressions for site in self.sites)
-        shows = Shows(seccomp=procfs.seccomp(pid) != 0, userfaultfd=reads and procfs.has_userfaultfd(pid),
-                      slow_files=self.zero_stop_guard.on, stopped=self._stopped, many=self.company is not None,
-                      unseen_goroutines=self._goroutines().why_not
-                      if self.is_go and reads and self.config.every_hit and not self.company else "")
+        shows = Shows(many=True) if self.company is not None else Shows(  # (many: an int3 at every site, no /proc
+            seccomp=procfs.seccomp(pid) != 0, userfaultfd=reads and procfs.has_userfaultfd(pid),  # read while a
+            slow_files=self.zero_stop_guard.on, stopped=self._stopped,  # forked child's parent waits)
+            unseen_goroutines=self._goroutines().why_not if self.is_go and reads and self.config.every_hit else "")
         timed = self.timed
         wants = [(site, Wants(reads=bool(site.expressions), ustack=bool(site.stack_depths),
                               python=site.python is not None,

@@ -29,7 +29,15 @@ from sampler.backends.ptrace.backend import Company, PtraceBackend, Tally, Turn
 from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.config import SessionConfig
 from sampler.debuginfo.modules import Modules
-from sampler.errors import ExpressionError, LocationNotFound, ProcessNotFound, SamplerError, TargetExited, UsageError
+from sampler.errors import (
+    ExpressionError,
+    LocationNotFound,
+    ProbeRefused,
+    ProcessNotFound,
+    SamplerError,
+    TargetExited,
+    UsageError,
+)
 from sampler.probes.columns import value_columns
 from sampler.process.reads import UnreadableMemory
 from sampler.process.router import Router
@@ -54,7 +62,7 @@ RESCAN_EVERY_S = 2.0
 in between only new PIDs are."""
 ENDS_A_PROCESS = (SamplerError, UnreadableMemory, ProcessLookupError, FileNotFoundError)
 """What ends one process's part (in a run of one they end the run)."""
-ENDS_THE_RUN = (ExpressionError, LocationNotFound)
+ENDS_THE_RUN = (ExpressionError, LocationNotFound, ProbeRefused)
 """A question wrong for the program: asked of the others it would be as wrong."""
 
 

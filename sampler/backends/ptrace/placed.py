@@ -23,7 +23,7 @@ from sampler.backends.ptrace.site import Site
 from sampler.backends.ptrace.timedprobes import LAG_S, TimedProbes
 from sampler.config import SessionConfig
 from sampler.debuginfo.locate import names_function
-from sampler.errors import DebuggerError, SamplerError, UsageError
+from sampler.errors import DebuggerError, ProbeRefused, SamplerError
 from sampler.evaluation.plan import ReadPlan
 from sampler.inprocess.pyfilters import chain as python_chain
 from sampler.inprocess.reads import Layout, Unfit
@@ -59,7 +59,7 @@ def probe_of(site: Site, config: SessionConfig) -> str:
     return f"--at {site.label or config.location}"
 
 
-def demanded(config: SessionConfig, site: Site, why: str, error: type[SamplerError] = UsageError) -> None:
+def demanded(config: SessionConfig, site: Site, why: str, error: type[SamplerError] = ProbeRefused) -> None:
     """--probe inprocess, and ``site`` cannot take one (``why``): the run ends in one line. ``error``:
     DebuggerError where the target refused it during the run."""
     if config.probe_kind == "inprocess":
@@ -127,7 +127,7 @@ class InProbes:
     def _probe(self, site: Site) -> str:
         return probe_of(site, self.config)
 
-    def _demanded(self, site: Site, why: str, error: type[SamplerError] = UsageError) -> None:
+    def _demanded(self, site: Site, why: str, error: type[SamplerError] = ProbeRefused) -> None:
         demanded(self.config, site, why, error)
 
     def put(self) -> None:

@@ -189,6 +189,17 @@ def thread_state(pid: int, tid: int) -> str:
         return ""
 
 
+def blocked_signals(pid: int, tid: int) -> int | None:
+    """One thread's blocked signals (its status's SigBlk: bit n-1 for signal n); None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/status", "rb") as f:
+            text = f.read(16 << 10)
+        line = next(line for line in text.splitlines() if line.startswith(b"SigBlk:"))
+        return int(line.split()[1], 16)
+    except (OSError, StopIteration, IndexError, ValueError):
+        return None
+
+
 MAX_THREAD_FILES = 512
 """ThreadFiles keeps no more descriptors open than this."""
 

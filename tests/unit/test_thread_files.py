@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 
@@ -42,3 +43,36 @@ def test_files_are_kept_for_live_threads_and_the_cap_holds(monkeypatch: pytest.M
     finally:
         done.set()
         other.join()
+
+
+def test_a_thread_that_blocks_sigurg_is_seen_as_a_go_thread_in_a_signal_handler() -> None:
+    """inprocess._in_go_handler: Go blocks every signal while its handler runs (SIGURG among them)."""
+    from sampler.backends.ptrace.inprocess import _in_go_handler
+
+    pid = os.getpid()
+    blocked, release, done = threading.Event(), threading.Event(), threading.Event()
+
+    def blocks() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGURG})
+        blocked.set()
+        release.wait()
+
+    def opens() -> None:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGURG})
+        done.wait()
+
+    threads = [threading.Thread(target=blocks), threading.Thread(target=opens)]
+    for thread in threads:
+        thread.start()
+    try:
+        assert blocked.wait(10)
+        in_handler, running = (thread.native_id for thread in threads)
+        assert in_handler is not None and running is not None
+        assert _in_go_handler(pid, in_handler)
+        assert not _in_go_handler(pid, running)
+        assert procfs.blocked_signals(pid, 1 << 30) is None  # (no such thread)
+    finally:
+        release.set()
+        done.set()
+        for thread in threads:
+            thread.join()

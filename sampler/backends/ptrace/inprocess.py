@@ -58,6 +58,9 @@ TAKE_OUT_TRIES = 20
 """Times every thread is held to find none inside a trampoline's recording part, 1 ms apart."""
 STACK_SCAN = 8 << 20
 """Bytes of each thread's stack, from its stack pointer up, looked at for a return into the pages, at most."""
+GO_SIGNAL_SCAN = 32 << 10
+"""A Go thread's signal stack (its gsignal's, 32 KiB), where its handler's signal frame lies: looked at from
+the thread's stack pointer up for the pc the handler returns to (not further: other goroutines' stacks follow)."""
 SIGNAL_SCAN = 256 << 10
 """How much of a held thread's stack, from its pointer up, is looked at for a signal handler's saved pc
 inside a jump's bytes before the jump goes in (a handler's frames and its signal frame lie there)."""
@@ -214,6 +217,12 @@ class Inprocess(Generic[K]):
              swap: Callable[[K, bool], int | None] | None, filters: dict[K, Chain]) -> dict[K, str]:
         refused: dict[K, str] = {}
         with self.hold(None) as tids:
+            handlers = [tid for tid in tids if _in_go_handler(self.pid, tid)] if self.go else []
+            for _, displaced, _ in wanted if handlers else []:  # (a signal comes at any instruction, entries too)
+                handling = self._saved_pc_inside(handlers, displaced, GO_SIGNAL_SCAN)
+                if handling is not None:  # (let go: its handler returns, and then the jump may go in)
+                    raise NoThreadReady(f"no jump at {displaced.site:#x} in process {self.pid}: thread {handling} "
+                                        "runs a signal handler that returns into its bytes", wait_s=PARKED_WAIT_S)
             # (Go: not at a function's entry, whose stack check Go never preempts in: an unsafe point)
             for _, displaced, entry in wanted if self.parked is not None else []:
                 assert self.parked is not None
@@ -565,6 +574,14 @@ class Inprocess(Generic[K]):
         would take (past the first): a signal handler's saved pc, which its sigreturn would resume in the
         middle of the jump (a thread stopped there itself is moved; one in a handler cannot be). At a
         function's entry no thread can be (no pc between a call and its first instruction)."""
+        tid = self._saved_pc_inside(tids, displaced, SIGNAL_SCAN)
+        if tid is not None:
+            raise ValueError(f"thread {tid}'s stack holds an address inside the bytes the jump at "
+                             f"{displaced.site:#x} would take (a signal handler's saved pc?)")
+
+    def _saved_pc_inside(self, tids: list[int], displaced: Displaced, scan: int) -> int | None:
+        """The first of ``tids`` whose stack, ``scan`` bytes from its pointer up (within its mapping), holds an
+        address inside the jump's bytes, past the first; None when none does."""
         maps = procfs.maps(self.pid)
         for tid in tids:
             try:
@@ -576,12 +593,12 @@ class Inprocess(Generic[K]):
             if mapping is None:
                 continue
             try:
-                words = _words(self.memory.read(sp, min(mapping.end, sp + SIGNAL_SCAN) - sp))
+                words = _words(self.memory.read(sp, min(mapping.end, sp + scan) - sp))
             except UnreadableMemory:
                 continue
             if bool(((words > displaced.site) & (words < displaced.back)).any()):
-                raise ValueError(f"thread {tid}'s stack holds an address inside the bytes the jump at "
-                                 f"{displaced.site:#x} would take (a signal handler's saved pc?)")
+                return tid
+        return None
 
     def _stack_top(self, sp: int, fs_base: int, maps: list[procfs.Mapping]) -> int | None:
         """Where the stack the thread runs on ends: a Go thread's, its goroutine's (g.stack.hi: the
@@ -679,6 +696,19 @@ class NoThreadReady(InjectionError):
 PARKED_WAIT_S = 0.02
 """Between tries while a goroutine is parked inside a site's bytes: Go gives a goroutine 10 ms a turn,
 and on 2 cores 8 busy goroutines each wait their turn for 30 ms and more."""
+
+
+SIGURG_BIT = 1 << (signal.SIGURG - 1)
+
+
+def _in_go_handler(pid: int, tid: int) -> bool:
+    """A Go thread held inside a signal handler (Go blocks every signal while one runs, SIGURG among them; its
+    threads run with SIGURG open otherwise): the pc its sigreturn goes back to, in the signal frame on the
+    signal stack, is where the signal came. A preemption's SIGURG came at any instruction: in a jump's bytes
+    too (a thread stepped past an int3 stands there), and no thread's registers or parked goroutine says
+    so; burst-go died at the site + 4 once so."""
+    blocked = procfs.blocked_signals(pid, tid)
+    return blocked is not None and bool(blocked & SIGURG_BIT)
 
 
 def _stopped_by_interrupt(tid: int) -> bool:

@@ -30,10 +30,10 @@ ALLOWED = {
 protocols, the floor every reader stands on)."""
 
 RULES: list[tuple[str, tuple[str, ...], str]] = [
-    ("sampler.process", ("sampler.backends", "sampler.config", "sampler.configure", "sampler.evaluation",
-                         "sampler.language", "sampler.python", "sampler.inprocess", "sampler.stacks", "sampler.unwind",
-                         "sampler.session", "sampler.run", "sampler.cli", "sampler.output", "sampler.report",
-                         "sampler.kube", "sampler.profile", "sampler.sample"),
+    ("sampler.process", ("sampler.backends", "sampler.probes", "sampler.config", "sampler.configure",
+                         "sampler.evaluation", "sampler.language", "sampler.python", "sampler.inprocess",
+                         "sampler.stacks", "sampler.unwind", "sampler.session", "sampler.run", "sampler.cli",
+                         "sampler.output", "sampler.report", "sampler.kube", "sampler.profile", "sampler.sample"),
      "the process mechanism (threads, events, memory, bytes) knows no config, expression, plan or row: the "
      "backends, stacks, repair and the guardian use it"),
     ("sampler.probes", ("sampler.backends", "sampler.process", "sampler.session", "sampler.run", "sampler.cli",

@@ -26,7 +26,7 @@ from sampler.backends.base import Note
 from sampler.backends.cycle import miss
 from sampler.backends.ptrace.latency import timed_notes
 from sampler.backends.ptrace.parked import Parked
-from sampler.backends.ptrace.placed import InProbes, demanded
+from sampler.backends.ptrace.placed import DRAIN_S, InProbes, demanded
 from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.site import Site
 from sampler.backends.ptrace.sites import resolve
@@ -57,14 +57,6 @@ from sampler.target.process import TargetProcess
 if TYPE_CHECKING:  # numpy's rows, imported at a reading probe's first records (never in a run without one)
     from sampler.backends.ptrace.readrows import Pending
 
-DRAIN_S = 0.01
-"""How often the in-process probes' ring is read while nothing else happens: 65,536 records in 10 ms
-is 6.5 million calls a second before one is dropped."""
-PROMOTE_HOLD_S = 0.05
-"""How long the threads may take to stop for a learning site's jump: a vfork's parent does not stop
-until its child execs (forker: a hold of 2 s stalled it, the row came after the run's end); the site
-is tried again after its next hit, PROMOTE_TRIES times."""
-PROMOTE_TRIES = 20
 SERVE_S = 0.0005
 """How long a thread's stop (a signal) may wait at most while in-process rows are written."""
 

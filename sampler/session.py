@@ -188,8 +188,14 @@ class Session:
         config = self.config
         start = self.clock()
         started_wall = datetime.now(timezone.utc)
-        end = start + config.duration_s if config.duration_s is not None else None
         first = self.backend.trace(self.stop, start)  # a deadline passed: the breakpoints in, no wait
+        # --duration counts from the breakpoints in (8,000 probes take a while to go in: not the run's time)
+        end = self.clock() + config.duration_s if config.duration_s is not None else None
+        self._trace_rows(first, start, started_wall, end)
+        self._last_rows(start, started_wall)  # (not after an error: detach counts what was not written)
+
+    def _trace_rows(self, first: Reading | None, start: float, started_wall: datetime, end: float | None) -> None:
+        config = self.config
         patient = self._patient(False)
         self._ready()
         if first is not None:
@@ -222,6 +228,20 @@ class Session:
                 self._row(reading, started_wall, max(0.0, (reading.at or last) - start), late_s=0.0)
                 if self.budget is not None:
                     self._rest(self.budget, reading, start, end)
+
+    def _last_rows(self, start: float, started_wall: datetime) -> None:
+        """The run's end: the rows the target recorded until then and sampler has not taken yet (an in-process
+        probe's ring), written before the run says it is done, --count and --stop-when kept."""
+        if self.summary.stopped_by == "--stop-when":
+            return  # (the rows after the one that held are not the run's)
+        bulk = self._bulk_source() is not None
+        for item in self.backend.last_rows(self.stop, bulk):
+            if self.config.count is not None and self.summary.samples >= self.config.count:
+                return
+            if isinstance(item, Bulk):
+                self._bulk(item)
+            else:
+                self._row(item, started_wall, max(0.0, (item.at or self.clock()) - start), late_s=0.0)
 
     def _patient(self, already: bool) -> bool:
         """Once nothing of the target waits for sampler (in-process probes alone: the ptrace backend's,

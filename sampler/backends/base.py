@@ -76,6 +76,10 @@ class Backend(Protocol):
     def probe_time_s(self) -> float:
         """The in-process probes' own time in the target so far (0: none)."""
 
+    def last_rows(self, stop: StopFlag, bulk: bool) -> Sequence[Reading | Bulk]:
+        """Every-hit mode, at the run's end (before detach): the rows the target recorded until now that
+        were not handed over yet (an in-process probe's ring, drained); ``bulk``: as trace_bulk gives them."""
+
 
 class Stopping:
     """What a backend whose every probe stops the target gives of the Backend interface: no bulk, no
@@ -92,3 +96,6 @@ class Stopping:
 
     def probe_time_s(self) -> float:
         return 0.0
+
+    def last_rows(self, stop: StopFlag, bulk: bool) -> Sequence[Reading | Bulk]:
+        return []

@@ -24,10 +24,12 @@ from tests.integration.targets import (
     assert_code_matches_files,
     code_differs,
     descendants,
+    finish,
     read_csv,
     redis_cli,
     sampler,
     start_redis,
+    start_sampler,
     symbol_address,
 )
 from tests.long import LONG
@@ -82,6 +84,25 @@ def test_every_call_is_counted_in_the_target_exactly_and_each_row_names_its_thre
     assert no_pages_of_sampler(target.pid)
     assert target.status()["TracerPid"].strip() == "0"
     assert not list(own_journal.glob("*.json"))
+
+
+def test_the_rows_recorded_before_the_end_are_written_though_the_output_was_slow(
+        start_target: Callable[..., Target], own_journal: Path) -> None:
+    # GIVEN a thread that calls warm() 60,000 times at once (the ring holds 65,536) once its probe is in
+    target = start_target("callers", "1", "60000", "warm")
+    # WHEN sampler traces it for 2 s to a pipe nobody reads until 5 s have passed (its rows wait in sampler)
+    proc = start_sampler("trace", "--pid", str(target.pid), "--at", "warm", "--probe", "inprocess",
+                         "--duration", "2s", "--quiet")
+    time.sleep(5)
+    stdout, stderr = finish(proc)
+    assert proc.returncode == 0, stderr
+    # THEN every call is a row, written after the run's end: none is said "after the run's end" and lost
+    summary = SUMMARY.search(stderr)
+    assert summary is not None, stderr
+    assert int(summary["calls"]) == int(summary["rows"]) == done_calls(target) == 60_000, stderr
+    assert summary["late"] is None and summary["dropped"] is None, stderr
+    assert len(stdout.splitlines()) == 60_001  # (the header)
+    assert_code_matches_files(target.pid)
 
 
 PAIRED = ("--at", "paired", "--expr", "a=p->a", "--expr", "b=p->b", "--expr", "i=i", "--expr", "s=p->a+p->b-i")

@@ -30,7 +30,7 @@ from sampler.backends.ptrace.placed import DRAIN_S, InProbes, demanded
 from sampler.backends.ptrace.rescue import PatchRescue
 from sampler.backends.ptrace.site import Site
 from sampler.backends.ptrace.sites import resolve
-from sampler.backends.ptrace.timedprobes import TimedProbes
+from sampler.backends.ptrace.timedprobes import LAG_S, TimedProbes
 from sampler.config import SessionConfig
 from sampler.debuginfo.debugfiles import DebugFinder
 from sampler.debuginfo.locate import ptrace_only
@@ -545,6 +545,19 @@ class PtraceBackend:
         if self._rows:
             return [self._next_row() for _ in range(len(self._rows))]
         return self.inside.bulk(stop, until)
+
+    def last_rows(self, stop: StopFlag, bulk: bool) -> list[Reading | Bulk]:
+        """The run's end: the in-process probes' ring drained once every record of before now is in it (their
+        threads' records take microseconds: LAG_S), the rows queued from it handed over; those recorded after
+        the drain are counted at detach, not written."""
+        inside, tracer = self.inside, self.tracer
+        if inside is not None and inside.inprocess is not None and tracer is not None:
+            end = time.monotonic()
+            tracer.serve_until(end + LAG_S, StopFlag())  # (a stop asked: the end is now, the wait as short)
+            if bulk and self.latency is None:
+                return [self._next_row() for _ in range(len(self._rows))] + inside.bulk(stop, 0.0)
+            inside.drain(end)
+        return [self._next_row() for _ in range(len(self._rows))]
 
     def _next_row(self) -> Reading:
         _, row = self._rows.popleft()

@@ -419,12 +419,14 @@ class InProbes:
             if self.latency is not None:  # (a call under way meanwhile waited for sampler that long)
                 self.latency.held(began, time.monotonic() - began)
 
-    def drain(self) -> None:
-        """The in-process probes' records as rows (in the order their threads took them)."""
+    def drain(self, end: float | None = None) -> None:
+        """The in-process probes' records as rows (in the order their threads took them); ``end``: the run's
+        (monotonic), every record of before it in the rings (--latency: every call that ended by then)."""
         inprocess, tracer = self.inprocess, self.tracer
         if inprocess is None or tracer is None:
             return
-        cutoff = time.monotonic() - LAG_S  # (--latency in the target: every record of before then is in)
+        # (--latency in the target: every record of before the cutoff is in)
+        cutoff = end if end is not None else time.monotonic() - LAG_S
         drained = inprocess.drain(lambda: sorted(tracer.threads))
         rows = self.rows
         if drained is not None:

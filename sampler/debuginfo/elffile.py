@@ -288,12 +288,19 @@ class ElfFile:
         return section["sh_addr"], bytes(section.data()) if content else b""
 
     @_guarded
+    def code_sections(self) -> list[tuple[int, bytes]]:
+        """(address, bytes) of each section the program runs (SHF_EXECINSTR, with file bytes)."""
+        return [(section["sh_addr"], bytes(section.data())) for section in self.elf.iter_sections()
+                if section["sh_flags"] & SHF_EXECINSTR and section["sh_type"] != "SHT_NOBITS"]
+
+    @_guarded
     def text_section(self) -> tuple[int, int] | None:
         """(address, size) of .text, to tell whether two files are builds of the same program."""
         section = self.elf.get_section_by_name(".text")
         return None if section is None else (section["sh_addr"], section["sh_size"])
 
 
+SHF_EXECINSTR = 0x4
 _ELF64_SYM = struct.Struct("<IBBHQQ")
 _STT_OBJECT, _STT_FUNC, _STT_GNU_IFUNC = 1, 2, 10
 _HIDDEN = 0x8000

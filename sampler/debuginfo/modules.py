@@ -11,6 +11,7 @@ import os
 import posixpath
 
 from sampler.debuginfo import usdt
+from sampler.debuginfo.branches import Branches
 from sampler.debuginfo.cfi import CallFrames
 from sampler.debuginfo.debugfiles import DebugFinder, Source
 from sampler.debuginfo.demangle import demangle, last_component, qualified, signature
@@ -48,6 +49,7 @@ class Module:
         self._mangled: list[tuple[str, str, int]] | None = None
         self._frames: CallFrames | None = None
         self._usdt: list[usdt.Probe] | None = None
+        self._branches: Branches | None = None
 
     def __repr__(self) -> str:
         return f"Module({self.path!r}, bias={self.bias:#x})"
@@ -224,6 +226,14 @@ class Module:
         except Exception:  # corrupted unwind tables: no start known
             span = None
         return (span[0], span[1] - span[0]) if span is not None else None
+
+    def branch_into(self, start: int, end: int) -> int | None:
+        """Where a direct branch of the module's code lands strictly between ``start`` and ``end`` (file
+        addresses: the bytes a jump would take past its first), the first; None when none does. BadFile
+        when its code cannot be read (the module's sweep, made once: branches.py)."""
+        if self._branches is None:
+            self._branches = Branches(self.file.code_sections())
+        return self._branches.inside(start, end)
 
     def cfa_rule(self, address: int) -> tuple[str, int] | None:
         """(register, offset) of the canonical frame address at ADDRESS (a file address): from the

@@ -1,8 +1,12 @@
 """The durable log of the bytes sampler has patched, so that a later `sampler repair`
 (or the next attach) can put them back after sampler itself died.
 
-One JSON file per target process, named PID-STARTTIME.json, written atomically and
-fsynced before the byte is patched, removed once every byte is restored. The process
+One file per target process, named PID-STARTTIME.json, fsynced before the byte is patched,
+removed once every byte is restored: its first line a JSON object (the process, and the patches
+then), written atomically; each later change a line appended to it (the patches added, a semaphore
+counted in or out), read in order. A change is one line of its own, not the whole entry again
+(8,000 probes rewrote thousands of entries 8,000 times); a last line cut short by a crash
+names bytes not patched yet (the line goes first) and is passed over. The process
 start time (procfs.start_time) makes sure a reused PID is never touched, and each patch
 keeps its place (patches.Patch: the file, the offset in it, its build-id, the bytes around)
 so that a process which exec'd since is never written into.
@@ -34,6 +38,8 @@ from sampler.safety.patches import Patch
 from sampler.target import procfs
 
 SUFFIX = ".json"
+MAX_ENTRY = 64 << 20
+"""Bytes of an entry read at most (8,192 probes' jumps, each byte with its place, are some 12 MiB)."""
 
 
 def journal_dir() -> Path:
@@ -174,13 +180,45 @@ def read_entry(folder: int, name: str) -> dict[str, object]:
             raise JournalError(f"journal entry {name} is not a regular file")
         _check_owned(info, f"journal entry {name}")
         with os.fdopen(fd, "rb", closefd=False) as f:
-            data = json.loads(f.read(1 << 20))
+            text = f.read(MAX_ENTRY + 1)
+        if len(text) > MAX_ENTRY:
+            raise ValueError(f"over {MAX_ENTRY >> 20} MiB")
+        return _folded(text.splitlines())
     except (OSError, ValueError) as e:
         raise JournalError(f"journal entry {name} cannot be read: {e}") from None
     finally:
         os.close(fd)
-    if not isinstance(data, dict):
-        raise JournalError(f"journal entry {name} is not a journal entry")
+
+
+def _folded(lines: list[bytes]) -> dict[str, object]:
+    """The entry its lines make, in order: the first (the process and its patches), then each change; a
+    last line that does not parse was cut short by a crash (its bytes were not patched yet)."""
+    data: dict[str, object] = {}
+    patches: dict[str, object] = {}
+    semaphores: dict[str, object] = {}
+    for number, line in enumerate(lines):
+        try:
+            change = json.loads(line)
+        except ValueError:
+            if number == len(lines) - 1 and number:
+                break
+            raise
+        if not isinstance(change, dict):
+            raise ValueError(f"line {number + 1} is not a journal entry's")
+        for key in ("pid", "start_time"):
+            if key in change:
+                data[key] = change[key]
+        for key, into in (("patches", patches), ("semaphores", semaphores)):
+            more = change.get(key, {})
+            if not isinstance(more, dict):
+                raise ValueError(f"line {number + 1}: {key} has the wrong type")
+            into.update(more)
+        out = change.get("semaphores_out", [])
+        for address in out if isinstance(out, list) else []:
+            semaphores.pop(str(address), None)
+    if not lines:
+        raise ValueError("it is empty")
+    data["patches"], data["semaphores"] = patches, semaphores
     return data
 
 
@@ -250,35 +288,36 @@ class Journal:
         self.semaphores: dict[int, Patch] = {}
         """USDT semaphores counted in (semaphores.py)."""
         self._folder: int | None = None
+        self._written = False
+        """The entry is on disk: a change is appended to it."""
 
     def record(self, address: int, patch: Patch) -> None:
         """Note a byte about to be patched (durable when this returns)."""
-        if self.patches.get(address) == patch:
-            return
-        self.patches[address] = patch
-        self._write()
+        self.record_many({address: patch})
 
     def record_many(self, patches: dict[int, Patch]) -> None:
-        """Note several bytes at once (one write and sync): a forked child's copies."""
-        if all(self.patches.get(a) == b for a, b in patches.items()):
+        """Note several bytes at once (one write and sync): a batch of probes, a forked child's copies."""
+        new = {a: b for a, b in patches.items() if self.patches.get(a) != b}
+        if not new:
             return
-        self.patches.update(patches)
-        self._write()
+        self.patches.update(new)
+        self._write({"patches": {f"{a:#x}": p.to_json() for a, p in new.items()}})
 
     def record_semaphore(self, address: int, place: Patch) -> None:
         """Note a semaphore about to be counted in (durable when this returns)."""
         self.semaphores[address] = place
-        self._write()
+        self._write({"semaphores": {f"{address:#x}": place.to_json()}})
 
     def forget_semaphore(self, address: int) -> None:
         """A semaphore about to be counted out (durable when this returns: see semaphores.py)."""
         if self.semaphores.pop(address, None) is not None:
-            self._write()
+            self._write({"semaphores_out": [f"{address:#x}"]})
 
     def clear(self) -> None:
         """Every byte is back: the entry goes."""
         self.patches.clear()
         self.semaphores.clear()
+        self._written = False
         if self._folder is not None:
             remove_entry(self._folder, self.name)
 
@@ -288,15 +327,31 @@ class Journal:
             os.close(self._folder)
             self._folder = None
 
-    def _write(self) -> None:
-        data = json.dumps({"pid": self.pid, "start_time": self.start_time,
-                           "patches": {f"{a:#x}": p.to_json() for a, p in self.patches.items()},
-                           "semaphores": {f"{a:#x}": p.to_json() for a, p in self.semaphores.items()}}).encode()
-        tmp = self.name + ".tmp"
+    def _write(self, change: dict[str, object]) -> None:
+        """``change`` appended to the entry as a line of its own (the entry made whole first, atomically)."""
         if self._folder is None:
             self._folder = folder_fd(create=True)
         folder = self._folder
         assert folder is not None
+        if self._written:
+            try:
+                fd = os.open(self.name, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+                try:
+                    if not stat.S_ISREG(os.fstat(fd).st_mode):
+                        raise JournalError(f"the journal {self.path} is not a regular file")
+                    os.write(fd, json.dumps(change).encode() + b"\n")
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                return
+            except FileNotFoundError:
+                pass  # (removed meanwhile: made whole again)
+            except OSError as e:
+                raise JournalError(f"cannot write the journal {self.path}: {e.strerror}") from None
+        data = json.dumps({"pid": self.pid, "start_time": self.start_time,
+                           "patches": {f"{a:#x}": p.to_json() for a, p in self.patches.items()},
+                           "semaphores": {f"{a:#x}": p.to_json() for a, p in self.semaphores.items()}}).encode() + b"\n"
+        tmp = self.name + ".tmp"
         try:
             try:
                 os.unlink(tmp, dir_fd=folder)
@@ -312,3 +367,4 @@ class Journal:
             os.replace(tmp, self.name, src_dir_fd=folder, dst_dir_fd=folder)
         except OSError as e:
             raise JournalError(f"cannot write the journal {self.path}: {e.strerror}") from None
+        self._written = True

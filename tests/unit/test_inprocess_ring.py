@@ -39,7 +39,7 @@ class Probed:
     """FUNCTION at the start of an executable page of this process, with a recording trampoline on
     the next page and the jump in place."""
 
-    def __init__(self, entry: bool, fsgsbase: bool = True) -> None:
+    def __init__(self, entry: bool, fsgsbase: bool = True, probe: int = 3) -> None:
         self.code = mmap.mmap(-1, 3 * mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
         self.data = mmap.mmap(-1, ring.SIZE)
         base = ctypes.addressof(ctypes.c_char.from_buffer(self.code))
@@ -49,7 +49,7 @@ class Probed:
         function, trampoline, reader = base, base + mmap.PAGESIZE, base + 2 * mmap.PAGESIZE
         self.code[:len(FUNCTION)] = FUNCTION
         displaced = displace(FUNCTION, function, function)
-        body, _ = recording(displaced, trampoline, data, 3, entry, fsgsbase)
+        body, _ = recording(displaced, trampoline, data, probe, entry, fsgsbase)
         self.code[mmap.PAGESIZE:mmap.PAGESIZE + len(body)] = body
         self.code[2 * mmap.PAGESIZE:2 * mmap.PAGESIZE + len(READ_FS)] = READ_FS
         jump = b"\xe9" + (trampoline - (function + 5)).to_bytes(4, "little", signed=True)
@@ -135,3 +135,18 @@ def test_more_calls_than_slots_while_read_each_is_recorded_or_counted_as_dropped
     assert len(records) + probed.ring.drops(3) == 96_000
     assert (records["seq"] == np.arange(1, len(records) + 1, dtype=np.uint64)).all()
     assert set(Counter(int(fs) for fs in records["fs"])) <= set(bases)
+
+
+def test_a_probe_past_the_first_page_counts_past_the_ring_and_the_counters_read_in_bulk_agree() -> None:
+    # GIVEN probe 5,000 of a data area (the first page holds the counters of 62)
+    probed = Probed(entry=True, probe=5000)
+    _, drained = run_threads(probed, 2, 1000, drain=False)
+    # THEN its calls are counted and recorded under its number, its counters past the ring
+    assert ring.hits_at(5000) >= ring.COUNTERS and ring.hits_at(ring.MAX_PROBES - 1) + 16 <= ring.SIZE
+    assert probed.ring.hits(5000) == 2000 and probed.ring.drops(5000) == 0
+    assert set(drained[0]["probe"].tolist()) == {5000} and len(drained[0]) == 2000
+    # AND the counters read in bulk say the same, and nothing of any other probe
+    hits, drops = probed.ring.counters(5001)
+    assert int(hits[5000]) == 2000 and int(hits.sum()) == 2000 and int(drops.sum()) == 0
+    with pytest.raises(ValueError):
+        ring.hits_at(ring.MAX_PROBES)

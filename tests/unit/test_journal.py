@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -13,7 +14,7 @@ import pytest
 
 from sampler.errors import JournalError, ProcessNotFound, UntrustedJournal
 from sampler.safety import repair
-from sampler.safety.journal import Journal
+from sampler.safety.journal import Journal, parse_entry, read_entry
 from sampler.safety.patches import Describer, Patch, restore_checked
 from sampler.target import procfs
 
@@ -50,6 +51,40 @@ def test_record_then_clear(folder: Path, sleeper: int) -> None:
     assert (folder.stat().st_mode & 0o777, path.stat().st_mode & 0o777) == (0o700, 0o600)
     journal.clear()
     assert not path.exists()
+
+
+def test_each_change_is_a_line_appended_and_the_entry_reads_as_their_sum(folder: Path, sleeper: int) -> None:
+    # GIVEN a journal that records a byte, then three at once, a semaphore in and out, and one byte again
+    journal = Journal(sleeper)
+    first, other = (Patch(0x55, b"\x01", b"\x02", "fd:01", 42, 0x1000 + n, "ab") for n in range(2))
+    journal.record(0x1000, first)
+    journal.record_many({0x2000 + n: dataclasses.replace(other, written=0xE9, group=0x2000) for n in range(3)})
+    journal.record_semaphore(0x3000, first)
+    journal.forget_semaphore(0x3000)
+    journal.record(0x1000, first)  # (the same: nothing written)
+    path = folder / journal.name
+    lines = path.read_bytes().splitlines()
+    # THEN the first line is the entry then, each change a line of its own
+    assert len(lines) == 4 and list(json.loads(lines[0])["patches"]) == ["0x1000"]
+    assert len(json.loads(lines[1])["patches"]) == 3
+    # AND the entry read is the sum of the lines, a last line cut short (a crash while it was written) passed over
+    with path.open("ab") as f:
+        f.write(b'{"patches": {"0x4000": {"by')
+    with journal_folder(folder) as fd:
+        entry = parse_entry(journal.name, read_entry(fd, journal.name))
+    assert sorted(entry.patches) == [0x1000, 0x2000, 0x2001, 0x2002] and entry.semaphores == {}
+    assert entry.patches[0x2001].written == 0xE9 and entry.pid == sleeper
+    journal.clear()
+    assert not path.exists()
+
+
+@contextlib.contextmanager
+def journal_folder(folder: Path) -> Iterator[int]:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def test_a_gone_process_has_no_journal(folder: Path) -> None:

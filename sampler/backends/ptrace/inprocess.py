@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any, Generic, Optional, Protocol, TypeVar
 
 from ptrace.error import PtraceError  # type: ignore[import-untyped]
 
+from sampler.debuginfo.elffile import BadFile
+from sampler.debuginfo.modules import Module
 from sampler.errors import SamplerError
 from sampler.inprocess import ring
 from sampler.inprocess.clock import TscClock
@@ -185,14 +187,17 @@ class Inprocess(Generic[K]):
         """Records in the shared ring that named no probe of sampler's: written by the target, dropped."""
         self._only_counting = False
         """--max-overhead's rest: the probes only count (probes put in meanwhile too)."""
+        self.batches = 0
+        """Holds of the threads that put probes in."""
 
     # -- in --------------------------------------------------------------------------------------
 
     def put(self, wanted: Sequence[tuple[K, Displaced, bool]], layouts: dict[K, Layout] | None = None,
             swap: Callable[[K, bool], int | None] | None = None, filters: dict[K, Chain] | None = None
             ) -> dict[K, str]:
-        """Each (key, displaced instructions, whether the site is a function's entry) in place, all
-        with the threads held once; {key: why not} for each that could not be (it gets an int3).
+        """Each (key, displaced instructions, whether the site is a function's entry) in place, in batches
+        with the threads held for each (BATCH_S of work at most: they run between); {key: why not} for each
+        that could not be (it gets an int3).
         ``layouts``: the keys whose probes read (a reading probe each, with its own data area); their
         sites have an int3, so no thread may stand just past one (its trap not yet reported), and
         ``swap(key, True)`` takes it out with the threads held, right before the jump goes in, and says
@@ -204,19 +209,30 @@ class Inprocess(Generic[K]):
             return refused
         if self.clock is None:
             self.clock = TscClock()
-        last = ""
-        for _ in range(PUT_TRIES):
-            try:
-                return self._put(wanted, layouts or {}, swap, filters or {})
-            except NoThreadReady as e:
-                last = e.message
-                self.wait(e.wait_s)  # (a thread in a system call's event stop: the tracer serves it)
-        raise NoThreadReady(f"{last} ({PUT_TRIES} tries)")
+        remaining = list(wanted)
+        while remaining:
+            last = ""
+            for _ in range(PUT_TRIES):
+                try:
+                    done = self._put(remaining, layouts or {}, swap, filters or {}, refused)
+                    break
+                except NoThreadReady as e:
+                    last = e.message
+                    self.wait(e.wait_s)  # (a thread in a system call's event stop: the tracer serves it)
+            else:
+                raise NoThreadReady(f"{last} ({PUT_TRIES} tries)")
+            remaining = remaining[done:]
+            self.batches += 1
+            if remaining:
+                self.wait(BETWEEN_S)  # (the threads run between two batches: their stops meanwhile served)
+        return refused
 
     def _put(self, wanted: Sequence[tuple[K, Displaced, bool]], layouts: dict[K, Layout],
-             swap: Callable[[K, bool], int | None] | None, filters: dict[K, Chain]) -> dict[K, str]:
-        refused: dict[K, str] = {}
+             swap: Callable[[K, bool], int | None] | None, filters: dict[K, Chain], refused: dict[K, str]) -> int:
+        """The first of ``wanted`` in place with the threads held once, as many as BATCH_S of work puts in (one
+        at least); how many were done (``refused``: why not, of those that could not be)."""
         with self.hold(None) as tids:
+            began = time.monotonic()
             handlers = [tid for tid in tids if _in_go_handler(self.pid, tid)] if self.go else []
             for _, displaced, _ in wanted if handlers else []:  # (a signal comes at any instruction, entries too)
                 handling = self._saved_pc_inside(handlers, displaced, GO_SIGNAL_SCAN)
@@ -240,22 +256,27 @@ class Inprocess(Generic[K]):
                     self.ring = Ring(self.data.local)
                     self.ring.initialise()
                     self.ring.only_count(self._only_counting)
-                for key, displaced, entry in wanted:
-                    swapped = swap is not None and key in layouts
-                    was = swap(key, True) if swap is not None and swapped else None
-                    try:
-                        self.table.check_free(displaced.site, JUMP_SIZE)  # (before any thread is moved)
-                        if not entry and self.parked is None:  # (Go: its parked goroutines are looked at)
-                            self._no_saved_pc_inside(tids, displaced)
-                        self._place(key, displaced, entry, tids, areas, layouts.get(key), was, filters.get(key))
-                    except (Refused, InjectionError, ValueError) as e:
-                        refused[key] = e.message if isinstance(e, InjectionError) else str(e)
-                        if swap is not None and swapped:
-                            swap(key, False)
+                done = 0
+                with self.table.batch():  # (the batch's jumps journaled at once, then written: threads held)
+                    for key, displaced, entry in wanted:
+                        if done and time.monotonic() - began >= BATCH_S:
+                            break  # (the rest in the next batch: the threads run meanwhile)
+                        done += 1
+                        swapped = swap is not None and key in layouts
+                        was = swap(key, True) if swap is not None and swapped else None
+                        try:
+                            self.table.check_free(displaced.site, JUMP_SIZE)  # (before any thread is moved)
+                            if not entry and self.parked is None:  # (Go: its parked goroutines are looked at)
+                                self._no_saved_pc_inside(tids, displaced)
+                            self._place(key, displaced, entry, tids, areas, layouts.get(key), was, filters.get(key))
+                        except (Refused, InjectionError, ValueError) as e:
+                            refused[key] = e.message if isinstance(e, InjectionError) else str(e)
+                            if swap is not None and swapped:
+                                swap(key, False)
             finally:
                 areas.close()  # (the scratch page of the names)
                 self._open = self._open or bool(self.placed)
-        return refused
+        return done
 
     def _areas(self, tids: list[int]) -> Areas:
         if self._syscall_at is None:
@@ -437,12 +458,13 @@ class Inprocess(Generic[K]):
         return out
 
     def _count(self) -> None:
+        hits, drops = self.ring.counters(len(self.placed)) if self.ring is not None else (None, None)
         for placed in self.placed:
-            counted = placed.ring or self.ring
-            if counted is not None:
-                number = 0 if placed.ring is not None else placed.number
-                counts = self.counts[placed.number]
-                counts.hits, counts.dropped = counted.hits(number), counted.drops(number)
+            counts = self.counts[placed.number]
+            if placed.ring is not None:
+                counts.hits, counts.dropped = placed.ring.hits(0), placed.ring.drops(0)
+            elif hits is not None and drops is not None:
+                counts.hits, counts.dropped = int(hits[placed.number]), int(drops[placed.number])
 
     def only_count(self, on: bool) -> None:
         """Every probe only counts its hits (``on``: no record, no read: the cheapest they can be), or
@@ -488,20 +510,31 @@ class Inprocess(Generic[K]):
         them or return into them; what stays is said in ``left``."""
         if not self.placed and not self.codes and self.data is None:
             return
+        jumps = [placed.displaced.site for placed in reversed(self.placed)]
+        while jumps:  # (in batches as they went in, the threads let go between: BATCH_S held at most)
+            with self.hold(None):
+                began = time.monotonic()
+                while jumps and (time.monotonic() - began < BATCH_S):
+                    self.table.take_jump_out(jumps.pop())
+            if jumps:
+                self.wait(BETWEEN_S)
         for attempt in range(TAKE_OUT_TRIES):
             with self.hold(None) as tids:
-                if attempt == 0:
-                    for placed in self.placed:
-                        self.table.take_jump_out(placed.displaced.site)
                 if self._out_of_trampolines(tids):
                     self._count()
                     why = self._returns_into_pages(tids) or (GO_STAYS.format(pid=self.pid, pages=self._pages())
                                                              if self.go else "")
                     if why:
                         self.left = why
-                    else:
+                        return
+                    try:
                         self._unmap(tids)
-                    return
+                        return
+                    except NoThreadReady:  # (its stop served meanwhile, a thread is held by the interrupt next)
+                        if attempt == TAKE_OUT_TRIES - 1:
+                            self.left = (f"the in-process probes' pages could not be unmapped in process {self.pid} "
+                                         f"(no thread of it could make a system call): {self._pages()} stay, unused")
+                            return
             self.wait(0.001)  # (the thread in a trampoline runs out of it: a stop of its own served too)
         self._count()
         self.left = (f"a thread of process {self.pid} stayed inside an in-process probe's trampoline for "
@@ -615,6 +648,9 @@ class Inprocess(Generic[K]):
         return None if mapping is None else min(mapping.end, sp // 8 * 8 + STACK_SCAN)
 
     def _unmap(self, tids: list[int]) -> None:
+        """The pages unmapped; NoThreadReady (nothing done) when no held thread can make the calls (every one
+        stopped at an event of its own still to serve: an int3's hit at the run's end)."""
+        areas = self._areas(tids)
         self._last = self.drain()  # (what the threads wrote since the last drain: drain() gives it once more)
         self._last_read = self.drain_read()
         self._open = False
@@ -622,7 +658,6 @@ class Inprocess(Generic[K]):
         for placed in self.placed:
             placed.ring = None
         try:
-            areas = self._areas(tids)
             for area in self._areas_made():
                 areas.remove(area)
         except InjectionError as e:
@@ -663,6 +698,12 @@ GO_STAYS = ("the in-process probes' pages stay mapped in process {pid} ({pages})
 """Go's asynchronous preemption (SIGURG) pushes the interrupted pc onto the goroutine's stack and parks the
 goroutine: burst-go, its pages unmapped, died at a trampoline's address when one ran again."""
 PUT_TRIES = 50
+BATCH_S = 0.015
+"""The work of putting probes in (or taking them out) with the threads held once, at most: the hold, with
+its journal's write, stopping them and letting them go, stays under 50 ms as the target clocks it."""
+BETWEEN_S = 0.01
+"""How long the threads run between two batches: let go and held again at once, a thread the scheduler
+had not run yet saw the two holds as one (62 ms by stall's clock, two batches of 28 ms)."""
 STOP = 16
 """Bytes of a filtering probe's stop (6 used: the nop sampler arms and a jump back)."""
 RECORDED_NS = 17.0
@@ -736,9 +777,22 @@ class Plan:
     notes: list[str] = field(default_factory=list)
 
 
-def plan(memory: Memory | Reader, start: int, size: int, site: int) -> Plan:
+def branched_into(module: Module, displaced: Displaced) -> str:
+    """Why the jump cannot go in: a direct branch from elsewhere in the module lands inside the bytes it takes
+    (the function's own are displace()'s); '' when none does."""
+    try:
+        found = module.branch_into(displaced.site - module.bias, displaced.back - module.bias)
+    except BadFile as e:
+        return f"the code of {module.name} cannot be looked at for branches into the jump's bytes ({e})"
+    if found is None:
+        return ""
+    return (f"a branch elsewhere in {module.name} lands at {found + module.bias:#x}, inside the bytes the jump "
+            f"would take ({displaced.site:#x}-{displaced.back:#x})")
+
+
+def plan(memory: Memory | Reader, start: int, size: int, site: int, module: Module | None = None) -> Plan:
     """The instructions a jump at ``site`` displaces, in the function at ``start`` (``size`` bytes),
-    or why it cannot take one."""
+    or why it cannot take one (``module``: the function's, whose other code may branch into it)."""
     from sampler.inprocess.relocate import MAX_FUNCTION, displace
 
     if size <= 0 or size > MAX_FUNCTION:
@@ -750,5 +804,8 @@ def plan(memory: Memory | Reader, start: int, size: int, site: int) -> Plan:
         return Plan(why_not=f"its code cannot be read ({e})")
     except Refused as e:
         return Plan(why_not=str(e))
+    why = branched_into(module, displaced) if module is not None else ""
+    if why:
+        return Plan(why_not=why)
     entry = site == start or (code[:4] == b"\xf3\x0f\x1e\xfa" and displaced.site == start + 4)
     return Plan(displaced, entry)

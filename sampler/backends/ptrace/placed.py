@@ -247,7 +247,7 @@ class InProbes:
         span = module.function_span(latency.clear_at - module.bias)
         if span is None:
             return None
-        planned = plan(self._program(), span[0] + module.bias, span[1], latency.clear_at)
+        planned = plan(self._program(), span[0] + module.bias, span[1], latency.clear_at, module)
         if planned.displaced is None:
             return None
         key = copy.copy(site)
@@ -392,7 +392,7 @@ class InProbes:
         inlined = site.place is not None and site.place.symbol.startswith("inlined in")
         if at is None:
             at = start if names_function(location) and not inlined else site.address
-        return plan(self._program(), start, span[1], at)
+        return plan(self._program(), start, span[1], at, module)
 
     def _program(self) -> AsProgram:
         """The process's memory as the program's bytes: sampler's int3s read as the bytes they cover."""
@@ -408,12 +408,14 @@ class InProbes:
         began = time.monotonic()
         held = self.tracer.hold(tids, self._hold_timeout_s)
         try:
-            if not held:
-                raise DebuggerError(f"no thread of process {self.config.pid} could be held")
             interrupted = [tid for tid, _ in sorted(held, key=lambda h: h[1] >> 16 != PTRACE_EVENT_STOP)]
             # and those stopped already with an event still to serve (a signal's stop: Go's SIGURG
-            # comes often): they stay stopped, but may stand inside a jump's bytes or a trampoline
-            yield interrupted + [tid for tid in self.tracer.stopped_already() if tid not in interrupted]
+            # comes often; an int3's hit not yet served): they stay stopped, but may stand inside a jump's
+            # bytes or a trampoline (every thread may be one: the run's last hit, at its end)
+            stopped = [tid for tid in self.tracer.stopped_already() if tid not in interrupted]
+            if not interrupted and not stopped:
+                raise DebuggerError(f"no thread of process {self.config.pid} could be held")
+            yield interrupted + stopped
         finally:
             self.tracer.let_go(held)
             if self.latency is not None:  # (a call under way meanwhile waited for sampler that long)

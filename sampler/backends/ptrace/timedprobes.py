@@ -24,7 +24,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from sampler.backends.ptrace.inprocess import Read
+from sampler.backends.ptrace.inprocess import Read, branched_into
 from sampler.backends.ptrace.latency import RETVAL, EndedRows, Latency
 from sampler.backends.ptrace.site import Site
 from sampler.config import SessionConfig
@@ -111,6 +111,9 @@ class TimedProbes:
                 return [], f"the code at {ret:#x} cannot be read ({e})"
             except Refused as e:
                 return [], f"the return at {ret:#x}: {e}"
+            why = branched_into(module, displaced)
+            if why:
+                return [], f"the return at {ret:#x}: {why}"
             if taken is not None and displaced.site < taken[1] and taken[0] < displaced.back:
                 return [], (f"the return at {ret:#x} is too near the entry's probe ({taken[0]:#x}): their jumps "
                             "would share bytes")

@@ -189,18 +189,19 @@ class Session:
         start = self.clock()
         started_wall = datetime.now(timezone.utc)
         first = self.backend.trace(self.stop, start)  # a deadline passed: the breakpoints in, no wait
-        # --duration counts from the breakpoints in (8,000 probes take a while to go in: not the run's time)
-        end = self.clock() + config.duration_s if config.duration_s is not None else None
-        self._trace_rows(first, start, started_wall, end)
+        armed = self.clock()  # --duration counts from the breakpoints in (8,000 probes take a while to go in)
+        end = armed + config.duration_s if config.duration_s is not None else None
+        self._trace_rows(first, start, started_wall, armed, end)
         self._last_rows(start, started_wall)  # (not after an error: detach counts what was not written)
 
-    def _trace_rows(self, first: Reading | None, start: float, started_wall: datetime, end: float | None) -> None:
+    def _trace_rows(self, first: Reading | None, start: float, started_wall: datetime, armed: float,
+                    end: float | None) -> None:
         config = self.config
         patient = self._patient(False)
         self._ready()
         if first is not None:
             self._row(first, started_wall, max(0.0, (first.at or self.clock()) - start), late_s=0.0)
-        last = start
+        last = armed
         """The last hit, or the last line that there was none."""
         while not self.stop.is_set():
             if config.count is not None and self.summary.samples >= config.count:
@@ -210,7 +211,7 @@ class Session:
                 return
             if now - last >= QUIET_LINE_S:
                 last = now
-                self._say_no_hit(now - start)
+                self._say_no_hit(now - armed)
             until = now + TRACE_POLL_S if end is None else min(end, now + TRACE_POLL_S)
             bulk = self._bulk_source()  # (once the last int3 became an in-process probe)
             if bulk is not None:

@@ -41,6 +41,7 @@ SUITES: dict[str, tuple[str, ...]] = {
         f"{INTEGRATION}test_inprocess.py::test_every_call_is_counted_in_the_target_exactly_and_each_row_names_its_thread[8]",
         f"{INTEGRATION}test_inprocess.py::test_every_call_is_counted_in_the_target_exactly_and_each_row_names_its_thread[2]",
         f"{INTEGRATION}test_inprocess.py::test_a_go_program_survives_reading_probes_put_in_and_taken_out_again",
+        f"{INTEGRATION}test_inprocess.py::test_every_libc_function_takes_a_probe_in_batches_and_the_target_comes_out",
         f"{INTEGRATION}test_inprocess.py::test_a_hot_function_of_8_threads_probed_and_unprobed_runs_on_unharmed[burst-go]",
         # libc's other wrappers of the same shape (make test: write and malloc on 1 thread or 8, read, openat)
         *(f"{INTEGRATION}test_every_call.py::test_trace_counts_every_call[{case}]" for case in (

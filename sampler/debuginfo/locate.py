@@ -207,11 +207,24 @@ def _matching(modules: Modules, pattern: str, limit: int) -> list[Place]:
                                f"name fewer (e.g. {names[0]!r}), or raise --max-probes")
     places: dict[int, Place] = {}
     skipped: list[str] = []
+    global _gathered
+    _gathered = {}
+    try:
+        found = {name: _one_of_many(modules, module, name) for name in names}
+    finally:
+        gathered, _gathered = _gathered, None
+    for kind, lines in gathered.items():  # (one line a kind, not one a function: 1,295 lines for libc:*)
+        said = list(dict(lines).items())  # (a function named by several of the names: once)
+        if len(said) == 1:
+            modules.finder.say(said[0][1])
+            continue
+        shown = ", ".join(name for name, _ in said[:3]) + (", ..." if len(said) > 3 else "")
+        modules.finder.say(f"--at {pattern}: {len(said)} function(s) " + (
+            f"break at their entry, not after their prologue ({shown}): {_PROLOGUE_WHY}" if kind == "prologue" else
+            f"are IFUNCs of {module.name} ({shown}): each breaks where this process's calls go, the function "
+            "chosen for this CPU"))
     for name in names:
-        try:
-            place = _in_module(modules, module, name, everywhere=False)
-        except LocationNotFound:  # an overloaded C++ name: its full signatures are names of their own
-            place = None
+        place = found[name]
         if place is None:
             skipped.append(name)
         elif place.address not in places:
@@ -223,6 +236,27 @@ def _matching(modules: Modules, pattern: str, limit: int) -> list[Place]:
                        + (f" ({len(skipped)} name(s) left out: {', '.join(skipped[:3])})" if skipped else "")
                        + ": the probe column says which")
     return list(places.values())
+
+
+def _one_of_many(modules: Modules, module: Module, name: str) -> Place | None:
+    try:
+        return _in_module(modules, module, name, everywhere=False)
+    except LocationNotFound:  # an overloaded C++ name: its full signatures are names of their own
+        return None
+
+
+_PROLOGUE_WHY = ("a branch before that place would skip it in some calls; parameters are read from where the "
+                 "caller put them")
+_gathered: dict[str, list[tuple[str, str]]] | None = None
+"""While a pattern's functions are resolved (``_matching``): each kind of line said of one (its kind -> the
+function and the line), said once for them all."""
+
+
+def _say(modules: Modules, kind: str, name: str, line: str) -> None:
+    if _gathered is not None:
+        _gathered.setdefault(kind, []).append((name, line))
+    else:
+        modules.finder.say(line)
 
 
 def _was_inlined(function: Function | None) -> bool:
@@ -356,8 +390,8 @@ def _in_module(modules: Modules, module: Module, name: str, everywhere: bool, su
         if symbol.ifunc:
             choice = ifunc.chosen(modules, module, name, symbol.address)
             also = f" (also {', '.join(choice.also)}'s choice: its calls are counted too)" if choice.also else ""
-            modules.finder.say(f"--at {name}: an IFUNC of {module.name}; this process's calls go to "
-                               f"{choice.name or hex(choice.address)}, chosen for this CPU: breaking there{also}")
+            _say(modules, "ifunc", name, f"--at {name}: an IFUNC of {module.name}; this process's calls go to "
+                 f"{choice.name or hex(choice.address)}, chosen for this CPU: breaking there{also}")
             return _at_symbol(modules, module, choice.address - module.bias)
         return _at_symbol(modules, module, symbol.address)
     matches = module.functions_matching(name, bare=everywhere)
@@ -455,9 +489,8 @@ def _after_prologue(modules: Modules, module: Module, function: Function) -> int
     size = min(max(function.high - function.low, place - entry + 16), MAX_FUNCTION_BYTES)
     code = modules.code(entry, size) if 0 < place - entry < MAX_PROLOGUE_BYTES else None
     if code is None or not prologue.reached_once(code, entry, place, go=_is_go(module)):
-        modules.finder.say(f"--at {function.name}: the breakpoint goes to the function's entry, not after its "
-                           f"prologue (+{place - entry:#x}): a branch before that place would skip it in "
-                           "some calls; parameters are read from where the caller put them")
+        _say(modules, "prologue", function.name or "", f"--at {function.name}: the breakpoint goes to the function's "
+             f"entry, not after its prologue (+{place - entry:#x}): {_PROLOGUE_WHY}")
         return entry
     return place
 

@@ -105,6 +105,38 @@ def test_the_rows_recorded_before_the_end_are_written_though_the_output_was_slow
     assert_code_matches_files(target.pid)
 
 
+def test_every_libc_function_takes_a_probe_in_batches_and_the_target_comes_out_whole(
+        start_target: Callable[..., Target], tmp_path: Path, own_journal: Path) -> None:
+    # GIVEN stall, whose thread calls clock_gettime (libc's) millions of times a second
+    target = start_target("stall")
+    out = tmp_path / "libc.csv"
+    # WHEN sampler traces every function of its libc (3,600: their names through libc6-dbg), for 2 s
+    result = sampler("trace", "--pid", str(target.pid), "--at", "libc:*", "--max-probes", "8000",
+                     "--duration", "2s", "--out", str(out), timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    # THEN thousands of probes went in in-process (62 at most before), in batches, the threads let go between
+    put = re.search(r"probes: (\d+) in-process probes put in, (\d+) batches", result.stderr)
+    assert put is not None, result.stderr[-3000:]
+    assert int(put[1]) > 3000 and int(put[2]) > 1
+    # AND what is said of many functions is one line (the prologue, IFUNCs, the sites that saw no call)
+    said = [line for line in result.stderr.splitlines() if line.startswith("sampler: ")]  # (not the rows' lines)
+    assert len(said) < 60, "\n".join(said)[-3000:]
+    assert re.search(r"--at libc:\*: \d+ function\(s\) break at their entry, not after their prologue",
+                     result.stderr)
+    idle = re.search(r"in-process at --at libc:\*: (\d+) other site\(s\) saw no call", result.stderr)
+    assert idle is not None and int(idle[1]) > 2000
+    # AND clock_gettime's calls were counted, and written as rows
+    clock = re.search(r"in-process at --at libc:\* \[\S*clock_gettime\] \(0x[0-9a-f]+\): (\d+) call\(s\)",
+                      result.stderr)
+    assert clock is not None and int(clock[1]) > 1000, result.stderr[-3000:]
+    assert sum("clock_gettime" in row["probe"] for row in read_csv(out)) > 1000
+    # AND the target runs on: its code the file's, no page or journal entry of sampler's left, not traced
+    assert_code_matches_files(target.pid)
+    assert no_pages_of_sampler(target.pid)
+    assert target.status()["TracerPid"].strip() == "0"
+    assert not list(own_journal.glob("*.json"))
+
+
 PAIRED = ("--at", "paired", "--expr", "a=p->a", "--expr", "b=p->b", "--expr", "i=i", "--expr", "s=p->a+p->b-i")
 
 

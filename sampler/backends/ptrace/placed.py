@@ -45,6 +45,8 @@ PROMOTE_HOLD_S = 0.05
 until its child execs (forker: a hold of 2 s stalled it, the row came after the run's end); the site
 is tried again after its next hit, PROMOTE_TRIES times."""
 PROMOTE_TRIES = 20
+MANY_LINES = 20
+"""Probes past which the summary says those that saw no call in one line (libc:*: 3,131 lines of "0 call(s)")."""
 DRAIN_S = 0.01
 """How often the in-process probes' ring is read while nothing else happens: 65,536 records in 10 ms
 is 6.5 million calls a second before one is dropped."""
@@ -120,6 +122,8 @@ class InProbes:
         """Tries of each learning site's promotion that found a thread that would not stop."""
         self._readers: dict[int, Rows] = {}
         """Each reading probe's rows (by its site's id)."""
+        self.longest_hold_s = 0.0
+        """The longest the threads were held for the probes (sampler's clock, from the interrupt to the let-go)."""
 
     def _where(self, site: Site) -> str:
         return where(site, self.config)
@@ -192,6 +196,10 @@ class InProbes:
             if self.latency is not None:
                 self.latency.putting(putting, time.monotonic() - putting)
             placed = [site for site, _, _ in wanted if site not in taken_out]
+            if inprocess.batches > 1:
+                say(f"probes: {len(placed)} in-process probes put in, {inprocess.batches} batches in "
+                    f"{time.monotonic() - putting:.1f} s, the threads let go between (the longest hold "
+                    f"{self.longest_hold_s * 1e3:.0f} ms, by sampler's clock)")
             if placed:
                 self.inprocess = inprocess
             for site, why in taken_out.items():
@@ -418,6 +426,7 @@ class InProbes:
             yield interrupted + stopped
         finally:
             self.tracer.let_go(held)
+            self.longest_hold_s = max(self.longest_hold_s, time.monotonic() - began)
             if self.latency is not None:  # (a call under way meanwhile waited for sampler that long)
                 self.latency.held(began, time.monotonic() - began)
 
@@ -494,11 +503,16 @@ class InProbes:
         for r in inprocess.drain_read():
             read[id(r.placed.key)] += len(r.records)
         said = self._tested(inprocess)
+        idle: list[Site] = []
+        """Sites whose probe saw no call (a run of many: one line for them all)."""
         for placed in inprocess.placed:
             site = placed.key
             if placed.trap is not None:
                 continue
             counts = inprocess.counts[placed.number]
+            if not counts.hits and len(inprocess.placed) > MANY_LINES:
+                idle.append(site)
+                continue
             late = unwritten[id(site)] + read[id(site)]
             if drained is not None:
                 late += int((drained.numbers == placed.number).sum())
@@ -517,6 +531,10 @@ class InProbes:
             if placed.layout is not None:
                 line += " (from the jump on: the calls before it were its int3's rows)"
             said.append(line)
+        if idle:
+            names = [(site.label or "").rpartition("[")[2].rstrip("]") for site in idle[:3]]
+            shown = ", ".join(names) + (", ..." if len(idle) > 3 else "")
+            said.append(f"in-process at --at {self.config.location}: {len(idle)} other site(s) saw no call ({shown})")
         if self.tracer is not None and self.tracer.shared_children:
             said.append(f"{self.tracer.shared_children} child process(es) ran in the target's memory (vfork, or "
                         "clone with CLONE_VM) during the run: the in-process probes counted the calls they made "

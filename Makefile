@@ -10,7 +10,7 @@ export GOCACHE := $(CURDIR)/.cache/go-build
 export GOPATH := $(CURDIR)/.cache/go
 endif
 
-.PHONY: demo test test-more test-hostile test-fleet test-delve test-ship test-beside test-heavy test-bench test-python lint bench bench-quick faults faults-quick ctrl-c soak soak-quick guardian-bench bench-attach bench-limit bench-many bench-profile test-long \
+.PHONY: demo test test-more test-hostile test-fleet test-delve test-ship test-beside test-heavy test-bench test-python lint bench bench-quick faults faults-quick ctrl-c soak soak-quick guardian-bench bench-attach bench-setup-hold bench-limit bench-many bench-profile test-long \
 	setup system-deps bench-deps \
 	image kube-test dist dist-test \
 	targets clean
@@ -95,6 +95,11 @@ soak: setup
 # 10 runs (every way once) and 50,000 samples; make test-bench runs it once
 soak-quick: setup
 	$(VENV)/bin/python bench/soak.py --quick
+
+# the longest hold of 3,600 probes (every libc function) put in and taken out, clocked in the target
+# (targets/stall); results under bench/results/ (about a minute a round)
+bench-setup-hold: setup targets
+	$(VENV)/bin/python bench/setup_hold.py
 
 # time to the first row and peak RSS, sampler beside dlv, on four binaries up to a generated
 # 30 MB Go program (built once into build/); results under bench/results/ (about 2 minutes)

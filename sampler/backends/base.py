@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -76,7 +76,7 @@ class Backend(Protocol):
     def probe_time_s(self) -> float:
         """The in-process probes' own time in the target so far (0: none)."""
 
-    def last_rows(self, stop: StopFlag, bulk: bool) -> Sequence[Reading | Bulk]:
+    def last_rows(self, stop: StopFlag, bulk: bool) -> Iterable[Reading | Bulk]:
         """Every-hit mode, at the run's end (before detach): the rows the target recorded until now that
         were not handed over yet (an in-process probe's ring, drained); ``bulk``: as trace_bulk gives them."""
 
@@ -97,5 +97,5 @@ class Stopping:
     def probe_time_s(self) -> float:
         return 0.0
 
-    def last_rows(self, stop: StopFlag, bulk: bool) -> Sequence[Reading | Bulk]:
+    def last_rows(self, stop: StopFlag, bulk: bool) -> Iterable[Reading | Bulk]:
         return []

@@ -16,7 +16,7 @@ from __future__ import annotations
 import gc
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
@@ -548,18 +548,26 @@ class PtraceBackend:
             return [self._next_row() for _ in range(len(self._rows))]
         return self.inside.bulk(stop, until)
 
-    def last_rows(self, stop: StopFlag, bulk: bool) -> list[Reading | Bulk]:
+    def last_rows(self, stop: StopFlag, bulk: bool) -> Iterator[Reading | Bulk]:
         """The run's end: the in-process probes' ring drained once every record of before now is in it (their
-        threads' records take microseconds: LAG_S), the rows queued from it handed over; those recorded after
-        the drain are counted at detach, not written."""
+        threads' records take microseconds: LAG_S), the rows queued from it handed over one by one, the threads'
+        own stops served meanwhile (as trace() does); those recorded after the drain are counted at detach."""
         inside, tracer = self.inside, self.tracer
         if inside is not None and inside.inprocess is not None and tracer is not None:
             end = time.monotonic()
             tracer.serve_until(end + LAG_S, StopFlag())  # (a stop asked: the end is now, the wait as short)
             if bulk and self.latency is None:
-                return [self._next_row() for _ in range(len(self._rows))] + inside.bulk(stop, 0.0)
-            inside.drain(end)
-        return [self._next_row() for _ in range(len(self._rows))]
+                yield from inside.bulk(stop, 0.0)
+            else:
+                inside.drain(end)
+        while self._rows:
+            now = time.monotonic()
+            if tracer is not None and self.tracer is tracer and now >= self._serve_at:
+                # (ringbuf-go, its threads left stopped at their SIGURGs while 65,536 rows were written: a
+                # second of reads/s=0)
+                self._serve_at = now + SERVE_S
+                tracer.serve_until(now, StopFlag())
+            yield self._next_row()
 
     def _next_row(self) -> Reading:
         _, row = self._rows.popleft()

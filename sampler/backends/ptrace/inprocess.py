@@ -189,8 +189,7 @@ class Inprocess(Generic[K]):
         """--max-overhead's rest: the probes only count (probes put in meanwhile too)."""
         self.batches = 0
         """Holds of the threads that put probes in."""
-        self._paging_s = 0.0
-        """Time spent making pages in the target (not a batch's: BATCH_S)."""
+
 
     # -- in --------------------------------------------------------------------------------------
 
@@ -234,6 +233,7 @@ class Inprocess(Generic[K]):
         """The first of ``wanted`` in place with the threads held once, as many as BATCH_S of work puts in (one
         at least); how many were done (``refused``: why not, of those that could not be)."""
         with self.hold(None) as tids:
+            began = time.monotonic()
             handlers = [tid for tid in tids if _in_go_handler(self.pid, tid)] if self.go else []
             for _, displaced, _ in wanted if handlers else []:  # (a signal comes at any instruction, entries too)
                 handling = self._saved_pc_inside(handlers, displaced, GO_SIGNAL_SCAN)
@@ -257,12 +257,10 @@ class Inprocess(Generic[K]):
                     self.ring = Ring(self.data.local)
                     self.ring.initialise()
                     self.ring.only_count(self._only_counting)
-                # (the pages made are not the batch's time, so that a few sites go in at once, counting from the
-                # same moment: a function's clones, its inlined copies)
-                done, began, paged = 0, time.monotonic(), self._paging_s
+                done = 0
                 with self.table.batch():  # (the batch's jumps journaled at once, then written: threads held)
                     for key, displaced, entry in wanted:
-                        if done and time.monotonic() - began - (self._paging_s - paged) >= BATCH_S:
+                        if done >= MIN_BATCH and time.monotonic() - began >= BATCH_S:
                             break  # (the rest in the next batch: the threads run meanwhile)
                         done += 1
                         swapped = swap is not None and key in layouts
@@ -306,9 +304,7 @@ class Inprocess(Generic[K]):
         ring.hits_at(number)  # (ValueError past the last)
         own: Area | None = None
         if layout is not None:
-            paging = time.monotonic()
             own = areas.data_area(displaced.site, layout.size)
-            self._paging_s += time.monotonic() - paging
             assert own.local is not None
             probe_ring = Ring(own.local, layout.record_type, layout.slots)
             probe_ring.initialise()
@@ -364,9 +360,7 @@ class Inprocess(Generic[K]):
         code = next((c for c in self.codes if abs(c.address - displaced.site) < REACH
                      and self._used[c.address] + size <= c.size), None)
         if code is None:
-            paging = time.monotonic()
             code = areas.code_page(displaced.site, CODE_SIZE)
-            self._paging_s += time.monotonic() - paging
             self.codes.append(code)
             self._used[code.address] = 0
         at = code.address + self._used[code.address]
@@ -708,6 +702,9 @@ PUT_TRIES = 50
 BATCH_S = 0.015
 """The work of putting probes in (or taking them out) with the threads held once, at most: the hold, with
 its journal's write, stopping them and letting them go, stays under 50 ms as the target clocks it."""
+MIN_BATCH = 8
+"""Sites a batch puts in whatever its time: a few go in at once, counting from the same moment (a function's
+clones, its inlined copies)."""
 BETWEEN_S = 0.01
 """How long the threads run between two batches: let go and held again at once, a thread the scheduler
 had not run yet saw the two holds as one (62 ms by stall's clock, two batches of 28 ms)."""

@@ -100,7 +100,11 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
     if summary.overhead:  # said under --quiet too: it changes what the rows mean
         notice.say(summary.overhead)
     notes = backend.notes()
-    if config.every_hit and summary.samples == 0 and config.probe_list():  # under --quiet too: no row says it
+    seen = sum(note.seen for note in notes)
+    if config.every_hit and summary.samples == 0 and config.probe_list() and seen:
+        where = " or ".join(probe.location for probe in config.probe_list())
+        notice.say(f"no row of {where}: its probes saw {seen} call(s), none of which could make one (below)")
+    elif config.every_hit and summary.samples == 0 and config.probe_list():  # under --quiet too: no row says it
         where = " or ".join(probe.location for probe in config.probe_list())
         children = sum(note.let_go for note in notes)
         notice.say(f"no call of {where} was seen: the breakpoint was in, never hit "

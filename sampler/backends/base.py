@@ -20,6 +20,8 @@ class Note:
     or says of harm (a SIGTRAP)."""
     let_go: int = 0
     """Child processes the targets forked and that were let go untraced (a run with no hit says so)."""
+    seen: int = 0
+    """Calls the probe saw that made no row (a run with no row says they were seen: never "never hit")."""
 
 
 class Backend(Protocol):

@@ -246,11 +246,24 @@ class Module:
             if rule is None:
                 debug = self.debug(remote=False)
                 rule = debug.cfa_rule(address) if debug is not None else None
+            if rule is None:
+                return self._go_cfa_rule(address)
         except Exception:  # corrupted unwind tables (the target's): no rule
             return None
-        if rule is None or not 0 <= rule[0] < len(REGISTERS):
+        if not 0 <= rule[0] < len(REGISTERS):
             return None
         return REGISTERS[rule[0]], rule[1]
+
+    def _go_cfa_rule(self, address: int) -> tuple[str, int] | None:
+        """A Go program with no .debug_frame (stripped: Debian's prometheus-node-exporter): the frame from Go's
+        own table (pcsp: the return address at rsp + the delta, the frame's address 8 above it); None when the
+        file has no such table or it does not cover ADDRESS."""
+        table = self.file.go_table()
+        function = table.function_at(address) if table is not None else None
+        delta = table.sp_delta(function, address) if table is not None and function is not None else None
+        if delta is None or not 0 <= delta < 1 << 30:
+            return None
+        return "rsp", delta + 8
 
     def close(self) -> None:
         if self._source is not None and self._source.file is not self.file:

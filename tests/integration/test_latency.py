@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.targets import (
+    ROOT,
     Target,
     assert_code_matches_files,
     finish,
@@ -171,6 +172,23 @@ def test_a_go_call_moved_to_a_new_stack_is_paired(start_target: Callable[..., Ta
     assert all(moved), rows
     other_thread = [row["fs_in"] != row["fs_out"] for row in rows]
     assert sum(other_thread) >= 9, rows
+    assert_left_clean(target)
+
+
+def test_a_stripped_go_programs_calls_are_timed_through_gos_own_frame_table(
+        start_target: Callable[..., Target], tmp_path: Path) -> None:
+    # GIVEN latency-go stripped as Debian strips its Go programs (no symbol table, no DWARF: no .debug_frame,
+    # the only unwind table Go writes; its own function table, .gopclntab, stays)
+    stripped = tmp_path / "latency-go"
+    subprocess.run(["strip", "-o", str(stripped), str(ROOT / "targets" / "bin" / "latency-go")], check=True)
+    target = start_target(str(stripped), "10", binary=False)
+    # WHEN its calls of main.work are timed (the function found in Go's table by name)
+    rows, stderr = timed_rows(target, "main.work", tmp_path / "t.csv", "--latency", "--expr", "i=arg0",
+                              "--expr", "got=retval", rows=10)
+    # THEN each call has its row, its latency within the program's own clock around it (a frame's address from
+    # Go's pcsp table: before, every entry "had no call frame information" and the run said "never hit")
+    assert_timed(rows, program_calls(target))
+    assert "never hit" not in stderr and "no call frame information" not in stderr, stderr
     assert_left_clean(target)
 
 

@@ -552,7 +552,7 @@ def timed_notes(counts: dict[str, int]) -> list[Note]:
                     + "): no row"))
     if counts.get("open"):
         said.append(Note(f"{counts['open']} call(s) were still open when the trace ended (under way, or left without "
-                    f"{what}): no row"))
+                    f"{what}): no row", seen=counts["open"]))
     if counts.get("late"):
         said.append(Note(f"{counts['late']} in-process record(s) came after later ones were paired (a thread held "
                     "inside a probe): their calls may be counted as having no return seen", matters=True))
@@ -560,7 +560,9 @@ def timed_notes(counts: dict[str, int]) -> list[Note]:
         said.append(Note(f"{counts['queued']} entr(ies) and return(s) of the last moments were not taken: their calls "
                     "have no row"))
     if counts.get("unsure"):
-        said.append(Note(f"{counts['unsure']} entr(ies) had no call frame information at the breakpoint: no row"))
+        said.append(Note(f"{counts['unsure']} entr(ies) had no call frame information at the breakpoint (no unwind "
+                         "table, nor Go's own, says where their frame is: their returns cannot be told apart): no row",
+                         matters=True, seen=counts["unsure"]))
     return said
 
 

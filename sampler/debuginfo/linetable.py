@@ -78,6 +78,8 @@ class Table:
     """Each row's line (0 at a sequence's end)."""
     names: dict[int, str]
     """Paths by file index, the header's (DW_LNE_define_file, which no compiler writes, is ignored)."""
+    prologue_ends: frozenset[int] = frozenset()
+    """The addresses of the rows marked prologue_end (where a function's breakpoint goes)."""
 
     def __len__(self) -> int:
         return len(self.addresses)
@@ -295,8 +297,9 @@ def decode(data: bytes, offset: int, line_strings: bytes = b"", strings: bytes =
     the rows of all its sequences, sorted by address. ``line_strings``, ``strings``: as for
     read_header. More than ``max_rows`` rows: Malformed."""
     header = read_header(data, offset, line_strings, strings)
+    prologue_ends: set[int] = set()
     try:
-        addresses, files, lines = _run(data[header.start:header.end], header, max_rows)
+        addresses, files, lines = _run(data[header.start:header.end], header, max_rows, prologue_ends)
     except (IndexError, ValueError):
         raise Malformed(f"the line program at {offset:#x} is cut short or has a bad number") from None
     if sorted(addresses) != addresses:  # sequences out of address order (or a set_address back)
@@ -304,12 +307,16 @@ def decode(data: bytes, offset: int, line_strings: bytes = b"", strings: bytes =
         addresses = [addresses[i] for i in order]  # address stays after those before it)
         files = [files[i] for i in order]
         lines = [lines[i] for i in order]
-    return Table(addresses, files, lines, header.names)
+    return Table(addresses, files, lines, header.names, frozenset(prologue_ends))
 
 
-def _run(program: bytes, header: Header, max_rows: int) -> tuple[list[int], list[int], list[int]]:
-    """The rows of the program's bytes, in their order. A read past the bytes raises IndexError
-    (``program`` is the unit's program alone), a number too long ValueError: decode says which unit."""
+def _run(program: bytes, header: Header, max_rows: int, prologue_ends: set[int] | None = None
+         ) -> tuple[list[int], list[int], list[int]]:
+    """The rows of the program's bytes, in their order (``prologue_ends``: the addresses of those marked
+    prologue_end, added to). A read past the bytes raises IndexError (``program`` is the unit's program
+    alone), a number too long ValueError: decode says which unit."""
+    marked = prologue_ends if prologue_ends is not None else set()
+    prologue = False
     opcode_base, line_range = header.opcode_base, header.line_range
     minimum_length, maximum_operations = header.minimum_instruction_length, header.maximum_operations_per_instruction
     lengths = header.standard_opcode_lengths
@@ -344,6 +351,9 @@ def _run(program: bytes, header: Header, max_rows: int) -> tuple[list[int], list
                 add_address(address)
                 add_file(file)
                 add_line(line)
+                if prologue:
+                    marked.add(address)
+                    prologue = False
             elif op == 5:  # DW_LNS_set_column (the opcodes in the order of how often Rust's std has them)
                 while program[at] & 0x80:
                     at += 1
@@ -375,6 +385,9 @@ def _run(program: bytes, header: Header, max_rows: int) -> tuple[list[int], list
                 add_address(address)
                 add_file(file)
                 add_line(line)
+                if prologue:
+                    marked.add(address)
+                    prologue = False
             elif op == 2:  # DW_LNS_advance_pc
                 value = program[at]
                 if value < 0x80:
@@ -390,7 +403,9 @@ def _run(program: bytes, header: Header, max_rows: int) -> tuple[list[int], list
                     op_index = total % maximum_operations
                 else:
                     address += minimum_length * value
-            elif op == 7 or op == 10 or op == 11:  # basic_block, prologue_end, epilogue_begin: flags
+            elif op == 10:  # DW_LNS_set_prologue_end: the next row's
+                prologue = True
+            elif op == 7 or op == 11:  # basic_block, epilogue_begin: flags no place needs
                 pass
             elif op == 8:  # DW_LNS_const_add_pc: special opcode 255's address advance
                 if vliw:
@@ -419,6 +434,7 @@ def _run(program: bytes, header: Header, max_rows: int) -> tuple[list[int], list
                     add_file(END)
                     add_line(0)
                     address, op_index, file, line = 0, 0, 1, 1
+                    prologue = False
                 elif extended == 2:  # DW_LNE_set_address, as many bytes as its length says
                     if not 1 < size <= 9:
                         raise Malformed(f"a set_address of {size - 1} bytes at {at:#x} into a line program")

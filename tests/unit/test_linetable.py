@@ -317,6 +317,8 @@ def test_real_units_give_the_lines_pyelftools_gives(dwarf: Any):
         addresses = [address for address, _ in theirs]
         table = decode(line, offset, line_strings, strings)
         assert table.addresses == addresses
+        assert table.prologue_ends == {e.state.address for e in program.get_entries()
+                                       if e.state is not None and e.state.prologue_end and not e.state.end_sequence}
         assert {index: name for index, name in table.names.items() if index in names} == names
         between = [(a + b) // 2 for a, b in zip(addresses, addresses[1:])]
         for address in {*addresses, *(a - 1 for a in addresses), *(a + 1 for a in addresses), *between}:

@@ -190,7 +190,6 @@ class Inprocess(Generic[K]):
         self.batches = 0
         """Holds of the threads that put probes in."""
 
-
     # -- in --------------------------------------------------------------------------------------
 
     def put(self, wanted: Sequence[tuple[K, Displaced, bool]], layouts: dict[K, Layout] | None = None,

@@ -237,7 +237,8 @@ class Session:
             return  # (the rows after the one that held are not the run's)
         bulk = self._bulk_source() is not None
         for item in self.backend.last_rows(self.stop, bulk):
-            if self.config.count is not None and self.summary.samples >= self.config.count:
+            if (self.config.count is not None and self.summary.samples >= self.config.count) or \
+                    self.summary.stopped_by == "--stop-when":
                 return
             if isinstance(item, Bulk):
                 self._bulk(item)

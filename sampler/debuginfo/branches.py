@@ -80,7 +80,7 @@ class Branches:
             found = set()
             code = self._code(start, min(size, MAX_FUNCTION))
             for _, _, mnemonic, operand in decoder.disasm_lite(code, start):
-                if mnemonic.startswith(BRANCHES) and operand.startswith("0x"):
+                if mnemonic.split()[-1].startswith(BRANCHES) and operand.startswith("0x"):  # (bnd jmp too)
                     try:
                         found.add(int(operand, 16))
                     except ValueError:

@@ -232,7 +232,10 @@ class Module:
         addresses: the bytes a jump would take past its first), the first; None when none does. BadFile
         when its code cannot be read (the module's sweep, made once: branches.py)."""
         if self._branches is None:
-            self._branches = Branches(self.file.code_sections(), self.function_span)
+            sections = self.file.code_sections()
+            if not sections:  # (no section headers: what branches where is not known)
+                raise BadFile("it has no section of code to look at")
+            self._branches = Branches(sections, self.function_span)
         return self._branches.inside(start, end)
 
     def cfa_rule(self, address: int) -> tuple[str, int] | None:

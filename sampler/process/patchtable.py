@@ -58,7 +58,7 @@ class ProbeTable:
         each forked child."""
         self._sites: list[int] | None = []
         """The jumps' sites, sorted (None: made again at the next look, the jumps changed)."""
-        self._batch: list[tuple[dict[int, Patch], Callable[[], None]]] | None = None
+        self._batch: list[tuple[dict[int, Patch], Callable[[], None], Callable[[], None]]] | None = None
         """Inside ``batch()``: each patch made, and what writes its bytes, once all are journaled."""
 
     @contextlib.contextmanager
@@ -75,17 +75,25 @@ class ProbeTable:
             yield
         finally:
             made, self._batch = self._batch, None
-            self._journal({address: patch for described, _ in made for address, patch in described.items()})
-            for _, write in made:
-                write()
+            self._journaled(made)
 
-    def _made(self, described: dict[int, Patch], write: Callable[[], None]) -> None:
-        """A patch: journaled and told to the guardian, then written (inside ``batch()``: at its end)."""
+    def _made(self, described: dict[int, Patch], write: Callable[[], None], undo: Callable[[], None]) -> None:
+        """A patch: journaled and told to the guardian, then written (inside ``batch()``: at its end); ``undo``
+        forgets it when the journal cannot take it (nothing written)."""
         if self._batch is not None:
-            self._batch.append((described, write))
+            self._batch.append((described, write, undo))
             return
-        self._journal(described)
-        write()
+        self._journaled([(described, write, undo)])
+
+    def _journaled(self, made: list[tuple[dict[int, Patch], Callable[[], None], Callable[[], None]]]) -> None:
+        try:
+            self._journal({address: patch for described, _, _ in made for address, patch in described.items()})
+        except BaseException:
+            for _, _, undo in made:
+                undo()
+            raise
+        for _, write, _ in made:
+            write()
 
     def _journal(self, described: dict[int, Patch]) -> None:
         if not described:
@@ -158,7 +166,11 @@ class ProbeTable:
         def write() -> None:
             if self.jumps.get(site) == original:  # (not taken out meanwhile)
                 self.memory.write(site, jump)
-        self._made(described, write)
+
+        def undo() -> None:
+            self.jumps.pop(site, None)
+            self._sites = None
+        self._made(described, write, undo)
 
     def check_free(self, site: int, size: int) -> None:
         """ValueError when the ``size`` bytes at ``site`` hold another jump's bytes or one of sampler's
@@ -205,7 +217,9 @@ class ProbeTable:
         def write() -> None:
             if address in self.armed:  # (not disarmed meanwhile)
                 self.put_in(address)
-        self._made({address: patch}, write)
+        def undo() -> None:
+            self.armed.pop(address, None)
+        self._made({address: patch}, write, undo)
         return True
 
     def put_in(self, address: int) -> None:

@@ -339,7 +339,7 @@ class Journal:
                 try:
                     if not stat.S_ISREG(os.fstat(fd).st_mode):
                         raise JournalError(f"the journal {self.path} is not a regular file")
-                    os.write(fd, json.dumps(change).encode() + b"\n")
+                    _write_all(fd, json.dumps(change).encode() + b"\n")
                     os.fsync(fd)
                 finally:
                     os.close(fd)
@@ -360,7 +360,7 @@ class Journal:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
                          dir_fd=folder)
             try:
-                os.write(fd, data)
+                _write_all(fd, data)
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -368,3 +368,13 @@ class Journal:
         except OSError as e:
             raise JournalError(f"cannot write the journal {self.path}: {e.strerror}") from None
         self._written = True
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Every byte of ``data`` written (a full disk writes part of a batch's line and says so: OSError then)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:
+            raise OSError(28, "no space left on device")
+        view = view[written:]

@@ -48,3 +48,11 @@ def test_a_candidate_in_code_no_function_holds_counts() -> None:
     branches = Branches([(0x1000, code + b"\xcc" * (MEMMOVE - 0x1000 - len(code)) + MEMMOVE_CODE), ], lambda _: None)
     # THEN it counts as it is: the jump goes elsewhere
     assert branches.inside(MEMMOVE, MEMMOVE + 5) == MEMMOVE + 3
+
+
+def test_a_bnd_prefixed_jump_counts_too() -> None:
+    # GIVEN the jump into memmove's bytes written bnd jmp (F2 E9: CET/MPX builds)
+    branch = b"\xf2\xe9" + (MEMMOVE + 3 - (0x1003 + 6)).to_bytes(4, "little", signed=True)
+    branches = module(bytes.fromhex("4801d0") + branch)
+    # THEN it is found as the plain jump is
+    assert branches.inside(MEMMOVE, MEMMOVE + 5) == MEMMOVE + 3

@@ -555,7 +555,8 @@ class PtraceBackend:
         inside, tracer = self.inside, self.tracer
         if inside is not None and inside.inprocess is not None and tracer is not None:
             end = time.monotonic()
-            tracer.serve_until(end + LAG_S, StopFlag())  # (a stop asked: the end is now, the wait as short)
+            while time.monotonic() < end + LAG_S:  # (a stop asked: the end is now, the wait as short; an int3's
+                tracer.serve_until(end + LAG_S, StopFlag())  # hit meanwhile, after the end, goes on unwritten)
             if bulk and self.latency is None:
                 yield from inside.bulk(stop, 0.0)
             else:

@@ -193,8 +193,8 @@ class Inprocess(Generic[K]):
     # -- in --------------------------------------------------------------------------------------
 
     def put(self, wanted: Sequence[tuple[K, Displaced, bool]], layouts: dict[K, Layout] | None = None,
-            swap: Callable[[K, bool], int | None] | None = None, filters: dict[K, Chain] | None = None
-            ) -> dict[K, str]:
+            swap: Callable[[K, bool], int | None] | None = None, filters: dict[K, Chain] | None = None,
+            follows: frozenset[K] | None = None) -> dict[K, str]:
         """Each (key, displaced instructions, whether the site is a function's entry) in place, in batches
         with the threads held for each (BATCH_S of work at most: they run between); {key: why not} for each
         that could not be (it gets an int3).
@@ -203,34 +203,51 @@ class Inprocess(Generic[K]):
         ``swap(key, True)`` takes it out with the threads held, right before the jump goes in, and says
         where it was (None: none was in); ``swap(key, False)`` puts it back if the jump cannot: no call
         passes between the two. ``filters``: the keys whose probes let only some calls through, to an
-        int3 the caller arms at their ``trap`` (filtering probes: a Python probe's places)."""
+        int3 the caller arms at their ``trap`` (filtering probes: a Python probe's places). ``follows``: keys
+        that go in in the same batch as the one before them (a timed entry's returns). When a batch fails
+        after others went in, those stay in (``placed``) and the rest are refused with its reason."""
         refused: dict[K, str] = {}
         if not wanted:
             return refused
         if self.clock is None:
             self.clock = TscClock()
         remaining = list(wanted)
+        before = len(self.placed)
         while remaining:
-            last = ""
-            for _ in range(PUT_TRIES):
-                try:
-                    done = self._put(remaining, layouts or {}, swap, filters or {}, refused)
-                    break
-                except NoThreadReady as e:
-                    last = e.message
-                    self.wait(e.wait_s)  # (a thread in a system call's event stop: the tracer serves it)
-            else:
-                raise NoThreadReady(f"{last} ({PUT_TRIES} tries)")
+            try:
+                done = self._batch(remaining, layouts or {}, swap, filters or {}, refused, follows or frozenset())
+            except SamplerError as e:
+                if len(self.placed) == before:
+                    raise
+                # (a later batch failed: those in already stay in, and are taken out at the end as any; the
+                # rest get their int3s)
+                refused.update((key, e.message) for key, _, _ in remaining)
+                return refused
             remaining = remaining[done:]
             self.batches += 1
             if remaining:
                 self.wait(BETWEEN_S)  # (the threads run between two batches: their stops meanwhile served)
         return refused
 
+    def _batch(self, wanted: Sequence[tuple[K, Displaced, bool]], layouts: dict[K, Layout],
+               swap: Callable[[K, bool], int | None] | None, filters: dict[K, Chain], refused: dict[K, str],
+               follows: frozenset[K]) -> int:
+        """One batch put in, tried again while no thread is ready (PUT_TRIES times); how many were done."""
+        last = ""
+        for _ in range(PUT_TRIES):
+            try:
+                return self._put(wanted[:MAX_BATCH], layouts, swap, filters, refused, follows)
+            except NoThreadReady as e:
+                last = e.message
+                self.wait(e.wait_s)  # (a thread in a system call's event stop: the tracer serves it)
+        raise NoThreadReady(f"{last} ({PUT_TRIES} tries)")
+
     def _put(self, wanted: Sequence[tuple[K, Displaced, bool]], layouts: dict[K, Layout],
-             swap: Callable[[K, bool], int | None] | None, filters: dict[K, Chain], refused: dict[K, str]) -> int:
-        """The first of ``wanted`` in place with the threads held once, as many as BATCH_S of work puts in (one
-        at least); how many were done (``refused``: why not, of those that could not be)."""
+             swap: Callable[[K, bool], int | None] | None, filters: dict[K, Chain], refused: dict[K, str],
+             follows: frozenset[K]) -> int:
+        """The first of ``wanted`` in place with the threads held once, as many as BATCH_S of work puts in
+        (MIN_BATCH at least; a key of ``follows`` with the one before it: a timed entry's returns with it); how
+        many were done (``refused``: why not, of those that could not be)."""
         with self.hold(None) as tids:
             began = time.monotonic()
             handlers = [tid for tid in tids if _in_go_handler(self.pid, tid)] if self.go else []
@@ -259,7 +276,7 @@ class Inprocess(Generic[K]):
                 done = 0
                 with self.table.batch():  # (the batch's jumps journaled at once, then written: threads held)
                     for key, displaced, entry in wanted:
-                        if done >= MIN_BATCH and time.monotonic() - began >= BATCH_S:
+                        if done >= MIN_BATCH and key not in follows and time.monotonic() - began >= BATCH_S:
                             break  # (the rest in the next batch: the threads run meanwhile)
                         done += 1
                         swapped = swap is not None and key in layouts
@@ -701,6 +718,8 @@ PUT_TRIES = 50
 BATCH_S = 0.015
 """The work of putting probes in (or taking them out) with the threads held once, at most: the hold, with
 its journal's write, stopping them and letting them go, stays under 50 ms as the target clocks it."""
+MAX_BATCH = 256
+"""Sites a batch looks at, at most (Go's checks of its held threads run over each of them)."""
 MIN_BATCH = 8
 """Sites a batch puts in whatever its time: a few go in at once, counting from the same moment (a function's
 clones, its inlined copies)."""

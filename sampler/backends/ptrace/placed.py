@@ -187,7 +187,8 @@ class InProbes:
             inprocess = self._new_inprocess()
             putting = time.monotonic()
             try:
-                taken_out = inprocess.put(wanted, layouts, filters=filters)
+                taken_out = inprocess.put(wanted, layouts, filters=filters,
+                                          follows=frozenset(ret for ends in timed.values() for ret in ends))
             except SamplerError as e:
                 inprocess.close()
                 if kind == "inprocess":
@@ -336,7 +337,7 @@ class InProbes:
                     returns.append(ret)
             putting = time.monotonic()
             try:
-                refused = inprocess.put(pieces, layouts, swap)
+                refused = inprocess.put(pieces, layouts, swap, follows=frozenset(returns))
             except NotHeld as e:  # (a vfork's parent, waiting for its child: after the next hit)
                 tries = self._promotions[id(site)] = self._promotions.get(id(site), 0) + 1
                 if tries < PROMOTE_TRIES:

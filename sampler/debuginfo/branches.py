@@ -9,9 +9,10 @@ Decoding a whole module to find them took 1.5 s for a 6 MiB Go program. Instead,
 read once as the opcode of a branch with a relative operand (numpy: E8, E9, 0F 80-8F with 32 bits, EB, 70-7F,
 E0-E3 with 8), most of them not instructions at all; only the functions that hold a candidate landing inside
 the bytes asked about are decoded (capstone), from their start, and the candidate counts when one of their
-instructions truly branches there. A candidate in code no symbol or unwind entry places counts as it is (a
-jump that goes elsewhere is refused, never a site's bytes trusted blindly). What a register-indirect branch
-reaches is not known here (relocate.py's computed gotos are the function's own)."""
+instructions truly branches there. A candidate in code no symbol of known size or unwind entry places
+(crt's register_tm_clones, whose `jmp *%rax` holds E0, a loopne's opcode) is decoded from the start of its
+section up to it. What a register-indirect branch reaches is not known here (relocate.py's computed gotos
+are the function's own)."""
 
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ class Branches:
         self.targets: npt.NDArray[np.int64] = target[order]
         self.sources: npt.NDArray[np.int64] = (np.concatenate(sources) if sources else np.zeros(0, np.int64))[order]
         self.span = span
-        self._decoded: dict[int, set[int]] = {}
+        self._decoded: dict[tuple[int, int], set[int]] = {}
 
     def inside(self, start: int, end: int) -> int | None:
         """The first place strictly between ``start`` and ``end`` (file addresses) a branch of the module's code
@@ -64,14 +65,21 @@ class Branches:
 
         low, high = np.searchsorted(self.targets, [start + 1, end])
         for target, source in sorted(zip(self.targets[low:high].tolist(), self.sources[low:high].tolist())):
-            function = self.span(source)  # (one of no known size: as if none placed it)
-            if function is None or function[1] <= 0 or target in self._targets_of(*function):
+            function = self.span(source)
+            if function is None or function[1] <= 0:  # (no symbol of known size places it: decoded from the
+                section = self._section_start(source)  # start of its section up to it, the way it runs)
+                function = (section, source + 16 - section) if section is not None else None
+            if function is None or target in self._targets_of(function[0], function[1]):
                 return int(target)
         return None
 
+    def _section_start(self, address: int) -> int | None:
+        at = bisect.bisect_right([start for start, _ in self.sections], address) - 1
+        return self.sections[at][0] if at >= 0 and address < self.sections[at][0] + len(self.sections[at][1]) else None
+
     def _targets_of(self, start: int, size: int) -> set[int]:
-        """Where the instructions of the function at ``start`` branch to (decoded once)."""
-        found = self._decoded.get(start)
+        """Where the instructions of the ``size`` bytes at ``start`` branch to (decoded once)."""
+        found = self._decoded.get((start, size))
         if found is None:
             from capstone import CS_ARCH_X86, CS_MODE_64, Cs  # type: ignore[import-untyped]
 
@@ -85,7 +93,7 @@ class Branches:
                         found.add(int(operand, 16))
                     except ValueError:
                         continue
-            self._decoded[start] = found
+            self._decoded[(start, size)] = found
         return found
 
     def _code(self, start: int, size: int) -> bytes:

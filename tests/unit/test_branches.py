@@ -56,3 +56,14 @@ def test_a_bnd_prefixed_jump_counts_too() -> None:
     branches = module(bytes.fromhex("4801d0") + branch)
     # THEN it is found as the plain jump is
     assert branches.inside(MEMMOVE, MEMMOVE + 5) == MEMMOVE + 3
+
+
+def test_a_candidate_where_no_symbol_of_known_size_lies_is_decoded_from_its_section() -> None:
+    # GIVEN crt's register_tm_clones (no symbol size, no unwind entry) right before memmove: jmp *%rax (FF E0, E0 a
+    # loopne's opcode, the byte after it read as a rel8 into memmove's bytes)
+    fake = bytes.fromhex("ffe0") + bytes([MEMMOVE + 3 - (MEMMOVE - 15 + 2)])
+    code = b"\xcc" * 0xF0 + fake + b"\xcc" * (0x10 - len(fake)) + MEMMOVE_CODE
+    branches = Branches([(MEMMOVE - 0x100, code)], lambda _: None)
+    assert (branches.targets == MEMMOVE + 3).any()  # (the bytes are there)
+    # THEN the loopne that is no instruction does not count (decoded from the section's start, it is jmp *%rax)
+    assert branches.inside(MEMMOVE, MEMMOVE + 5) is None

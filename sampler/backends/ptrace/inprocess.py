@@ -46,6 +46,7 @@ from sampler.process.inject import InjectionError, Injector, find_syscall
 from sampler.process.memory import Memory
 from sampler.process.patchtable import ProbeTable
 from sampler.process.reads import UnreadableMemory
+from sampler.process.stepover import NotHeld
 from sampler.target import procfs
 
 if TYPE_CHECKING:  # numpy is imported by what reads records or stacks (a run with no in-process probe: never)
@@ -525,6 +526,16 @@ class Inprocess(Generic[K]):
     def take_out(self) -> None:
         """Every jump out (the code as it was), then the pages unmapped when no thread can be in
         them or return into them; what stays is said in ``left``."""
+        for attempt in range(TAKE_OUT_HOLDS):
+            try:
+                self._take_out()
+                return
+            except NotHeld:  # (a vfork's parent waits for its child, whose first stop is still to serve: served,
+                if attempt == TAKE_OUT_HOLDS - 1:  # then again; what is out already stays out)
+                    raise
+                self.wait(VFORK_WAIT_S)
+
+    def _take_out(self) -> None:
         if not self.placed and not self.codes and self.data is None:
             return
         jumps = [placed.displaced.site for placed in reversed(self.placed)]
@@ -715,6 +726,10 @@ GO_STAYS = ("the in-process probes' pages stay mapped in process {pid} ({pages})
 """Go's asynchronous preemption (SIGURG) pushes the interrupted pc onto the goroutine's stack and parks the
 goroutine: burst-go, its pages unmapped, died at a trampoline's address when one ran again."""
 PUT_TRIES = 50
+TAKE_OUT_HOLDS = 5
+"""Times the take-out is tried when a thread would not stop for it (a vfork's parent: interrupted traces of
+forker left its jump in, 1 of 70)."""
+VFORK_WAIT_S = 0.05
 BATCH_S = 0.015
 """The work of putting probes in (or taking them out) with the threads held once, at most: the hold, with
 its journal's write, stopping them and letting them go, stays under 50 ms as the target clocks it."""

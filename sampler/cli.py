@@ -592,20 +592,26 @@ def _exit_code(call: Callable[[], object]) -> int:
         _say(f"{e.format_message()} (see 'sampler --help')")
         return e.exit_code
     except (click.Abort, KeyboardInterrupt):
-        if sys.stderr.isatty():
-            click.echo(err=True)  # after the terminal's ^C
-        _say("interrupted before sampling started; the target was not touched")
-        return 130
+        return _interrupted()
     except BrokenPipeError:  # stdout's reader left (as click's main takes it)
         sys.stdout = click.utils._PacifyFlushWrapper(sys.stdout)
         return 1
     except Exception as e:  # a bug of ours: one line, traceback only on request
+        if isinstance(e.__cause__, KeyboardInterrupt):  # (a Ctrl-C while a module's class was made: Python
+            return _interrupted()                        # says RuntimeError, "Error calling __set_name__")
         if os.environ.get("SAMPLER_DEBUG"):
             traceback.print_exc()
         _say(f"internal error: {type(e).__name__}: {e} (set SAMPLER_DEBUG=1 for a traceback, "
              "and please report it)")
         return 70
     return result if isinstance(result, int) else 0
+
+
+def _interrupted() -> int:
+    if sys.stderr.isatty():
+        click.echo(err=True)  # after the terminal's ^C
+    _say("interrupted before sampling started; the target was not touched")
+    return 130
 
 
 _say = notice.say

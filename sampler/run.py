@@ -101,11 +101,10 @@ def sample(config: SessionConfig, output: Output, how: str) -> int:
         notice.say(summary.overhead)
     notes = backend.notes()
     seen = sum(note.seen for note in notes)
-    if config.every_hit and summary.samples == 0 and config.probe_list() and seen:
-        where = " or ".join(probe.location for probe in config.probe_list())
+    where = " or ".join(probe.location for probe in config.probe_list())
+    if config.every_hit and summary.samples == 0 and where and seen:  # under --quiet too: no row says it
         notice.say(f"no row of {where}: its probes saw {seen} call(s), none of which could make one (below)")
-    elif config.every_hit and summary.samples == 0 and config.probe_list():  # under --quiet too: no row says it
-        where = " or ".join(probe.location for probe in config.probe_list())
+    elif config.every_hit and summary.samples == 0 and where:
         children = sum(note.let_go for note in notes)
         notice.say(f"no call of {where} was seen: the breakpoint was in, never hit "
                    + ("(the target was stopped by a signal, SIGSTOP or a terminal's, before the run began: "

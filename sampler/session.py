@@ -217,10 +217,7 @@ class Session:
             if bulk is not None:
                 for item in bulk(self.stop, until):
                     last = self.clock()
-                    if isinstance(item, Bulk):
-                        self._bulk(item)
-                    else:
-                        self._row(item, started_wall, max(0.0, (item.at or last) - start), late_s=0.0)
+                    self._taken(item, started_wall, start)
                 continue
             reading = self.backend.trace(self.stop, until)
             patient = self._patient(patient)
@@ -233,17 +230,23 @@ class Session:
     def _last_rows(self, start: float, started_wall: datetime) -> None:
         """The run's end: the rows the target recorded until then and sampler has not taken yet (an in-process
         probe's ring), written before the run says it is done, --count and --stop-when kept."""
-        if self.summary.stopped_by == "--stop-when":
-            return  # (the rows after the one that held are not the run's)
-        bulk = self._bulk_source() is not None
-        for item in self.backend.last_rows(self.stop, bulk):
-            if (self.config.count is not None and self.summary.samples >= self.config.count) or \
-                    self.summary.stopped_by == "--stop-when":
+        def ended() -> bool:  # (--count reached, or --stop-when held: the rows after are not the run's)
+            return (self.config.count is not None and self.summary.samples >= self.config.count) or \
+                self.summary.stopped_by == "--stop-when"
+
+        if ended():
+            return  # (nothing drained for rows that would not be written)
+        for item in self.backend.last_rows(self.stop, self._bulk_source() is not None):
+            if ended():
                 return
-            if isinstance(item, Bulk):
-                self._bulk(item)
-            else:
-                self._row(item, started_wall, max(0.0, (item.at or self.clock()) - start), late_s=0.0)
+            self._taken(item, started_wall, start)
+
+    def _taken(self, item: Reading | Bulk, started_wall: datetime, start: float) -> None:
+        """A row, or a Bulk of rows only counted, as the backend gave it."""
+        if isinstance(item, Bulk):
+            self._bulk(item)
+        else:
+            self._row(item, started_wall, max(0.0, (item.at or self.clock()) - start), late_s=0.0)
 
     def _patient(self, already: bool) -> bool:
         """Once nothing of the target waits for sampler (in-process probes alone: the ptrace backend's,

@@ -20,6 +20,8 @@ import bisect
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from sampler.debuginfo import x86
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -28,8 +30,6 @@ MAX_CODE = 256 << 20
 """Bytes of a module's code looked at, at most (a hostile file claims what it likes)."""
 MAX_FUNCTION = 1 << 20
 """Bytes of one function decoded, at most."""
-BRANCHES = ("j", "call", "loop")
-"""Mnemonics (their starts) of the instructions whose immediate operand is where they go."""
 
 Span = Callable[[int], "tuple[int, int] | None"]
 """The function holding a file address: (start, size), None when no symbol or unwind entry places it."""
@@ -55,6 +55,7 @@ class Branches:
         order = np.argsort(target, kind="stable")
         self.targets: npt.NDArray[np.int64] = target[order]
         self.sources: npt.NDArray[np.int64] = (np.concatenate(sources) if sources else np.zeros(0, np.int64))[order]
+        self.starts = [address for address, _ in self.sections]
         self.span = span
         self._decoded: dict[tuple[int, int], set[int]] = {}
 
@@ -74,35 +75,23 @@ class Branches:
         return None
 
     def _section_start(self, address: int) -> int | None:
-        at = bisect.bisect_right([start for start, _ in self.sections], address) - 1
-        return self.sections[at][0] if at >= 0 and address < self.sections[at][0] + len(self.sections[at][1]) else None
+        section = self._section(address)
+        return section[0] if section is not None and address < section[0] + len(section[1]) else None
+
+    def _section(self, address: int) -> tuple[int, bytes] | None:
+        """The section at or before ``address``."""
+        at = bisect.bisect_right(self.starts, address) - 1
+        return self.sections[at] if at >= 0 else None
 
     def _targets_of(self, start: int, size: int) -> set[int]:
         """Where the instructions of the ``size`` bytes at ``start`` branch to (decoded once)."""
         found = self._decoded.get((start, size))
         if found is None:
-            from capstone import CS_ARCH_X86, CS_MODE_64, Cs  # type: ignore[import-untyped]
-
-            decoder = Cs(CS_ARCH_X86, CS_MODE_64)
-            decoder.skipdata = True
-            found = set()
-            code = self._code(start, min(size, MAX_FUNCTION))
-            for _, _, mnemonic, operand in decoder.disasm_lite(code, start):
-                if mnemonic.split()[-1].startswith(BRANCHES) and operand.startswith("0x"):  # (bnd jmp too)
-                    try:
-                        found.add(int(operand, 16))
-                    except ValueError:
-                        continue
-            self._decoded[(start, size)] = found
+            section = self._section(start)
+            code = section[1][start - section[0]:start - section[0] + min(size, MAX_FUNCTION)] if section else b""
+            found = self._decoded[(start, size)] = {target for instruction in x86.SWEEPING.disasm(code, start)
+                                                    for target in x86.branch_targets(instruction)}
         return found
-
-    def _code(self, start: int, size: int) -> bytes:
-        at = bisect.bisect_right([address for address, _ in self.sections], start) - 1
-        if at < 0:
-            return b""
-        address, code = self.sections[at]
-        return code[start - address:start - address + size]
-
 
 def _candidates(code: bytes, address: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """(targets, sources): every place in ``code`` whose byte is a relative branch's opcode, and where its

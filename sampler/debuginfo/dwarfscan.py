@@ -35,11 +35,6 @@ class CannotScan(Exception):
     """A form or layout this walk does not know: pyelftools' own walk is used instead."""
 
 
-def top_level_offsets(cu: Any, data: bytes) -> list[int]:
-    """Offsets of the top DIE's children, in order. ``data``: the whole .debug_info."""
-    return [offset for offset, _, _ in top_level(cu, data)]
-
-
 def top_level(cu: Any, data: bytes, strings: bytes | None = None) -> list[tuple[int, str, str | None]]:
     """(offset, tag, name) of the top DIE's children, in order; the name when it is written
     in place (DW_FORM_string, as Go does) or, given ``strings`` (.debug_str), by DW_FORM_strp;

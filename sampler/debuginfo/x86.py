@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from capstone import CS_ARCH_X86, CS_MODE_64, Cs, CsError  # type: ignore[import-untyped]
+from capstone.x86_const import X86_GRP_BRANCH_RELATIVE, X86_GRP_CALL, X86_GRP_JUMP, X86_OP_IMM  # type: ignore[import-untyped]
 
 PLAIN = Cs(CS_ARCH_X86, CS_MODE_64)
 """Mnemonics, operands as text and sizes: the cheaper decode."""
@@ -17,6 +18,11 @@ PLAIN = Cs(CS_ARCH_X86, CS_MODE_64)
 DETAILED = Cs(CS_ARCH_X86, CS_MODE_64)
 """With capstone's detail: the registers an instruction reads and writes, its operands."""
 DETAILED.detail = True
+
+SWEEPING = Cs(CS_ARCH_X86, CS_MODE_64)
+"""DETAILED that steps over bytes it cannot decode and goes on (code with data or padding in it)."""
+SWEEPING.detail = True
+SWEEPING.skipdata = True
 
 
 class Refused(Exception):
@@ -36,6 +42,15 @@ def decode(code: bytes, start: int) -> list:  # type: ignore[type-arg]
     if decoded < len(code):
         raise Refused(f"the function cannot be decoded past {start + decoded:#x}")
     return found
+
+
+def branch_targets(instruction: Any) -> list[int]:
+    """Where a branch with an immediate target goes (a jump, a conditional one, a call, a loop; prefixed too)."""
+    if not instruction.id:  # (bytes SWEEPING stepped over)
+        return []
+    if not set(instruction.groups) & {X86_GRP_JUMP, X86_GRP_CALL, X86_GRP_BRANCH_RELATIVE}:
+        return []
+    return [op.imm for op in instruction.operands if op.type == X86_OP_IMM]
 
 
 RSP, RBP, RIP = 7, 6, 16

@@ -123,7 +123,7 @@ def displace(code: bytes, start: int, site: int, read: Callable[[int, int], byte
             raise Refused(f"a computed goto of the function lands at {inside[0]:#x}, inside the bytes the jump "
                           f"would take ({site:#x}-{end:#x})")
     for instruction in instructions:
-        for target in _targets(instruction):
+        for target in x86.branch_targets(instruction):
             if site < target < end:
                 raise Refused(f"the instruction at {instruction.address:#x} jumps to {target:#x}, inside the "
                               f"bytes the jump would take ({site:#x}-{end:#x})")
@@ -170,13 +170,6 @@ def _movable(instruction) -> Moved:  # type: ignore[no-untyped-def]
     if any(op.type == X.X86_OP_REG and op.reg == X.X86_REG_RIP for op in instruction.operands):
         raise Refused(f"the instruction at {instruction.address:#x} reads rip")
     return Moved(instruction.address, data)
-
-
-def _targets(instruction) -> list[int]:  # type: ignore[no-untyped-def]
-    """Where a branch with an immediate target goes."""
-    if not set(instruction.groups) & {X.X86_GRP_JUMP, X.X86_GRP_CALL, X.X86_GRP_BRANCH_RELATIVE}:
-        return []
-    return [op.imm for op in instruction.operands if op.type == X.X86_OP_IMM]
 
 
 def _indirect_jump(instruction) -> bool:  # type: ignore[no-untyped-def]
@@ -234,7 +227,7 @@ def displace_to_return(code: bytes, start: int, ret: int) -> Displaced:
     moved = [_movable(i) for i in instructions[first:last]]
     moved.append(Moved(ret, bytes(instructions[last].bytes)))
     for instruction in instructions:
-        for target in _targets(instruction):
+        for target in x86.branch_targets(instruction):
             if site < target <= ret:
                 raise Refused(f"the instruction at {instruction.address:#x} jumps to {target:#x}, among the "
                               f"instructions that end with the return ({site:#x}-{ret:#x})")

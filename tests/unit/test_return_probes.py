@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from sampler.debuginfo.exits import exits
-from sampler.inprocess.relocate import JUMP_SIZE, Refused, _targets, decode, displace_return, displace_to_return
+from sampler.debuginfo.x86 import branch_targets
+from sampler.inprocess.relocate import JUMP_SIZE, Refused, decode, displace_return, displace_to_return
 from tests.unit.real_programs import programs, text_functions
 
 
@@ -63,7 +64,7 @@ def test_every_return_of_a_real_program_is_placed_or_refused_safely(name: str) -
             instructions = decode(code, start)
         except Refused:
             continue
-        targets = {t for i in instructions for t in _targets(i)}
+        targets = {t for i in instructions for t in branch_targets(i)}
         boundaries = {i.address for i in instructions}
         for ret in found.returns:
             try:

@@ -533,8 +533,8 @@ class InProbes:
                 line += " (from the jump on: the calls before it were its int3's rows)"
             said.append(line)
         if idle:
-            names = [(site.label or "").rpartition("[")[2].rstrip("]") for site in idle[:3]]
-            shown = ", ".join(names) + (", ..." if len(idle) > 3 else "")
+            shown = ", ".join(site.place.symbol if site.place is not None else site.label or "" for site in idle[:3]) \
+                + (", ..." if len(idle) > 3 else "")
             said.append(f"in-process at --at {self.config.location}: {len(idle)} other site(s) saw no call ({shown})")
         if self.tracer is not None and self.tracer.shared_children:
             said.append(f"{self.tracer.shared_children} child process(es) ran in the target's memory (vfork, or "

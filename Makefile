@@ -10,7 +10,7 @@ export GOCACHE := $(CURDIR)/.cache/go-build
 export GOPATH := $(CURDIR)/.cache/go
 endif
 
-.PHONY: demo test test-more test-hostile test-fleet test-delve test-ship test-beside test-heavy test-bench test-python lint bench bench-quick faults faults-quick ctrl-c soak soak-quick guardian-bench bench-attach bench-setup-hold bench-limit bench-many bench-profile test-long \
+.PHONY: demo test test-more test-hostile test-fleet test-delve test-ship test-beside test-heavy test-bench test-python lint bench bench-quick faults faults-quick ctrl-c soak soak-quick guardian-bench bench-killed bench-attach bench-setup-hold bench-limit bench-many bench-profile test-long \
 	setup system-deps bench-deps \
 	image kube-test dist dist-test \
 	targets clean
@@ -156,6 +156,11 @@ dist-test: dist targets/bin/ringbuf-c-static
 # how fast the guardian puts the byte back when the tracing worker is killed
 guardian-bench: setup
 	$(VENV)/bin/python bench/guardian.py
+
+# redis under load, its tracing worker SIGKILLed with int3s in: how often it survives, with the int3s' copies and
+# the target's SIGTRAP handler and without (bench/results/KILLED.md; about 3 minutes)
+bench-killed: setup
+	$(VENV)/bin/python bench/killed.py
 
 bench-deps:
 	@bash scripts/install-system-deps.sh bench

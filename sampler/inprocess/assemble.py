@@ -14,7 +14,8 @@ from elftools.elf.sections import SymbolTableSection
 
 SOURCE = Path(__file__).with_name("probe.S")
 TARGET = Path(__file__).with_name("templates.py")
-TEMPLATES = ("entry", "anywhere", "reads_entry", "reads_anywhere", "filter_entry", "filter_anywhere")
+TEMPLATES = ("entry", "anywhere", "reads_entry", "reads_anywhere", "filter_entry", "filter_anywhere", "sigtrap",
+             "restorer")
 
 
 def assembled(source: Path = SOURCE) -> dict[str, bytes]:

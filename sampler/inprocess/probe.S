@@ -382,3 +382,84 @@ filter_anywhere:
         pushfq
         FILTER 136, OUT_ANYWHERE
 filter_anywhere_end:
+
+/* "sigtrap" and "restorer" (issue 59): the target's own SIGTRAP handler while sampler's int3s are in, so
+ * that a trap the tracer can no longer take (the tracing worker SIGKILLed: the kernel lets a thread stopped at
+ * an int3, or one that runs it next, go with its SIGTRAP) turns itself back into the instruction the int3
+ * covers, and the target runs on. TRAPS (its only placeholder) is a table in the same pages: the count of
+ * entries at +0, the handler the program had at +8 (0: SIG_DFL, 1: SIG_IGN), a kernel sigaction of SIG_DFL
+ * at +32 (32 bytes of zero), and from +128 the entries, 16 bytes each: an int3's address, and where a copy
+ * of the instruction it covers runs (outofline.py: COPY bytes at most, then on to what follows it).
+ * Sampler writes an entry, then the count, before the int3 goes in; it never takes one away.
+ *
+ * A trap of the CPU's own int3 (si_code SI_KERNEL) is sampler's when the pc is just past an entry's int3
+ * (the trap as the CPU made it), at it (sampler had set the thread back onto it), or inside a copy (sampler
+ * had moved the thread there; the copy runs on): the pc goes to the copy, or stays. A single-step's trap
+ * (TRAP_TRACE, or TRAP_BRKPT where a step ended in a system call) comes only from a step sampler began
+ * (no debugger is left to take it): the trap flag goes. Anything else goes to the program's handler; where
+ * it had none, it is raised again with the default action, as the program would have had it; where it
+ * ignored SIGTRAP, it is ignored.
+ * rdi, rsi, rdx: the signal, its siginfo, the ucontext (gregs at +40: rip +0xa8, eflags +0xb0). */
+        .set TRAPS, 0x7ab1e5a5e1f0a1b2
+        .set COPY, 48
+sigtrap:
+        movabs  r9, TRAPS
+        cmp     dword ptr [rsi + 8], 0x80       /* si_code SI_KERNEL: an int3's trap */
+        jne     5f
+        mov     r8, [rdx + 0xa8]
+        mov     rcx, [r9]
+        lea     r10, [r9 + 128]
+1:      test    rcx, rcx
+        jz      6f
+        mov     rax, r8
+        sub     rax, [r10 + 8]
+        cmp     rax, COPY
+        jb      4f                              /* inside the copy: it runs on */
+        mov     rax, [r10]
+        cmp     r8, rax
+        je      3f                              /* at the int3: its copy instead */
+        inc     rax
+        cmp     r8, rax
+        je      3f                              /* just past it: its copy */
+        add     r10, 16
+        dec     rcx
+        jmp     1b
+3:      mov     rax, [r10 + 8]
+        mov     [rdx + 0xa8], rax
+4:      and     qword ptr [rdx + 0xb0], ~0x100  /* no trap flag of a step sampler began */
+        ret
+5:      mov     eax, [rsi + 8]
+        cmp     eax, 1                          /* TRAP_BRKPT */
+        je      4b
+        cmp     eax, 2                          /* TRAP_TRACE */
+        je      4b
+6:      mov     rax, [r9 + 8]
+        test    rax, rax
+        jz      7f
+        cmp     rax, 1
+        jne     8f
+        ret                                     /* SIG_IGN: ignored, as it was */
+8:      jmp     rax                             /* the program's own handler, as the kernel would call it */
+7:      mov     eax, 13                         /* rt_sigaction(SIGTRAP, SIG_DFL, NULL, 8) */
+        mov     edi, 5
+        lea     rsi, [r9 + 32]
+        xor     edx, edx
+        mov     r10d, 8
+        syscall
+        mov     eax, 39                         /* getpid */
+        syscall
+        push    rax
+        mov     eax, 186                        /* gettid */
+        syscall
+        mov     esi, eax
+        pop     rdi
+        mov     edx, 5
+        mov     eax, 234                        /* tgkill(pid, tid, SIGTRAP): delivered once the handler returns */
+        syscall
+        ret
+sigtrap_end:
+
+restorer:
+        mov     eax, 15                         /* rt_sigreturn */
+        syscall
+restorer_end:

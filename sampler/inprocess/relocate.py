@@ -112,7 +112,7 @@ def displace(code: bytes, start: int, site: int, read: Callable[[int, int], byte
         instruction = by_address.get(at)
         if instruction is None:
             raise Refused(f"the function ends {at - site} bytes after the site: no room for a jump")
-        moved.append(_movable(instruction))
+        moved.append(movable(instruction))
         at += instruction.size
     end = at
     landing: set[int] | None = None
@@ -152,7 +152,7 @@ def _landings(code: bytes, start: int, read: Callable[[int, int], bytes]) -> set
     return _LANDINGS[key]
 
 
-def _movable(instruction) -> Moved:  # type: ignore[no-untyped-def]
+def movable(instruction) -> Moved:  # type: ignore[no-untyped-def]
     """The instruction as it is displaced, or Refused with why it cannot be."""
     groups = set(instruction.groups)
     mnemonic = instruction.mnemonic
@@ -224,7 +224,7 @@ def displace_to_return(code: bytes, start: int, ret: int) -> Displaced:
             raise Refused(f"the function has {size} bytes before its return at {ret:#x}: no room for a jump")
         size += instructions[first].size
     site = instructions[first].address
-    moved = [_movable(i) for i in instructions[first:last]]
+    moved = [movable(i) for i in instructions[first:last]]
     moved.append(Moved(ret, bytes(instructions[last].bytes)))
     for instruction in instructions:
         for target in x86.branch_targets(instruction):

@@ -137,12 +137,16 @@ class Areas:
         self.made.remove(area)
 
     def _string(self, text: str) -> int:
-        """``text`` in the target's memory for a call to read: in a scratch page of sampler's (made
-        once, anonymous, taken away with the areas), never in the target's own memory."""
+        """``text`` in the target's memory for a call to read (``scratch``)."""
+        return self.scratch(c_string(text))
+
+    def scratch(self, data: bytes) -> int:
+        """``data`` in the target's memory for a call to read or write into: in a scratch page of sampler's
+        (made once, anonymous, taken away by ``close``), never in the target's own memory."""
         if self._scratch is None:
             self._scratch = self.injector.checked(MMAP, 0, PAGE, PROT_READ | PROT_WRITE,
                                                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-        self.memory.write(self._scratch, c_string(text)[:PAGE])
+        self.memory.write(self._scratch, data[:PAGE])
         return self._scratch
 
     def close(self) -> None:

@@ -11,6 +11,8 @@ class TracerStats:
 
     emulated: int = 0
     """Every-hit hits whose instruction was emulated (no single-step)."""
+    moved: int = 0
+    """Every-hit hits sent on to their instruction's out-of-line copy (no step, no emulation)."""
     stepped: int = 0
     """Every-hit hits whose instruction was single-stepped."""
     checked: int = 0

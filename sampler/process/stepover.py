@@ -61,12 +61,17 @@ class Stepping(Tasks):
         ``emulated``: the registers the emulation left (``catch`` computes them with the hit's
         reads); not ``computed``: computed here."""
         if not computed:
-            try:
-                emulated = self.guard.call(lambda: self._emulated(hit.address, hit.registers))
-            except MemoryHang:
-                emulated = None  # (the step's own access then waits in the target's thread, not here)
+            emulated = self._moved(hit.address, hit.registers)
+            if emulated is None:
+                try:
+                    emulated = self.guard.call(lambda: self._emulated(hit.address, hit.registers))
+                except MemoryHang:
+                    emulated = None  # (the step's own access then waits in the target's thread, not here)
         if emulated is not None:
-            self.stats.emulated += 1
+            if hit.address in self.outofline:
+                self.stats.moved += 1
+            else:
+                self.stats.emulated += 1
             hit.rewound = True  # past the instruction, as a step leaves it
             hit.resumed = time.monotonic()
             if calls.ptrace(calls.PTRACE_SETREGS, hit.tid, None, ctypes.addressof(emulated)) != -1:
@@ -115,6 +120,16 @@ class Stepping(Tasks):
         except UnreadableMemory:
             return True  # the step finds out, as the CPU does
 
+    def _moved(self, address: int, registers: Any) -> Any:
+        """The registers with the pc at the out-of-line copy of the instruction at ``address`` (it runs
+        there for real: probe.S's handler sends a thread there too when sampler is gone); None: it has none."""
+        copy = self.outofline.get(address)
+        if copy is None:
+            return None
+        moved = calls.user_regs_struct.from_buffer_copy(registers)
+        moved.rip = copy
+        return moved
+
     def _code_at(self, address: int) -> bytes:
         """The longest instruction's bytes at a breakpoint, its original first byte in front."""
         return bytes([self.originals[address]]) + self.memory.read(address + 1, 15)
@@ -123,6 +138,9 @@ class Stepping(Tasks):
         """The registers the instruction at ``address`` leaves, computed from ``registers`` (and
         the thread's memory) without a step; None when it must be stepped. Called in a guard's
         helper: it changes nothing the tracing thread holds but the cache of decodings."""
+        moved = self._moved(address, registers)
+        if moved is not None:
+            return moved
         if not self.switches.emulate or self.switches.check_emulation:
             return None
         emulation = self._emulation_for(address)

@@ -19,10 +19,14 @@ class Switches:
     """SAMPLER_EMULATE=0: every every-hit hit is single-stepped, never emulated (bench/limit.py)."""
     check_emulation: bool = False
     """SAMPLER_CHECK_EMULATION=1: every emulated instruction is run on the CPU too (a single-step)
-    and compared (tests/integration/test_emulate.py)."""
+    and compared (tests/integration/test_emulate.py); no hit goes to an out-of-line copy then."""
+    outofline: bool = True
+    """SAMPLER_OUTOFLINE=0: no int3's instruction is copied out of line (outofline.py): each hit is
+    emulated or stepped, and a tracer killed while a thread is at an int3 kills the target (bench, tests)."""
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str]) -> Switches:
         return cls(let_run_s=0.0 if environ.get("SAMPLER_LET_RUN") == "0" else cls.let_run_s,
                    emulate=environ.get("SAMPLER_EMULATE") != "0",
-                   check_emulation=environ.get("SAMPLER_CHECK_EMULATION") == "1")
+                   check_emulation=environ.get("SAMPLER_CHECK_EMULATION") == "1",
+                   outofline=environ.get("SAMPLER_OUTOFLINE") != "0" and environ.get("SAMPLER_CHECK_EMULATION") != "1")

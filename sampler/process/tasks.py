@@ -112,6 +112,9 @@ class Tasks:
         original byte, the signals held back for them): the byte stays out until it ends."""
         self._displaced: dict[int, str] = {}
         """Breakpoint address -> what its instruction needs for a step (instructions.kind_of)."""
+        self.outofline: dict[int, int] = {}
+        """Breakpoint address -> where a copy of its instruction runs in the target (the in-process pages:
+        outofline.py): a hit goes on there, no step, no emulation."""
         self._emulations: dict[int, emulate.Emulation | None] = {}
         """Breakpoint address -> how its instruction runs without a step (None: it is stepped)."""
         self.protections = memory.protections or Protections(pid)

@@ -6,7 +6,8 @@
  *   emulate THREADS CALLS
  *
  * THREADS threads wait for SIGUSR1, then each calls every function CALLS times, and the
- * program prints "done calls=N" (N: the calls of each function) and waits to be killed.
+ * program prints "sum=S" (what the functions returned, added up: with one thread the same at every run)
+ * and "done calls=N" (N: the calls of each function) and waits to be killed.
  * Built without -g: a breakpoint by name goes to the first instruction. The f_*_at
  * symbols name an instruction inside a function (a store to and a load from its frame). */
 #define _GNU_SOURCE
@@ -128,6 +129,7 @@ int main(int argc, char **argv)
     printf("ready pid=%d\n", getpid());
     fflush(stdout);
     pthread_barrier_wait(&finished);
+    printf("sum=%lx\n", (unsigned long)sink); /* (one thread: the same at every run, traced or not) */
     printf("done calls=%ld\n", calls * threads);
     fflush(stdout);
     for (;;)

@@ -121,4 +121,7 @@ def test_the_switches_come_from_the_environment_given() -> None:
     assert made().config.switches == Switches()
     switched = build(Options("attach", exprs=("x",), pids=(1,)), Finder(),
                      environ={"SAMPLER_EMULATE": "0", "SAMPLER_LET_RUN": "0", "SAMPLER_CHECK_EMULATION": "1"})
-    assert switched.config.switches == Switches(let_run_s=0.0, emulate=False, check_emulation=True)
+    # (a check of the emulation runs each emulated hit on the CPU too: no hit goes to an out-of-line copy then)
+    assert switched.config.switches == Switches(let_run_s=0.0, emulate=False, check_emulation=True, outofline=False)
+    copies_off = build(Options("attach", exprs=("x",), pids=(1,)), Finder(), environ={"SAMPLER_OUTOFLINE": "0"})
+    assert copies_off.config.switches == Switches(outofline=False)

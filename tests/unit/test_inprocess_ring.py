@@ -28,7 +28,8 @@ def test_the_templates_are_what_probe_s_assembles_to() -> None:
         pytest.fail("binutils' as is missing: make setup installs it")
     assert assembled_now() == {"entry": templates.ENTRY, "anywhere": templates.ANYWHERE,
                                "reads_entry": templates.READS_ENTRY, "reads_anywhere": templates.READS_ANYWHERE,
-                               "filter_entry": templates.FILTER_ENTRY, "filter_anywhere": templates.FILTER_ANYWHERE}
+                               "filter_entry": templates.FILTER_ENTRY, "filter_anywhere": templates.FILTER_ANYWHERE,
+                               "sigtrap": templates.SIGTRAP, "restorer": templates.RESTORER}
 
 
 def assembled_now() -> dict[str, bytes]:

@@ -650,7 +650,7 @@ class PtraceBackend:
                 finally:
                     stats = tracer.stats
                     self.tally = Tally(tracer.children.released, stats.unsure, stats.vfork_windows,
-                                       stats.emulated, stats.stepped,
+                                       stats.emulated + stats.moved, stats.stepped,
                                        stats.checked if self.config.switches.check_emulation else None,
                                        list(stats.mismatches), tracer.guard.hangs + self.zero_stop_guard.hangs,
                                        len(stats.waiting_in_kernel), len(stats.given_up),

@@ -19,6 +19,7 @@ there): then they stay, and the summary says so.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 import signal
@@ -36,6 +37,7 @@ from sampler.debuginfo.modules import Module
 from sampler.errors import SamplerError
 from sampler.inprocess import ring
 from sampler.inprocess.clock import TscClock
+from sampler.inprocess.outofline import COPY
 from sampler.inprocess.reads import Layout
 from sampler.inprocess.relocate import JUMP_SIZE, Displaced, Refused
 from sampler.inprocess.ring import Ring
@@ -190,6 +192,8 @@ class Inprocess(Generic[K]):
         """--max-overhead's rest: the probes only count (probes put in meanwhile too)."""
         self.batches = 0
         """Holds of the threads that put probes in."""
+        self.copies: list[int] = []
+        """Where each int3's out-of-line copy starts (keepalive.py), in order: no page goes while a thread runs one."""
 
     # -- in --------------------------------------------------------------------------------------
 
@@ -264,7 +268,7 @@ class Inprocess(Generic[K]):
                 if why:  # (let go: the goroutine may run on out of there, once it has a thread again)
                     raise NoThreadReady(f"no jump at {displaced.site:#x} in process {self.pid}: {why}",
                                         wait_s=PARKED_WAIT_S)
-            areas = self._areas(tids)
+            areas = self.areas_for(tids)
             self._learn(tids)
             try:
                 counting = [displaced.site for key, displaced, _ in wanted if key not in layouts]
@@ -296,7 +300,7 @@ class Inprocess(Generic[K]):
                 self._open = self._open or bool(self.placed)
         return done
 
-    def _areas(self, tids: list[int]) -> Areas:
+    def areas_for(self, tids: list[int]) -> Areas:
         if self._syscall_at is None:
             self._syscall_at = find_syscall(self.pid, self.memory.read)
         # only a thread the tracer's interrupt stopped makes the calls: one stopped at a fork's or an
@@ -370,21 +374,33 @@ class Inprocess(Generic[K]):
             self.stops = areas.stops_page(near)
         return self.stops.address + self._stops_used
 
+    def room(self, near: int, size: int, areas: Areas) -> tuple[Area, int]:
+        """Where ``size`` bytes of code go within a rel32's reach of ``near`` (a code area made when none
+        has room), taken: the area, and the address."""
+        code = next((c for c in self.codes if abs(c.address - near) < REACH
+                     and self._used[c.address] + size <= c.size), None)
+        if code is None:
+            code = areas.code_page(near, CODE_SIZE)
+            self.codes.append(code)
+            self._used[code.address] = 0
+        at = code.address + self._used[code.address]
+        self._used[code.address] += (size + 15) // 16 * 16
+        return code, at
+
+    def own_area(self, area: Area) -> None:
+        """An area made through ``areas_for``'s Areas that goes with the code areas (unmapped with them, its
+        words on a stack keeping them), no code of the probes' put in it."""
+        self.codes.append(area)
+        self._used[area.address] = area.size
+
     def _place_code(self, key: K, displaced: Displaced, number: int, made: Callable[[int], tuple[bytes, int]],
                     tids: list[int], areas: Areas, past_int3: int | None = None,
                     ready: Callable[[int, int], None] | None = None) -> None:
         size = len(made(displaced.site)[0])
-        code = next((c for c in self.codes if abs(c.address - displaced.site) < REACH
-                     and self._used[c.address] + size <= c.size), None)
-        if code is None:
-            code = areas.code_page(displaced.site, CODE_SIZE)
-            self.codes.append(code)
-            self._used[code.address] = 0
-        at = code.address + self._used[code.address]
+        code, at = self.room(displaced.site, size, areas)
         body, moved_at = made(at)
         assert code.local is not None
         code.local[at - code.address:at - code.address + len(body)] = body
-        self._used[code.address] += (len(body) + 15) // 16 * 16
         for tid in tids:  # a thread inside the bytes the jump takes: on to its instruction's copy
             try:
                 regs = calls.get_registers(tid)
@@ -579,6 +595,10 @@ class Inprocess(Generic[K]):
                 clear = clear and not self._alive(tid)  # (alive and not held: where it is is not known)
                 continue
             pc = int(regs.rip)
+            at = bisect.bisect_right(self.copies, pc) - 1
+            if at >= 0 and pc < self.copies[at] + COPY:
+                clear = False  # (in an int3's out-of-line copy: it runs out of it, on to the program's code)
+                continue
             for placed in self.placed:
                 start = placed.trampoline + placed.moved_at
                 if placed.trampoline <= pc < start or (placed.trap is not None and
@@ -678,7 +698,7 @@ class Inprocess(Generic[K]):
     def _unmap(self, tids: list[int]) -> None:
         """The pages unmapped; NoThreadReady (nothing done) when no held thread can make the calls (every one
         stopped at an event of its own still to serve: an int3's hit at the run's end)."""
-        areas = self._areas(tids)
+        areas = self.areas_for(tids)
         self._last = self.drain()  # (what the threads wrote since the last drain: drain() gives it once more)
         self._last_read = self.drain_read()
         self._open = False

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from sampler import notice
 from sampler.backends.ptrace.inprocess import Inprocess, Plan, Read, plan
+from sampler.backends.ptrace.keepalive import KeepAlive
 from sampler.backends.ptrace.latency import Latency
 from sampler.backends.ptrace.parked import Parked
 from sampler.backends.ptrace.pylatency import PyLatency
@@ -122,6 +123,8 @@ class InProbes:
         """Tries of each learning site's promotion that found a thread that would not stop."""
         self._readers: dict[int, Rows] = {}
         """Each reading probe's rows (by its site's id)."""
+        self.keepalive: KeepAlive | None = None
+        """The int3s' out-of-line copies and the target's SIGTRAP handler (keepalive.py), once made."""
         self.longest_hold_s = 0.0
         """The longest the threads were held for the probes (sampler's clock, from the interrupt to the let-go)."""
 
@@ -140,6 +143,9 @@ class InProbes:
         self.placed = True
         kind = self.config.probe_kind
         if kind == "int3":
+            said = self._keep_alive()
+            if said:
+                (notice.quiet if self.config.quiet else notice.say)("probes: " + said)
             return
         say = notice.quiet if self.config.quiet else notice.say
         wanted: list[tuple[Site, Displaced, bool]] = []
@@ -219,7 +225,37 @@ class InProbes:
                         and site not in filters]
             for site, ends in timed.items():
                 self._timed_placed(site, ends, placed, lines.append)
-        say("probes: " + "; ".join(lines))
+        said = self._keep_alive()
+        say("probes: " + "; ".join(lines + ([said] if said else [])))
+
+    def _keep_alive(self) -> str:
+        """Each int3 of the run with its out-of-line copy and the target's SIGTRAP handler in (keepalive.py),
+        before the first goes in: a tracer killed while a thread stands at one no longer kills the target.
+        What the probes line says of the int3s that have no copy ('' when all have one)."""
+        tracer = self.tracer
+        if tracer is None or not tracer.switches.outofline:
+            return ""
+        addresses = [site.armed_at for site in self.trapped if site.armed_at is not None]
+        addresses += list(self.latency.ends) if self.latency is not None else []
+        if self.inprocess is not None:
+            addresses += [p.trap for p in self.inprocess.placed if p.trap is not None]
+        if not addresses:
+            return ""
+        if self.keepalive is None:
+            inprocess = self.inprocess if self.inprocess is not None else self._new_inprocess()
+            self.keepalive = KeepAlive(inprocess, self._hold, self.memory, self._program().read, self.config.pid)
+        keep = self.keepalive
+        try:
+            tracer.outofline.update(keep.cover(addresses))
+        except SamplerError as e:
+            return (f"no int3 has an out-of-line copy ({e.message}): if sampler's tracing worker is killed "
+                    "while a thread stands at one, the target dies of its SIGTRAP")
+        if not keep.refused:
+            return ""
+        first = next(iter(keep.refused.items()))
+        return (f"{len(keep.refused)} int3(s) without an out-of-line copy (at {first[0]:#x}: {first[1]}): each hit "
+                "is emulated or stepped, and if sampler's tracing worker is killed while a thread stands at one, "
+                "the target dies of its SIGTRAP")
 
     def _python_inprocess(self, site: Site, wanted: list[tuple[Site, Displaced, bool]], filters: dict[Site, Chain],
                           lines: list[str]) -> None:
@@ -485,9 +521,10 @@ class InProbes:
     def take_out(self) -> list[str]:
         """At detach, while the tracer holds the threads: every jump out, the counts read; what the
         summary says of them."""
+        kept = self._take_keepalive_out()
         inprocess = self.inprocess
         if inprocess is None:
-            return []
+            return kept
         unwritten = Counter(id(site) for site, _ in self.rows if site is not None)
         self.rows.clear()
         if self.tracer is not None:
@@ -546,6 +583,28 @@ class InProbes:
         if inprocess.left:
             said.append(inprocess.left)
         inprocess.close()
+        return kept + said
+
+    def _take_keepalive_out(self) -> list[str]:
+        """Every int3 with a copy out, the program's SIGTRAP handler back, and (where no in-process probe shares
+        them) the copies' pages away; what stays is said."""
+        keep, tracer = self.keepalive, self.tracer
+        if keep is None or tracer is None:
+            return []
+        for address in keep.copies:
+            tracer.disarm(address)
+        tracer.outofline.clear()
+        keep.restore()
+        said = [keep.left] if keep.left else []
+        if keep.inprocess is not self.inprocess:
+            try:
+                keep.inprocess.take_out()
+            except SamplerError as e:
+                keep.inprocess.left = (f"the int3s' out-of-line copies could not be taken out of process "
+                                       f"{self.config.pid} ({e}): their pages stay, unused")
+            if keep.inprocess.left:
+                said.append(keep.inprocess.left)
+            keep.inprocess.close()
         return said
 
     def _tested(self, inprocess: Inprocess[Site]) -> list[str]:

@@ -111,6 +111,13 @@ def filtering(displaced: Displaced, at: int, data: int, probe: int, entry: bool,
     return code + bytes(table_at - at - len(code)) + chain.table(), moved_at
 
 
+def stop_only(displaced: Displaced, at: int, stop: int) -> tuple[bytes, int]:
+    """An int3 probe's trampoline (issue 59): a jump to its stop (``stopping``'s bytes: the int3 sampler arms,
+    then a jump back here), then the displaced instructions and the jump back. A thread stopped at the int3
+    stands where it can go on (the byte after it is the stop's jump), whatever becomes of its tracer."""
+    return _finished(b"\xe9" + _rel32(at + 5, stop), displaced, at, True)
+
+
 def stopping(stop: int, back: int) -> bytes:
     """A filtering probe's stop at ``stop``: the byte sampler arms (a nop), then a jump to ``back``."""
     return b"\x90\xe9" + _rel32(stop + 6, back)

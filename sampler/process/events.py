@@ -97,7 +97,7 @@ class Dispatch(Tasks):
                 return None  # killed meanwhile (SIGKILL): its exit comes next
             address = registers.rip - 1
             if address in self.armed:
-                registers.rip = address  # $rip reads the breakpoint's address (the thread's: at rewind)
+                registers.rip = self.stands_for.get(address, address)  # $rip reads the breakpoint's address
                 return Hit(tid, address, registers, self._seen)
             if address in self.originals:  # hit at the same moment as another thread: rewind, go on
                 self.resume(Hit(tid, address, registers, 0.0))

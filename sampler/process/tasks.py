@@ -112,6 +112,9 @@ class Tasks:
         original byte, the signals held back for them): the byte stays out until it ends."""
         self._displaced: dict[int, str] = {}
         """Breakpoint address -> what its instruction needs for a step (instructions.kind_of)."""
+        self.stands_for: dict[int, int] = {}
+        """An int3 in a stop of sampler's page -> the site it stands for (the site jumps there, every register
+        as at the site but the pc): a hit there reads $rip as the site's."""
         self.outofline: dict[int, int] = {}
         """Breakpoint address -> where a copy of its instruction runs in the target (the in-process pages:
         outofline.py): a hit goes on there, no step, no emulation."""

@@ -226,8 +226,8 @@ class Tracer(Dispatch, Stepping):
                 if status == TRAP_STOP and not (self._stepping and tid in self._stepping) \
                         and ptrace(calls.PTRACE_GETREGS, tid, None, reference) != -1 \
                         and (address := registers.rip - 1) in holds and address in self.armed:
-                    registers.rip = address  # $rip reads the breakpoint's address (the thread's: at rewind)
-                    hit = Hit(tid, address, registers, seen)
+                    registers.rip = self.stands_for.get(address, address)  # $rip reads the breakpoint's address
+                    hit = Hit(tid, address, registers, seen)  # (the thread's: at rewind)
                     self.threads.add(tid)
                     self.stats.stops[tid] = self.stats.stops.get(tid, 0) + 1
                     break

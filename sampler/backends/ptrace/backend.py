@@ -800,7 +800,7 @@ class Turn:
 
 def _holds(sites: list[Site]) -> dict[int, Callable[[object], Snapshot]] | None:
     """Each site's hot-path reads by address, when every site has them; else None."""
-    holds = {site.address: site.runner for site in sites if site.runner is not None and site.address is not None}
+    holds = {site.armed_at: site.runner for site in sites if site.runner is not None and site.armed_at is not None}
     return holds if len(holds) == len(sites) else None
 
 

@@ -41,7 +41,7 @@ from sampler.inprocess.outofline import COPY
 from sampler.inprocess.reads import Layout
 from sampler.inprocess.relocate import JUMP_SIZE, Displaced, Refused
 from sampler.inprocess.ring import Ring
-from sampler.inprocess.trampoline import Chain, filtering, jump, reading, recording, stopping
+from sampler.inprocess.trampoline import Chain, filtering, jump, reading, recording, stop_only, stopping
 from sampler.process import calls
 from sampler.process.areas import PAGE, REACH, Area, Areas
 from sampler.process.inject import InjectionError, Injector, find_syscall
@@ -104,7 +104,10 @@ class Placed(Generic[K]):
     """A reading probe's own ring, in its own data area (``area``)."""
     area: Area | None = None
     trap: int | None = None
-    """A filtering probe's: the byte its int3 goes on (the calls it lets through stop there)."""
+    """A filtering probe's: the byte its int3 goes on (the calls it lets through stop there); an int3 probe's
+    (``stops``): the same, every call stops there."""
+    tested: bool = False
+    """A filtering probe (its calls tested in the target), not an int3 probe."""
 
 
 @dataclass
@@ -199,7 +202,7 @@ class Inprocess(Generic[K]):
 
     def put(self, wanted: Sequence[tuple[K, Displaced, bool]], layouts: dict[K, Layout] | None = None,
             swap: Callable[[K, bool], int | None] | None = None, filters: dict[K, Chain] | None = None,
-            follows: frozenset[K] | None = None) -> dict[K, str]:
+            follows: frozenset[K] | None = None, stops: frozenset[K] = frozenset()) -> dict[K, str]:
         """Each (key, displaced instructions, whether the site is a function's entry) in place, in batches
         with the threads held for each (BATCH_S of work at most: they run between); {key: why not} for each
         that could not be (it gets an int3).
@@ -208,7 +211,8 @@ class Inprocess(Generic[K]):
         ``swap(key, True)`` takes it out with the threads held, right before the jump goes in, and says
         where it was (None: none was in); ``swap(key, False)`` puts it back if the jump cannot: no call
         passes between the two. ``filters``: the keys whose probes let only some calls through, to an
-        int3 the caller arms at their ``trap`` (filtering probes: a Python probe's places). ``follows``: keys
+        int3 the caller arms at their ``trap`` (filtering probes: a Python probe's places). ``stops``: keys whose
+        probe is only that int3, in a stop of sampler's page the site jumps to (an int3 probe). ``follows``: keys
         that go in in the same batch as the one before them (a timed entry's returns). When a batch fails
         after others went in, those stay in (``placed``) and the rest are refused with its reason."""
         refused: dict[K, str] = {}
@@ -220,7 +224,8 @@ class Inprocess(Generic[K]):
         before = len(self.placed)
         while remaining:
             try:
-                done = self._batch(remaining, layouts or {}, swap, filters or {}, refused, follows or frozenset())
+                done = self._batch(remaining, layouts or {}, swap, filters or {}, refused, follows or frozenset(),
+                                   stops)
             except SamplerError as e:
                 if len(self.placed) == before:
                     raise
@@ -236,12 +241,12 @@ class Inprocess(Generic[K]):
 
     def _batch(self, wanted: Sequence[tuple[K, Displaced, bool]], layouts: dict[K, Layout],
                swap: Callable[[K, bool], int | None] | None, filters: dict[K, Chain], refused: dict[K, str],
-               follows: frozenset[K]) -> int:
+               follows: frozenset[K], stops: frozenset[K]) -> int:
         """One batch put in, tried again while no thread is ready (PUT_TRIES times); how many were done."""
         last = ""
         for _ in range(PUT_TRIES):
             try:
-                return self._put(wanted[:MAX_BATCH], layouts, swap, filters, refused, follows)
+                return self._put(wanted[:MAX_BATCH], layouts, swap, filters, refused, follows, stops)
             except NoThreadReady as e:
                 last = e.message
                 self.wait(e.wait_s)  # (a thread in a system call's event stop: the tracer serves it)
@@ -249,7 +254,7 @@ class Inprocess(Generic[K]):
 
     def _put(self, wanted: Sequence[tuple[K, Displaced, bool]], layouts: dict[K, Layout],
              swap: Callable[[K, bool], int | None] | None, filters: dict[K, Chain], refused: dict[K, str],
-             follows: frozenset[K]) -> int:
+             follows: frozenset[K], stops: frozenset[K]) -> int:
         """The first of ``wanted`` in place with the threads held once, as many as BATCH_S of work puts in
         (MIN_BATCH at least; a key of ``follows`` with the one before it: a timed entry's returns with it); how
         many were done (``refused``: why not, of those that could not be)."""
@@ -271,7 +276,7 @@ class Inprocess(Generic[K]):
             areas = self.areas_for(tids)
             self._learn(tids)
             try:
-                counting = [displaced.site for key, displaced, _ in wanted if key not in layouts]
+                counting = [displaced.site for key, displaced, _ in wanted if key not in layouts and key not in stops]
                 if self.data is None and counting:
                     self.data = areas.data_area(counting[0], ring.SIZE)
                     assert self.data.local is not None
@@ -290,7 +295,8 @@ class Inprocess(Generic[K]):
                             self.table.check_free(displaced.site, JUMP_SIZE)  # (before any thread is moved)
                             if not entry and self.parked is None:  # (Go: its parked goroutines are looked at)
                                 self._no_saved_pc_inside(tids, displaced)
-                            self._place(key, displaced, entry, tids, areas, layouts.get(key), was, filters.get(key))
+                            self._place(key, displaced, entry, tids, areas, layouts.get(key), was, filters.get(key),
+                                        key in stops)
                         except (Refused, InjectionError, ValueError) as e:
                             refused[key] = e.message if isinstance(e, InjectionError) else str(e)
                             if swap is not None and swapped:
@@ -316,7 +322,8 @@ class Inprocess(Generic[K]):
         return self.areas
 
     def _place(self, key: K, displaced: Displaced, entry: bool, tids: list[int], areas: Areas,
-               layout: Layout | None = None, trapped: int | None = None, chain: Chain | None = None) -> None:
+               layout: Layout | None = None, trapped: int | None = None, chain: Chain | None = None,
+               stops: bool = False) -> None:
         """``trapped``: where an int3 stood until now (the site's own, or a return's inside the bytes the
         jump takes); a thread one byte past it has just run it
         (no other way leads there while it is in) and its trap is still to be served: it stays, and
@@ -335,6 +342,15 @@ class Inprocess(Generic[K]):
             def made(at: int) -> tuple[bytes, int]:
                 assert own is not None and layout is not None
                 return reading(displaced, at, own.address, number, entry, layout, pid, self.fsgsbase)
+        elif stops:
+            stop = self._stop(displaced.site, areas)
+
+            def made(at: int) -> tuple[bytes, int]:
+                return stop_only(displaced, at, stop)
+
+            def ready(at: int, moved_at: int) -> None:  # (its stop written and armed before the jump goes in)
+                self.memory.write(stop, stopping(stop, at + moved_at))
+                self.table.arm(stop)
         elif chain is not None:
             pid = procfs.own_pid(self.pid)
             stop = self._stop(displaced.site, areas)
@@ -352,18 +368,19 @@ class Inprocess(Generic[K]):
                 return recording(displaced, at, self.data.address, number, entry, self.fsgsbase)
         try:
             self._place_code(key, displaced, number, made, tids, areas, trapped + 1 if trapped is not None else None,
-                             ready if chain is not None else None)
+                             ready if chain is not None or stops else None)
         except BaseException:
             if own is not None:
                 with contextlib.suppress(InjectionError):
                     areas.remove(own)
-            if chain is not None:
+            if chain is not None or stops:
                 self.table.disarm(stop)  # (armed by ready(), its jump never in: its page may go at the end)
             raise
         if own is not None:
             self.placed[-1].layout, self.placed[-1].ring, self.placed[-1].area = layout, probe_ring, own
-        if chain is not None:
+        if chain is not None or stops:
             self.placed[-1].trap = stop
+            self.placed[-1].tested = chain is not None
             self._stops_used += STOP
 
     def _stop(self, near: int, areas: Areas) -> int:

@@ -77,18 +77,24 @@ class KeepAlive:
         except SamplerError:
             self.shadow_stack = False
 
-    def cover(self, addresses: Iterable[int]) -> dict[int, int]:
+    def cover(self, addresses: Iterable[int], onward: dict[int, int] | None = None) -> dict[int, int]:
         """Each int3 address given (not covered yet) with its copy, the handler in at the first; {address: copy}
-        of those covered now. Refused ones are kept in ``refused`` (said by the caller)."""
+        of those covered now. Refused ones are kept in ``refused`` (said by the caller). ``onward``: int3s that
+        need no copy, and where a thread trapped at one goes on (a stop's: the jump after it)."""
         new = [a for a in dict.fromkeys(addresses) if a not in self.copies and a not in self.refused]
-        if not new:
+        ready = {a: to for a, to in (onward or {}).items() if a not in self.copies}
+        if not new and not ready:
             return {}
         made: dict[int, int] = {}
         with self.hold(None) as tids:
             areas = self.inprocess.areas_for(tids)
             try:
                 if self.area is None:
-                    self._install(areas, new[0])
+                    self._install(areas, next(iter(new or ready)))
+                for address, to in ready.items():
+                    if len(self.copies) + len(made) < MAX_TRAPS:
+                        self._entry(address, to, len(self.copies) + len(made))
+                        made[address] = to
                 for address in new:
                     if len(self.copies) + len(made) >= MAX_TRAPS:
                         self.refused[address] = f"more than {MAX_TRAPS} int3s"

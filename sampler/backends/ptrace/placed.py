@@ -143,9 +143,9 @@ class InProbes:
         self.placed = True
         kind = self.config.probe_kind
         if kind == "int3":
-            said = self._keep_alive()
-            if said:
-                (notice.quiet if self.config.quiet else notice.say)("probes: " + said)
+            said = [self._in_stops(), self._keep_alive()]
+            if any(said):
+                (notice.quiet if self.config.quiet else notice.say)("probes: " + "; ".join(filter(None, said)))
             return
         say = notice.quiet if self.config.quiet else notice.say
         wanted: list[tuple[Site, Displaced, bool]] = []
@@ -225,8 +225,47 @@ class InProbes:
                         and site not in filters]
             for site, ends in timed.items():
                 self._timed_placed(site, ends, placed, lines.append)
-        said = self._keep_alive()
-        say("probes: " + "; ".join(lines + ([said] if said else [])))
+        kept = self._keep_alive()
+        say("probes: " + "; ".join(lines + ([kept] if kept else [])))
+
+    def _in_stops(self) -> str:
+        """--probe int3: each site's int3 in a stop of sampler's page that a jump at the site leads to (then a jump
+        on to the instructions the jump displaced), where the site takes a jump: a thread stopped at it stands
+        where it can go on, whatever becomes of sampler (the kernel lets a thread stopped at an int3 in the code
+        go on one byte past it, mid-instruction, when its tracer dies). The others keep theirs in the code.
+        What the probes line says ('' when nothing went in)."""
+        tracer = self.tracer
+        if tracer is None or not tracer.switches.outofline:
+            return ""
+        wanted: list[tuple[Site, Displaced, bool]] = []
+        for site in self.sites:
+            if site.python is None and site.address is not None and site.trap is None:
+                planned = self._plan(site, site.address)
+                if planned.displaced is not None and planned.displaced.site == site.address:
+                    wanted.append((site, planned.displaced, planned.entry))
+        if not wanted:
+            return ""
+        inprocess = self.inprocess if self.inprocess is not None else self._new_inprocess()
+        try:
+            refused = inprocess.put(wanted, stops=frozenset(site for site, _, _ in wanted))
+        except SamplerError:
+            inprocess.close()
+            return ""
+        keys = {site for site, _, _ in wanted}
+        placed = [p for p in inprocess.placed if p.key in keys and p.trap is not None]
+        for p in placed:
+            stop = p.trap
+            assert stop is not None
+            p.key.trap = stop
+            self.at[stop] = p.key
+            tracer.stands_for[stop] = p.displaced.site
+            tracer.outofline[stop] = stop + 1  # (past the int3 onto the stop's jump)
+        if placed and self.inprocess is None:
+            self.inprocess = inprocess
+        if not placed:
+            return ""
+        return (f"{len(placed)} int3(s) in stops of sampler's page, each site a jump there"
+                + (f" ({len(refused)} in the code: {next(iter(refused.values()))})" if refused else ""))
 
     def _keep_alive(self) -> str:
         """Each int3 of the run with its out-of-line copy and the target's SIGTRAP handler in (keepalive.py),
@@ -235,18 +274,17 @@ class InProbes:
         tracer = self.tracer
         if tracer is None or not tracer.switches.outofline:
             return ""
-        addresses = [site.armed_at for site in self.trapped if site.armed_at is not None]
+        stops = {p.trap for p in self.inprocess.placed if p.trap is not None} if self.inprocess is not None else set()
+        addresses = [site.armed_at for site in self.trapped if site.armed_at is not None and site.armed_at not in stops]
         addresses += list(self.latency.ends) if self.latency is not None else []
-        if self.inprocess is not None:
-            addresses += [p.trap for p in self.inprocess.placed if p.trap is not None]
-        if not addresses:
+        if not addresses and not stops:
             return ""
         if self.keepalive is None:
             inprocess = self.inprocess if self.inprocess is not None else self._new_inprocess()
             self.keepalive = KeepAlive(inprocess, self._hold, self.memory, self._program().read, self.config.pid)
         keep = self.keepalive
         try:
-            tracer.outofline.update(keep.cover(addresses))
+            tracer.outofline.update(keep.cover(addresses, {stop: stop + 1 for stop in stops}))
         except SamplerError as e:
             return (f"no int3 has an out-of-line copy ({e.message}): if sampler's tracing worker is killed "
                     "while a thread stands at one, the target dies of its SIGTRAP")
@@ -609,8 +647,8 @@ class InProbes:
 
     def _tested(self, inprocess: Inprocess[Site]) -> list[str]:
         """What the filtering probes' tests did (a Python probe's places: one line)."""
-        tested = [placed for placed in inprocess.placed if placed.trap is not None and placed.key in self.sites]
-        clears = [placed for placed in inprocess.placed if placed.trap is not None and placed.key not in self.sites]
+        tested = [placed for placed in inprocess.placed if placed.tested and placed.key in self.sites]
+        clears = [placed for placed in inprocess.placed if placed.tested and placed.key not in self.sites]
         if not tested:
             return []
         calls = sum(inprocess.counts[placed.number].hits for placed in tested)

@@ -88,6 +88,16 @@ class Injector:
             return value - (1 << 64) if value & (1 << 63) else value
         finally:
             calls.set_registers(self.tid, saved)
+            self._send_held()
+
+    def _send_held(self) -> None:
+        """The signals held during the step, sent to the thread again (it stops for each when it goes on, and
+        the tracer passes it on as any): a SIGUSR1 sent to the process while the thread made sampler's calls
+        was lost before (a test's target never started its calls)."""
+        held, self.held_signals = self.held_signals, []
+        tgid = procfs.group_and_parent(self.tid)[0] if held else 0
+        for sig in held if tgid else ():
+            calls.tgkill(tgid, self.tid, sig)
 
     def checked(self, number: int, *arguments: int) -> int:
         """As ``call``; InjectionError naming the call when it failed."""

@@ -265,7 +265,8 @@ class InProbes:
         if not placed:
             return ""
         return (f"{len(placed)} int3(s) in stops of sampler's page, each site a jump there"
-                + (f" ({len(refused)} in the code: {next(iter(refused.values()))})" if refused else ""))
+                + (f"; {len(refused)} in the code ({next(iter(refused.values()))}: a thread stopped at one when "
+                   "sampler is killed is let go mid-instruction)" if refused else ""))
 
     def _keep_alive(self) -> str:
         """Each int3 of the run with its out-of-line copy and the target's SIGTRAP handler in (keepalive.py),

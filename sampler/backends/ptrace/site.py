@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from sampler.backends.ptrace.stackcopy import Copy, StackCopier
 from sampler.debuginfo.locate import Place
@@ -272,7 +274,18 @@ class Site:
                                           self.stack_depths[index]), ""
             except UnreadableMemory as e:
                 return None, f"the stack cannot be read ({e})"
+        if hit is not None and self.trap is not None and hit.address == self.trap and self.address is not None:
+            hit = AtSite(self.address, hit.registers)  # (an int3 in a stop of sampler's page: the site's own pc)
         return self.scope.evaluate(hit, index, read or memory.read, on_branch)
+
+
+@dataclass(frozen=True)
+class AtSite:
+    """A hit at a site's int3 in a stop of sampler's page, as the expressions see it: at the site (every register
+    is as there, the pc too: the tracer reads $rip as the site's)."""
+
+    address: int
+    registers: Any
 
 
 def joined(expressions: Sequence[Expression], results: Sequence[tuple[Value, str] | None]

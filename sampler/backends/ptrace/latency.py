@@ -315,7 +315,8 @@ class Latency:
             self.extra.extend(rows[1:])  # (a tail call's chain: the other calls it ended)
             return rows[0][1] if rows else None
         owner, top = self.owner(hit, memory)
-        pc = site.address if hit.address == site.trap and site.address is not None else hit.address  # (a stop's)
+        pc = site.address if hit.address == site.trap and site.address is not None and site.python is None \
+            else hit.address  # (an int3 probe's stop: the site's)
         cfa = 0 if self.to else self._entry_cfa(site, pc, hit.registers)
         tag = None if cfa is None or self.to else _word(memory, cfa - 8)  # (read while the thread waits)
         reading = site.read_hit(memory, hit, waiting, let_go, guard)

@@ -274,7 +274,8 @@ class Site:
                                           self.stack_depths[index]), ""
             except UnreadableMemory as e:
                 return None, f"the stack cannot be read ({e})"
-        if hit is not None and self.trap is not None and hit.address == self.trap and self.address is not None:
+        if hit is not None and self.trap is not None and hit.address == self.trap and self.address is not None \
+                and self.python is None:
             hit = AtSite(self.address, hit.registers)  # (an int3 in a stop of sampler's page: the site's own pc)
         return self.scope.evaluate(hit, index, read or memory.read, on_branch)
 

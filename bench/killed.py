@@ -104,7 +104,8 @@ def main() -> int:
              "redis-server under redis-benchmark (8 clients), `trace --probe int3 --at processCommand --at call`, "
              "the worker SIGKILLed at a random moment once rows flow, the guardian alive. A/B alternated.", "",
              "| int3 hits | redis survived | died of |", "|---|---|---|"]
-    for outofline, name in ((True, "out-of-line copies + the target's SIGTRAP handler"),
+    for outofline, name in ((True, "int3s in stops of sampler's page (each site a jump there), copies + the "
+                                   "target's SIGTRAP handler"),
                             (False, "emulated (SAMPLER_OUTOFLINE=0, as before)")):
         died = ", ".join(f"{how} x{deaths[outofline].count(how)}" for how in sorted(set(deaths[outofline])))
         lines.append(f"| {name} | {survived[outofline]} of {args.trials} | {died or '-'} |")

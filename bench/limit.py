@@ -106,7 +106,8 @@ def run_sampler(pid: int, address: int, target: Target, mode: Mode, scratch: Pat
     else:
         argv = [sys.executable, "-m", "sampler", "attach", *common, "--rate", str(mode.rate),
                 "--count", str(mode.count)]
-    env = {**os.environ, "SAMPLER_EMULATE": "1" if emulate else "0"}
+    # (single-stepping: no out-of-line copy and no stop either, issue 59's; with them every hit goes on in a copy)
+    env = {**os.environ, "SAMPLER_EMULATE": "1" if emulate else "0", "SAMPLER_OUTOFLINE": "1" if emulate else "0"}
     result = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
     if result.returncode != 0:
         raise SystemExit(f"sampler failed: {result.stderr}")

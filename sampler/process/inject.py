@@ -19,6 +19,8 @@ import signal
 import time
 from collections.abc import Callable
 
+from ptrace.error import PtraceError  # type: ignore[import-untyped]
+
 from sampler.errors import DebuggerError
 from sampler.process import calls
 from sampler.process.tasks import WALL
@@ -87,8 +89,12 @@ class Injector:
             value = int(result.rax)
             return value - (1 << 64) if value & (1 << 63) else value
         finally:
-            calls.set_registers(self.tid, saved)
-            self._send_held()
+            try:
+                calls.set_registers(self.tid, saved)
+            except PtraceError as e:  # (the thread ended meanwhile: killed)
+                raise InjectionError(f"thread {self.tid} ended while it made a call for sampler ({e})") from None
+            finally:
+                self._send_held()
 
     def _send_held(self) -> None:
         """The signals held during the step, sent to the thread again (it stops for each when it goes on, and

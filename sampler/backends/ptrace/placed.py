@@ -235,8 +235,10 @@ class InProbes:
         go on one byte past it, mid-instruction, when its tracer dies). The others keep theirs in the code.
         What the probes line says ('' when nothing went in)."""
         tracer = self.tracer
-        if tracer is None or not tracer.switches.outofline or tracer.router is not None:
-            return ""  # (a run of many processes: their int3s in the code, as their in-process probes are not yet)
+        if tracer is None or not tracer.switches.outofline or tracer.router is not None \
+                or tracer.guard.on:
+            return ""  # (a run of many processes: their int3s in the code, as their in-process probes are not yet; a
+            # process whose memory may never answer (a FUSE mount): each hit's memory looked at before it goes on)
         wanted: list[tuple[Site, Displaced, bool]] = []
         for site in self.sites:
             if site.python is None and site.address is not None and site.trap is None:
@@ -273,7 +275,8 @@ class InProbes:
         before the first goes in: a tracer killed while a thread stands at one no longer kills the target.
         What the probes line says of the int3s that have no copy ('' when all have one)."""
         tracer = self.tracer
-        if tracer is None or not tracer.switches.outofline or tracer.router is not None:
+        if tracer is None or not tracer.switches.outofline or tracer.router is not None \
+                or tracer.guard.on:
             return ""
         stops = {p.trap for p in self.inprocess.placed if p.trap is not None} if self.inprocess is not None else set()
         addresses = [site.armed_at for site in self.trapped if site.armed_at is not None and site.armed_at not in stops]

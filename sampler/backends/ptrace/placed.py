@@ -235,10 +235,8 @@ class InProbes:
         go on one byte past it, mid-instruction, when its tracer dies). The others keep theirs in the code.
         What the probes line says ('' when nothing went in)."""
         tracer = self.tracer
-        if tracer is None or not tracer.switches.outofline or tracer.router is not None \
-                or tracer.guard.on:
-            return ""  # (a run of many processes: their int3s in the code, as their in-process probes are not yet; a
-            # process whose memory may never answer (a FUSE mount): each hit's memory looked at before it goes on)
+        if tracer is None or not _keeps_alive(tracer):
+            return ""
         wanted: list[tuple[Site, Displaced, bool]] = []
         for site in self.sites:
             if site.python is None and site.address is not None and site.trap is None:
@@ -251,7 +249,8 @@ class InProbes:
         try:
             refused = inprocess.put(wanted, stops=frozenset(site for site, _, _ in wanted))
         except SamplerError:
-            inprocess.close()
+            if inprocess is not self.inprocess:
+                inprocess.close()
             return ""
         keys = {site for site, _, _ in wanted}
         placed = [p for p in inprocess.placed if p.key in keys and p.trap is not None]
@@ -275,8 +274,7 @@ class InProbes:
         before the first goes in: a tracer killed while a thread stands at one no longer kills the target.
         What the probes line says of the int3s that have no copy ('' when all have one)."""
         tracer = self.tracer
-        if tracer is None or not tracer.switches.outofline or tracer.router is not None \
-                or tracer.guard.on:
+        if tracer is None or not _keeps_alive(tracer):
             return ""
         stops = {p.trap for p in self.inprocess.placed if p.trap is not None} if self.inprocess is not None else set()
         addresses = [site.armed_at for site in self.trapped if site.armed_at is not None and site.armed_at not in stops]
@@ -702,3 +700,11 @@ class InProbes:
             if out or now >= until or stop.is_set():
                 return out
             tracer.serve_until(min(until, now + DRAIN_S), stop)
+
+
+def _keeps_alive(tracer: Tracer) -> bool:
+    """Whether a run's int3s get stops, copies and the target's SIGTRAP handler (keepalive.py): not with
+    SAMPLER_OUTOFLINE=0 (or a check of the emulation); not yet in a run of many processes (as their in-process
+    probes); not where the memory may never answer (a FUSE or network mount: each hit's memory is looked at
+    before the thread goes on)."""
+    return tracer.switches.outofline and tracer.router is None and not tracer.guard.on
